@@ -1,0 +1,13 @@
+"""pybp: parallel-beam (filtered) back-projection on any OpenCL device.
+
+>>> import numpy as np, pybp
+>>> angles = np.linspace(0, np.pi, 180, endpoint=False)
+>>> slice_ = pybp.fbp(sinogram, angles)            # doctest: +SKIP
+"""
+
+from .device import devices
+from .filters import FILTERS
+from .runner import Backprojector, backproject, fbp
+
+__all__ = ["Backprojector", "backproject", "fbp", "devices", "FILTERS"]
+__version__ = "0.1.0"

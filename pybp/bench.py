@@ -1,0 +1,187 @@
+"""``pybp bench``: GU/s of every texture kernel and setting (design section 5).
+
+For each setting it measures, in the same run: the texture engine's ceiling for that
+texel format (a kernel that only fetches, one texel per update, best locality), each
+kernel family (verified on a small case first), and silx's OpenCL ``Backprojection``
+as the yardstick. Kernel time only, median of ``repeats`` runs after a warm-up.
+"""
+
+from __future__ import annotations
+
+import itertools
+import time
+
+import numpy as np
+import pyopencl as cl
+
+from . import codegen, reference
+from .device import CHANNEL_ORDERS, CHANNEL_TYPES, describe, select_device, usable_image_formats
+from .params import TextureParams
+from .profiler import architecture, choose_texel
+from .runner import Backprojector
+from .tuning import kernel_seconds
+
+VARIANTS = (  # (kernel, constants) measured for every setting
+    ("standard", "constant"),
+    ("locality", "constant"),
+    ("multiproj", "constant"),
+    ("multiproj", "local"),
+)
+SETTINGS = tuple(itertools.product((1, 2, 4), ("linear", "nearest"), ("float", "half")))
+
+
+def _median_event_seconds(launch, repeats):
+    launch().wait()
+    times = []
+    for _ in range(repeats):
+        event = launch()
+        event.wait()
+        times.append((event.profile.end - event.profile.start) * 1e-9)
+    return float(np.median(times))
+
+
+def texture_ceiling(cl_device, params: TextureParams, size, n_angles, repeats):
+    """Fetches per second of the texture engine for ``params``' texel format."""
+    context = cl.Context([cl_device])
+    queue = cl.CommandQueue(context, properties=cl.command_queue_properties.PROFILING_ENABLE)
+    fmt = cl.ImageFormat(CHANNEL_ORDERS[params.texel_channels], CHANNEL_TYPES[params.storage])
+    texels = np.random.default_rng(0).random((n_angles, size, params.texel_channels))
+    image = cl.create_image(context, cl.mem_flags.READ_ONLY | cl.mem_flags.COPY_HOST_PTR, fmt,
+                     shape=(size, n_angles), hostbuf=texels.astype(params.texel_dtype))
+    out = cl.Buffer(context, cl.mem_flags.WRITE_ONLY, params.slices_per_pass * size * size * 4)
+    kernel = cl.Program(context, codegen.render_probe(params)).build().fetch_only
+    seconds = _median_event_seconds(
+        lambda: kernel(queue, params.global_size((size, size)), params.local_size, image,
+                       np.int32(n_angles), np.int32(size), np.int32(size), np.int32(size), out),
+        repeats)
+    return size * size * n_angles / seconds
+
+
+def verify(options, interpolation, storage):
+    """Relative error on a small random case, and whether it is within tolerance."""
+    rng = np.random.default_rng(1)
+    angles = np.linspace(0, np.pi, 90, endpoint=False)
+    small = Backprojector(128, angles, **options)
+    data = rng.random((small.slices_per_pass, 90, 128)).astype(np.float32)
+    got = small(data)
+    if storage == "half":
+        data = data.astype(np.float16)
+    want = reference.backproject(data, small.geometry, interpolation)
+    if interpolation == "nearest":
+        share = reference.mismatch_share(got, want)
+        return share, share <= reference.NEAREST_MISMATCH_SHARE
+    error = reference.relative_rms(got, want)
+    return error, error <= reference.RTOL_TEXTURE
+
+
+def silx_seconds(cl_device, angles, data, repeats):
+    """Kernel time of silx's OpenCL back-projection on the same device, or None."""
+    try:
+        from silx.opencl.backprojection import Backprojection
+    except Exception:  # not installed, or broken
+        return None
+    platforms = cl.get_platforms()
+    pid = next(i for i, p in enumerate(platforms) if p.int_ptr == cl_device.platform.int_ptr)
+    did = next(i for i, d in enumerate(platforms[pid].get_devices()) if d.int_ptr == cl_device.int_ptr)
+    silx = Backprojection(data.shape, angles=angles, platformid=pid, deviceid=did, profile=True)
+    silx._transfer_to_texture(data)
+    kernel = silx.kernels.backproj_kernel if silx._use_textures else silx.kernels.backproj_cpu_kernel
+    return _median_event_seconds(
+        lambda: kernel(silx.queue, silx.ndrange, silx.wg, *silx._backproj_kernel_args), repeats)
+
+
+def run(device=None, size=2048, n_angles=None, repeats=5, settings=SETTINGS, variants=VARIANTS,
+        with_silx=True, log=print):
+    """Measure; return the rows of the table (dicts) and print them as they come."""
+    n_angles = n_angles or size
+    cl_device = select_device(device)
+    description = describe(cl_device)
+    formats = usable_image_formats(cl.Context([cl_device]))
+    angles = np.linspace(0, np.pi, n_angles, endpoint=False)
+    data = np.random.default_rng(2).random((4, n_angles, size)).astype(np.float32)
+    updates = size * size * n_angles
+    log(f"pybp bench on {description.name} ({description.platform}, driver {description.driver}): "
+        f"{n_angles} angles x {size} bins -> {size}x{size}, median of {repeats} after a warm-up")
+    rows = []
+    silx = silx_seconds(cl_device, angles, data[0], repeats) if with_silx else None
+    if silx is not None:
+        rows.append(dict(kernel="silx Backprojection", slices=1, interpolation="linear",
+                         storage="float", texel="1ch float image", gups=updates / silx * 1e-9,
+                         ceiling=None, error=None))
+        log(f"silx: {rate(rows[-1]['gups'])} GU/s")
+    for slices, interpolation, storage in settings:
+        row = architecture(description)
+        source, channels, images = choose_texel(formats, slices, storage, row.max_texel_bytes)
+        ceiling = None
+        if source == "image":
+            # Two images of 2-slice texels: the 2-slice texel's rate, two fetches per update.
+            probe = TextureParams(slices_per_pass=slices // images, interpolation=interpolation,
+                                  storage=storage, texel_channels=channels)
+            fetches = texture_ceiling(cl_device, probe, size, n_angles, repeats)
+            ceiling = fetches * slices / images * 1e-9
+            rows.append(dict(kernel="fetch-only ceiling", slices=slices, interpolation=interpolation,
+                             storage=storage, texel=texel_name(probe, images), gups=ceiling,
+                             ceiling=ceiling, error=None))
+            log(f"ceiling v{slices} {interpolation} {storage}: {rate(ceiling)} GU/s")
+        for kernel, constants in variants:
+            options = dict(device=cl_device, interpolation=interpolation, slices_per_pass=slices,
+                           precision=storage, kernel=kernel, overrides=dict(constants=constants))
+            error, good = verify(options, interpolation, storage)
+            big = Backprojector(size, angles, **options)
+            seconds = kernel_seconds(big, data[:slices], repeats)
+            gups = updates * slices / seconds * 1e-9
+            texel = texel_name(big.params, big.params.texel_images)
+            name = kernel if kernel != "multiproj" else f"multiproj/{constants}"
+            rows.append(dict(kernel=name, slices=slices, interpolation=interpolation,
+                             storage=storage, texel=texel, gups=gups,
+                             ceiling=ceiling, error=error, verified=good))
+            log(f"  {name} v{slices} {interpolation} {storage}: {rate(gups)} GU/s "
+                f"(check {error:.1e}{'' if good else ' FAILED'})")
+            del big
+    return rows, silx and updates / silx * 1e-9
+
+
+def texel_name(params, images):
+    count = f"{images}x " if images > 1 else ""
+    return f"{count}{params.texel_channels}ch {params.storage} {params.source}"
+
+
+def rate(gups) -> str:
+    return f"{gups:.0f}" if gups >= 100 else f"{gups:.3g}"
+
+
+def format_table(rows, silx_gups=None) -> str:
+    """A markdown table: GU/s, share of the measured ceiling, and speed against silx.
+
+    GU/s counts every slice, so its ratio to silx's is how much sooner each slice is
+    done."""
+    head = ("| kernel | slices | interpolation | storage | texel | GU/s "
+            "| % of ceiling | vs silx | check |")
+    lines = [head, "|" + " --- |" * 9]
+    for r in rows:
+        share = f"{100 * r['gups'] / r['ceiling']:.0f}%" if r.get("ceiling") else ""
+        versus = f"{r['gups'] / silx_gups:.2f}x" if silx_gups else ""
+        if r.get("error") is None:
+            check = ""
+        else:
+            check = f"{r['error']:.1e}" + ("" if r.get("verified") else " FAILED")
+        lines.append(f"| {r['kernel']} | {r['slices']} | {r['interpolation']} | {r['storage']} "
+                     f"| {r['texel']} | {rate(r['gups'])} | {share} "
+                     f"| {versus} | {check} |")
+    return "\n".join(lines)
+
+
+def best_per_setting(rows):
+    """The fastest verified pybp kernel for each setting, beside its ceiling."""
+    best = {}
+    for r in rows:
+        if r.get("error") is None or not r.get("verified"):
+            continue
+        key = (r["slices"], r["interpolation"], r["storage"])
+        if key not in best or r["gups"] > best[key]["gups"]:
+            best[key] = r
+    return best
+
+
+def timestamp():
+    return time.strftime("%Y-%m-%d %H:%M:%S")

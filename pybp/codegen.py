@@ -1,0 +1,87 @@
+"""Rendering kernel templates: the only module that knows where ``templates/`` lives."""
+
+from __future__ import annotations
+
+import functools
+import os
+import tempfile
+from importlib import resources
+from pathlib import Path
+
+from mako.lookup import TemplateLookup
+
+from .params import TextureParams
+
+# Template of each texture kernel; `standard` and `locality` differ only in the index
+# mapping, so they share one template (style.md: one template per near-identical pair).
+TEXTURE_TEMPLATES = {
+    "standard": "texture.cl.mako",
+    "locality": "texture.cl.mako",
+    "multiproj": "multiproj.cl.mako",
+}
+FILTER_TILE = 64
+
+
+def templates_dir() -> Path:
+    """Installed wheels ship templates as the ``pybp.templates`` package; a source
+    checkout or editable install finds them beside the package (style.md)."""
+    try:
+        path = Path(str(resources.files("pybp.templates")))
+        if (path / "common.cl.mako").is_file():
+            return path
+    except (ModuleNotFoundError, TypeError):
+        pass
+    path = Path(__file__).resolve().parents[1] / "templates"
+    if (path / "common.cl.mako").is_file():
+        return path
+    raise FileNotFoundError("pybp's kernel templates were not found (broken installation?)")
+
+
+@functools.lru_cache(maxsize=None)
+def _lookup() -> TemplateLookup:
+    return TemplateLookup(directories=[str(templates_dir())], strict_undefined=True)
+
+
+def _render(template: str, **values) -> str:
+    return _lookup().get_template(template).render(**values)
+
+
+@functools.lru_cache(maxsize=256)
+def render(params: TextureParams) -> str:
+    """OpenCL source of the back-projection kernel ``backproject`` for ``params``."""
+    params.validate()
+    return _render(TEXTURE_TEMPLATES[params.kernel], p=params.as_dict())
+
+
+@functools.lru_cache(maxsize=64)
+def render_pack(params: TextureParams) -> str:
+    """Source of ``pack``: interleave and convert sinograms into ``params``' texels."""
+    return _render("pack.cl.mako", p=params.as_dict())
+
+
+@functools.lru_cache(maxsize=64)
+def render_probe(params: TextureParams) -> str:
+    """Source of ``fetch_only``: the texture-engine ceiling for ``params``' texels."""
+    return _render("probe.cl.mako", p=params.as_dict())
+
+
+@functools.lru_cache(maxsize=1)
+def render_filter() -> str:
+    """Source of ``filter_rows``: the FBP row filter."""
+    return _render("filter.cl.mako", tile=FILTER_TILE)
+
+
+def write_text_new(path, text: str, overwrite: bool = False) -> Path:
+    """Write ``text`` to ``path`` atomically, refusing to replace a file unless asked."""
+    path = Path(path)
+    if path.exists() and not overwrite:
+        raise FileExistsError(f"{path} exists; pass overwrite to replace it")
+    fd, tmp = tempfile.mkstemp(dir=path.parent or ".", prefix=f".{path.name}.", suffix=".tmp")
+    try:
+        with os.fdopen(fd, "w") as handle:
+            handle.write(text)
+        os.replace(tmp, path)
+    except BaseException:
+        os.unlink(tmp)
+        raise
+    return path

@@ -1,0 +1,141 @@
+"""Architecture detection and the table of defaults: picks a texture parameter set.
+
+Order of precedence: what the caller forces, then a profile tuned on this exact device
+and driver (``pybp.tuning``), then the first matching row of ``ARCHITECTURES``, whose
+last row is the generic default.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+from .device import DeviceDescription
+from .params import SLICES_PER_PASS, TextureParams
+
+
+@dataclass(frozen=True)
+class Architecture:
+    """One row of defaults. ``kernels`` maps slices per pass to the kernel family."""
+
+    name: str
+    vendor: tuple = ()  # any of these substrings of the vendor or platform, lower case
+    device_type: str | None = None  # "gpu", "cpu", ...
+    min_capability: tuple | None = None  # NVIDIA compute capability
+    max_capability: tuple | None = None
+    gfx_prefix: str | None = None  # AMD gfx target prefix
+    kernels: dict = field(default_factory=lambda: {1: "standard", 2: "standard", 4: "standard"})
+    constants: str = "constant"
+    unroll: int = 4
+    # Slices per pass chosen for "auto", per storage: where wide texels filter slower.
+    slices_per_pass: dict = field(default_factory=lambda: {"float": 1, "half": 1})
+    # Widest texel that filters at full rate; 4 slices are spread over two images
+    # of 2-slice texels where 4-slice texels are wider.
+    max_texel_bytes: int = 16
+    source: str = "paper"
+
+    def matches(self, d: DeviceDescription) -> bool:
+        names = (d.vendor + " " + d.platform).lower()
+        if self.vendor and not any(v in names for v in self.vendor):
+            return False
+        if self.device_type and d.type != self.device_type:
+            return False
+        if self.min_capability or self.max_capability:
+            if d.compute_capability is None:
+                return False
+            if self.min_capability and d.compute_capability < self.min_capability:
+                return False
+            if self.max_capability and d.compute_capability > self.max_capability:
+                return False
+        if self.gfx_prefix and not (d.gfx_target or "").startswith(self.gfx_prefix):
+            return False
+        return True
+
+
+MULTIPROJ = {1: "multiproj", 2: "multiproj", 4: "multiproj"}
+NVIDIA = ("nvidia",)
+AMD = ("amd", "advanced micro")
+
+# First match wins. Keep the generic row last.
+ARCHITECTURES = (
+    # H100 (sm_90), measured with `pybp bench` (docs/benchmarks.md): Alg. 3 with the
+    # constants cached in local memory ran 3% faster than from __constant; 128-bit
+    # texels filter at a quarter rate, so 4 float slices go into two RG images.
+    Architecture("nvidia-hopper", vendor=NVIDIA, min_capability=(9, 0), kernels=MULTIPROJ,
+                 constants="local", max_texel_bytes=8,
+                 slices_per_pass={"float": 4, "half": 4}, source="docs/benchmarks.md"),
+    # Maxwell to Ada: Table 13 runs Alg. 3 with constants in __constant memory; 8-byte
+    # texels filter at full rate, wider ones do not (Sect. 5.2-5.3).
+    Architecture("nvidia-maxwell+", vendor=NVIDIA, min_capability=(5, 0), kernels=MULTIPROJ,
+                 max_texel_bytes=8, slices_per_pass={"float": 4, "half": 4},
+                 source="paper Table 13, Sect. 5.2-5.3"),
+    # Fermi/Kepler: Alg. 3 with constant memory (Kepler prefers it, Sect. 5.6); slow
+    # half conversion on Kepler (Sect. 5.3), so float pairs.
+    Architecture("nvidia-kepler", vendor=NVIDIA, min_capability=(2, 0), kernels=MULTIPROJ,
+                 unroll=8, max_texel_bytes=8, slices_per_pass={"float": 2, "half": 2},
+                 source="paper Table 13"),
+    Architecture("nvidia", vendor=NVIDIA, kernels=MULTIPROJ, max_texel_bytes=8,
+                 slices_per_pass={"float": 2, "half": 2}, source="paper Sect. 5.6"),
+    # AMD: slow constant memory, so Alg. 5 caches 256 constants in local memory
+    # (Table 13's 256 column); no half-float conversion on older GCN (Sect. 5.3).
+    Architecture("amd", vendor=AMD, device_type="gpu", kernels=MULTIPROJ, constants="local",
+                 slices_per_pass={"float": 2, "half": 2}, source="paper Table 13, Sect. 5.6"),
+    # Intel GPUs: not in the paper; the Z-order mapping helps every texture cache.
+    Architecture("intel-gpu", vendor=("intel",), device_type="gpu",
+                 kernels={1: "locality", 2: "locality", 4: "locality"},
+                 slices_per_pass={"float": 2, "half": 2}, source="untuned"),
+    # CPU runtimes (PoCL, Intel CPU): images are emulated, so the per-texel address
+    # arithmetic dominates and wide texels amortise it.
+    Architecture("cpu", device_type="cpu", unroll=1,
+                 slices_per_pass={"float": 4, "half": 4}, source="untuned"),
+    Architecture("generic", source="safe default"),
+)
+
+
+def architecture(device: DeviceDescription) -> Architecture:
+    return next(row for row in ARCHITECTURES if row.matches(device))
+
+
+def choose_texel(formats, slices_per_pass: int, storage: str, max_texel_bytes: int = 16):
+    """``(source, channels, images)``: the narrowest usable image texel for the slices,
+    two images where one texel would be wider than ``max_texel_bytes``, or a buffer.
+
+    PoCL lacks two-channel images, so two slices go into RGBA texels there.
+    """
+    item = 2 if storage == "half" else 4
+    if slices_per_pass == 4 and 4 * item > max_texel_bytes and (2, storage) in formats:
+        return "image", 2, 2
+    for channels in (c for c in (1, 2, 4) if c >= slices_per_pass):
+        if (channels, storage) in formats:
+            return "image", channels, 1
+    return "buffer", slices_per_pass, 1
+
+
+def auto_slices_per_pass(device: DeviceDescription, storage: str) -> int:
+    return architecture(device).slices_per_pass[storage]
+
+
+def texture_params(device: DeviceDescription, formats, slices_per_pass: int,
+                   interpolation: str, storage: str, kernel: str = "auto",
+                   tuned: dict | None = None, **overrides) -> TextureParams:
+    """The parameter set for this device and setting.
+
+    ``tuned`` is a tuned profile entry (``pybp.tuning``); ``overrides`` force any field,
+    as tests and benchmarks do.
+    """
+    if slices_per_pass not in SLICES_PER_PASS:
+        raise ValueError(f"slices_per_pass: expected 1, 2, 4 or 'auto'; got {slices_per_pass!r}")
+    row = architecture(device)
+    source, channels, images = choose_texel(formats, slices_per_pass, storage, row.max_texel_bytes)
+    values = dict(kernel=row.kernels[slices_per_pass], constants=row.constants, unroll=row.unroll)
+    if tuned:
+        values.update({k: v for k, v in tuned.items() if k in ("kernel", "constants", "unroll")})
+    if kernel != "auto":
+        values["kernel"] = kernel
+    if values["kernel"] != "multiproj":  # local caching is Alg. 5, a multiproj option
+        values["constants"] = "constant"
+    values.update(slices_per_pass=slices_per_pass, interpolation=interpolation, storage=storage,
+                  source=source, texel_channels=channels, texel_images=images)
+    values.update(overrides)
+    if values["source"] == "buffer":
+        values.update(texel_channels=slices_per_pass, texel_images=1)
+    return TextureParams(**values).validate()

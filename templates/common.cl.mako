@@ -1,0 +1,110 @@
+## Shared pieces of the back-projection kernels. Each <%def> is OpenCL with the
+## parameter-dependent parts filled in; Python passes plain values only.
+<%!
+    COMPONENTS = ("x", "y", "z", "w")
+
+    def vector_type(n):
+        return "float" if n == 1 else "float%d" % n
+%>
+
+<%def name="header(params, title)">\
+/* pybp ${title}
+% for name, value in params.items():
+ *   ${name} = ${value}
+% endfor
+ */
+</%def>
+
+
+## The argument(s) that carry the sinogram texels, and their names in a call.
+<%def name="source_arg(p)">\
+% if p["source"] == "image" and p["texel_images"] == 2:
+__read_only image2d_t sinogram, __read_only image2d_t sinogram_hi\
+% elif p["source"] == "image":
+__read_only image2d_t sinogram\
+% elif p["storage"] == "half":
+__global const half *sinogram\
+% else:
+__global const ${vector_type(p["slices_per_pass"])} *sinogram\
+% endif
+</%def>
+
+<%def name="source_names(p)">${"sinogram, sinogram_hi" if p["texel_images"] == 2 else "sinogram"}</%def>
+
+## fetch(sinogram, n_bins, h, p): the interpolated value of projection p at detector
+## position h (bins from the first bin's centre), zero outside the detector.
+<%def name="fetch_function(p)">
+<% n = p["slices_per_pass"]; vt = vector_type(n) %>\
+% if p["source"] == "image":
+<% swizzle = {1: ".x", 2: ".xy", 4: ""}[n] %>\
+// Unnormalized coordinates: texel i covers [i, i+1), so its centre is at i + 0.5.
+// CLK_ADDRESS_CLAMP returns zero beyond the detector edges.
+__constant sampler_t sinogram_sampler = CLK_NORMALIZED_COORDS_FALSE | CLK_ADDRESS_CLAMP
+    | ${"CLK_FILTER_LINEAR" if p["interpolation"] == "linear" else "CLK_FILTER_NEAREST"};
+
+% if p["texel_images"] == 2:
+// Slices 0-1 and 2-3 in two images: two 64-bit fetches filter faster than one 128-bit.
+inline float4 fetch(__read_only image2d_t sinogram, __read_only image2d_t sinogram_hi,
+                    const int n_bins, const float h, const int p)
+{
+    const float2 at = (float2)(h + 0.5f, (float)p + 0.5f);
+    return (float4)(read_imagef(sinogram, sinogram_sampler, at).xy,
+                    read_imagef(sinogram_hi, sinogram_sampler, at).xy);
+}
+% else:
+inline ${vt} fetch(__read_only image2d_t sinogram, const int n_bins, const float h, const int p)
+{
+    return read_imagef(sinogram, sinogram_sampler, (float2)(h + 0.5f, (float)p + 0.5f))${swizzle};
+}
+% endif
+% else:
+<%
+    if p["storage"] == "half":
+        load = "vload_half(%s, sinogram)" if n == 1 else "vload_half%d(%%s, sinogram)" % n
+        ptr = "__global const half *sinogram"
+    else:
+        load = "sinogram[%s]"
+        ptr = "__global const %s *sinogram" % vt
+%>\
+// No usable image: interpolate with arithmetic from global memory, zero outside.
+inline ${vt} bin_value(${ptr}, const int n_bins, const int i, const int p)
+{
+    return (i >= 0 && i < n_bins) ? ${load % "p * n_bins + i"} : (${vt})(0.0f);
+}
+
+inline ${vt} fetch(${ptr}, const int n_bins, const float h, const int p)
+{
+% if p["interpolation"] == "linear":
+    const float left = floor(h);
+    const int i = (int)left;
+    const ${vt} a = bin_value(sinogram, n_bins, i, p);
+    const ${vt} b = bin_value(sinogram, n_bins, i + 1, p);
+    return mad((${vt})(h - left), b - a, a);
+% else:
+    return bin_value(sinogram, n_bins, (int)floor(h + 0.5f), p);
+% endif
+}
+% endif
+</%def>
+
+## The pixel (x, y) of this work-item when each 4x4 square of a 16x16 tile is walked
+## along a Z-order curve: 4 neighbours fetch bins at most 3 apart, and 16 of them need
+## about 8 bins (Sect. 5.5, Alg. 2).
+<%def name="zorder_pixel()">
+    const int item = get_local_id(1) * 16 + get_local_id(0);
+    const int x = get_group_id(0) * 16 + ((item >> 4) & 3) * 4 + ((item & 1) | ((item >> 1) & 2));
+    const int y = get_group_id(1) * 16 + ((item >> 6) & 3) * 4 + (((item >> 1) & 1) | ((item >> 2) & 2));
+</%def>
+
+## Write the per-slice components of `total` for pixel (x, y); later detector or angle
+## pieces of the same slices add to what the first wrote.
+<%def name="store(p, total)">
+<% n = p["slices_per_pass"] %>\
+    if (x < nx && y < ny) {
+        const int pixel = y * nx + x;
+% for s in range(n):
+<% value = total if n == 1 else "%s.%s" % (total, COMPONENTS[s]) %>\
+        out[${s} * nx * ny + pixel] = accumulate ? out[${s} * nx * ny + pixel] + ${value} : ${value};
+% endfor
+    }
+</%def>

@@ -1,0 +1,83 @@
+## Texture-engine back-projection over 4 projections at once (paper Sect. 5.6, Alg. 3):
+## 256 work-items cover 16x16 pixels; each takes 4 pixels and every 4th projection, and
+## the 4 partial sums of a pixel are reduced in local memory.
+<%namespace name="common" file="common.cl.mako"/>\
+${common.header(p, "texture back-projection (multiproj)")}
+${common.fetch_function(p)}
+<%
+    vt = common.attr.vector_type(p["slices_per_pass"])
+    local_constants = p["constants"] == "local"
+%>
+#define PROJECTIONS 4   /* projections in flight per work-group */
+#define CACHED 256      /* projection constants cached per round (Alg. 5) */
+
+__kernel __attribute__((reqd_work_group_size(16, 16, 1)))
+void backproject(
+    ${common.source_arg(p)},           /* interleaved sinograms, n_angles rows of n_bins texels */
+% if local_constants:
+    __global const float4 *projection,  /* per angle: cos, sin, base; cached in local memory */
+% else:
+    __constant const float4 *projection, /* per angle: cos, sin, base (h = x cos - y sin + base) */
+% endif
+    const int n_angles,
+    const int n_bins,
+    const int nx,
+    const int ny,
+    const int accumulate,               /* add to `out` (a later piece) or overwrite it */
+    __global float *out)                /* slices_per_pass planes of ny x nx */
+{
+    // Bits 0-3: Z-order place in a 4x4 square (Sect. 5.5); bits 4-5: the square along
+    // a 16x4 strip; bits 6-7: the projection, the same for a whole warp so that its
+    // constant loads broadcast (Fig. 10). The strip steps down 4 rows at a time.
+    const int item = get_local_id(1) * 16 + get_local_id(0);
+    const int qx = ((item >> 4) & 3) * 4 + ((item & 1) | ((item >> 1) & 2));
+    const int qy = ((item >> 1) & 1) | ((item >> 2) & 2);
+    const int first = item >> 6;
+    const float fx = (float)(get_group_id(0) * 16 + qx);
+    const float fy = (float)(get_group_id(1) * 16 + qy);
+
+    ${vt} sum[4];
+    for (int k = 0; k < 4; k++)
+        sum[k] = (${vt})(0.0f);
+
+% if local_constants:
+    __local float4 cached[CACHED];
+    for (int round = 0; round < n_angles; round += CACHED) {
+        const int count = min(CACHED, n_angles - round);
+        barrier(CLK_LOCAL_MEM_FENCE);
+        if (item < count)
+            cached[item] = projection[round + item];
+        barrier(CLK_LOCAL_MEM_FENCE);
+% if p["unroll"] > 1:
+        #pragma unroll ${p["unroll"]}
+% endif
+        for (int q = first; q < count; q += PROJECTIONS) {
+            const float4 c = cached[q];
+            const int a = round + q;
+% else:
+    {
+% if p["unroll"] > 1:
+        #pragma unroll ${p["unroll"]}
+% endif
+        for (int a = first; a < n_angles; a += PROJECTIONS) {
+            const float4 c = projection[a];
+% endif
+            const float h = mad(fx, c.x, mad(-fy, c.y, c.z));
+            const float row_step = 4.0f * c.y;   /* h moves by -4 sin per 4 rows */
+            #pragma unroll
+            for (int k = 0; k < 4; k++)
+                sum[k] += fetch(${common.source_names(p)}, n_bins, mad(-(float)k, row_step, h), a);
+        }
+    }
+
+    // Partial sums go to local memory in the tile's row-major order, so the reduction
+    // that follows also writes the output coalesced.
+    __local ${vt} partial[PROJECTIONS][256];
+    for (int k = 0; k < 4; k++)
+        partial[first][(qy + 4 * k) * 16 + qx] = sum[k];
+    barrier(CLK_LOCAL_MEM_FENCE);
+    const ${vt} total = partial[0][item] + partial[1][item] + partial[2][item] + partial[3][item];
+    const int x = get_group_id(0) * 16 + (item & 15);
+    const int y = get_group_id(1) * 16 + (item >> 4);
+${common.store(p, "total")}
+}

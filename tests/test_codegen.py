@@ -1,0 +1,83 @@
+"""Templates: found installed or in a checkout; every parameter set renders and builds."""
+
+import itertools
+from importlib import resources
+from pathlib import Path
+
+import pyopencl as cl
+import pytest
+
+import pybp
+from pybp import codegen
+from pybp.cli import main
+from pybp.params import TextureParams
+
+
+def test_templates_found_where_pybp_is():
+    where = codegen.templates_dir()
+    assert (where / "texture.cl.mako").is_file()
+    package = Path(pybp.__file__).resolve().parent
+    if "site-packages" in str(package):  # an installed copy: the wheel's templates
+        assert where.resolve() == (package / "templates").resolve()
+
+
+def test_checkout_fallback(monkeypatch):
+    checkout = Path(__file__).resolve().parents[1] / "templates"
+    if not checkout.is_dir():
+        pytest.skip("not a source checkout")
+
+    def missing(name):
+        raise ModuleNotFoundError(name)
+
+    monkeypatch.setattr(resources, "files", missing)
+    assert codegen.templates_dir() == checkout
+
+
+ALL = [TextureParams(kernel=k, slices_per_pass=n, interpolation=i, storage=s,
+                     texel_channels=n // images, texel_images=images, source=src,
+                     constants=c, unroll=u)
+       for k, n, i, s, src, c, u, images in itertools.product(
+           ("standard", "locality", "multiproj"), (1, 2, 4), ("nearest", "linear"),
+           ("float", "half"), ("image", "buffer"), ("constant", "local"), (1, 8), (1, 2))
+       if (c == "constant" or k == "multiproj")
+       and (images == 1 or (n == 4 and src == "image"))]
+
+
+def test_every_parameter_set_renders_with_its_parameters():
+    for params in ALL:
+        source = codegen.render(params)
+        assert "__kernel" in source and "backproject" in source
+        for name, value in params.as_dict().items():  # the header lists them
+            assert f"{name} = {value}" in source
+
+
+@pytest.mark.parametrize("kernel", ["standard", "locality", "multiproj"])
+def test_sources_build(cl_device, kernel):
+    context = cl.Context([cl_device])
+    for params in ALL:
+        if params.kernel == kernel and params.unroll == 8 and params.interpolation == "linear":
+            cl.Program(context, codegen.render(params)).build()
+
+
+def test_invalid_parameter_sets_are_refused():
+    with pytest.raises(ValueError, match="texel_channels"):
+        TextureParams(slices_per_pass=4, texel_channels=2).validate()
+    with pytest.raises(ValueError, match="constants"):
+        TextureParams(kernel="standard", constants="local").validate()
+    with pytest.raises(ValueError, match="unroll"):
+        TextureParams(unroll=0).validate()
+
+
+def test_render_command_writes_and_never_overwrites(tmp_path, capsys):
+    target = tmp_path / "k.cl"
+    args = ["render", "--kernel", "multiproj", "--slices", "2", "--storage", "half",
+            "-o", str(target)]
+    assert main(args) == 0
+    text = target.read_text()
+    assert "kernel = multiproj" in text and "storage = half" in text
+    target.write_text("my edits")
+    assert main(args) == 2
+    assert target.read_text() == "my edits"
+    assert main(args + ["--overwrite"]) == 0
+    assert target.read_text() == text
+    assert main(["render", "--slices", "4", "--texel-channels", "2"]) == 2

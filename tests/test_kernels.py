@@ -1,0 +1,74 @@
+"""Every texture kernel x slices per pass x interpolation x storage x texel source,
+against the float64 reference of the same formula."""
+
+import numpy as np
+import pytest
+
+import pybp
+from pybp import reference
+from pybp.params import SLICES_PER_PASS, TEXTURE_KERNELS
+
+N_BINS, N_ANGLES = 72, 50
+VARIANTS = [(k, c) for k in TEXTURE_KERNELS for c in ("constant", "local") if c == "constant" or k == "multiproj"]
+
+
+def check(result, want, params, interpolation, tolerance):
+    if interpolation == "nearest":
+        share = reference.mismatch_share(result, want)
+        assert share <= reference.NEAREST_MISMATCH_SHARE, f"{params.key()}: {share:.2%} pixels differ"
+    else:
+        error = reference.relative_rms(result, want)
+        assert error <= tolerance(params), f"{params.key()}: error {error:.2e}"
+
+
+@pytest.mark.parametrize("source", ["image", "buffer"])
+@pytest.mark.parametrize("storage", ["float", "half"])
+@pytest.mark.parametrize("interpolation", ["linear", "nearest"])
+@pytest.mark.parametrize("slices", SLICES_PER_PASS)
+@pytest.mark.parametrize("kernel,constants", VARIANTS)
+def test_kernel_matches_reference(cl_device, linear_tolerance, rng, kernel, constants, slices,
+                                  interpolation, storage, source):
+    angles = np.sort(rng.uniform(0, np.pi, N_ANGLES))  # uneven steps
+    center = (N_BINS - 1) / 2 + 3.3
+    data = rng.standard_normal((slices, N_ANGLES, N_BINS)).astype(np.float32)
+    bp = pybp.Backprojector(N_BINS, angles, center=center, slice_shape=(61, 75), device=cl_device,
+                            interpolation=interpolation, slices_per_pass=slices,
+                            precision=storage, kernel=kernel,
+                            overrides=dict(constants=constants, source=source))
+    if source == "image" and bp.params.source != "image":
+        pytest.xfail(f"{bp.device.name} has no usable {storage} image with {slices} channels")
+    assert bp.params.kernel == kernel and bp.params.slices_per_pass == slices
+    got = bp(data)
+    stored = data.astype(np.float16) if storage == "half" else data
+    want = reference.backproject(stored, bp.geometry, interpolation)
+    check(got, want, bp.params, interpolation, linear_tolerance)
+    if storage == "half" and interpolation == "linear":
+        # Design section 6: half storage stays within 1e-2 of the float result.
+        assert reference.relative_rms(got, reference.backproject(data, bp.geometry)) <= reference.RTOL_HALF
+
+
+@pytest.mark.parametrize("storage", ["float", "half"])
+@pytest.mark.parametrize("interpolation", ["linear", "nearest"])
+@pytest.mark.parametrize("kernel,constants", VARIANTS)
+def test_four_slices_in_two_images(cl_device, linear_tolerance, rng, kernel, constants,
+                                   interpolation, storage):
+    """Slices 0-1 and 2-3 in two images (for GPUs where 128-bit texels filter slower)."""
+    angles = np.linspace(0, np.pi, N_ANGLES, endpoint=False)
+    data = rng.standard_normal((4, N_ANGLES, N_BINS)).astype(np.float32)
+    bp = pybp.Backprojector(N_BINS, angles, device=cl_device, interpolation=interpolation,
+                            slices_per_pass=4, precision=storage, kernel=kernel,
+                            overrides=dict(constants=constants, texel_images=2))
+    assert bp.params.texel_images == 2
+    got = bp(data[:3])  # a last pass of 3 slices runs the 4-slice setting
+    stored = data[:3].astype(np.float16) if storage == "half" else data[:3]
+    check(got, reference.backproject(stored, bp.geometry, interpolation), bp.params,
+          interpolation, linear_tolerance)
+
+
+def test_two_slices_fall_back_to_four_channel_texels(cl_device):
+    """PoCL has no CL_RG: two slices must still run, in RGBA texels or a buffer."""
+    bp = pybp.Backprojector(32, np.linspace(0, np.pi, 16, endpoint=False), device=cl_device,
+                            slices_per_pass=2)
+    assert bp.params.texel_channels >= 2
+    if (2, "float") not in bp.formats and bp.params.source == "image":
+        assert bp.params.texel_channels == 4

@@ -1,0 +1,66 @@
+"""Tuned profiles, the tuning search on a small case, and the CLI commands."""
+
+import json
+
+import numpy as np
+import pytest
+
+from pybp import tuning
+from pybp.cli import main
+from pybp.device import describe
+
+
+@pytest.fixture
+def cache(tmp_path, monkeypatch):
+    monkeypatch.setenv("PYBP_CACHE_DIR", str(tmp_path))
+    return tmp_path
+
+
+def test_profile_round_trip_and_other_device_refused(cl_device, cache):
+    device = describe(cl_device)
+    key = tuning.setting_key(2, "linear", "float")
+    path = tuning.save_profile(device, {key: {"params": {"kernel": "locality"}, "gups": 1.0}})
+    assert tuning.load_profile(device) == {key: {"kernel": "locality"}}
+    data = json.loads(path.read_text())
+    data["device"] = "another device"
+    path.write_text(json.dumps(data))
+    assert tuning.load_profile(device) == {}
+
+
+def test_tune_picks_a_verified_winner_and_it_is_used(cl_device, cache):
+    import pybp
+
+    winners = tuning.tune(device=cl_device, size=48, settings=[(1, "linear", "float")],
+                          repeats=1, log=lambda *_: None)
+    key = tuning.setting_key(1, "linear", "float")
+    assert winners[key]["gups"] > 0
+    bp = pybp.Backprojector(48, np.linspace(0, np.pi, 8, endpoint=False), device=cl_device,
+                            slices_per_pass=1)
+    chosen = {k: getattr(bp.params, k) for k in winners[key]["params"]}
+    assert chosen == winners[key]["params"]
+
+
+def test_devices_command(capsys):
+    assert main(["devices"]) == 0
+    assert "[0]" in capsys.readouterr().out
+
+
+def test_demo_command(tmp_path, capsys):
+    target = tmp_path / "demo.png"
+    assert main(["demo", "--size", "64", "--output", str(target)]) == 0
+    out = capsys.readouterr().out
+    assert "GU/s" in out and "RMS" in out
+    assert target.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+    error = float(out.split("RMS")[1].split()[0])
+    assert error < 0.1
+    before = target.read_bytes()
+    assert main(["demo", "--size", "64", "--output", str(target)]) == 2
+    assert target.read_bytes() == before
+
+
+def test_bench_command_small(capsys):
+    assert main(["bench", "--size", "48", "--repeats", "1", "--slices", "2",
+                 "--interpolation", "linear", "--storage", "float", "--no-silx"]) == 0
+    out = capsys.readouterr().out
+    assert "multiproj/local" in out and "FAILED" not in out
+    assert main(["bench", "--size", "0"]) == 2
