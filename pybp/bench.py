@@ -1,7 +1,8 @@
 """``pybp bench``: GU/s of every texture kernel and setting (design section 5).
 
 For each setting it measures, in the same run: the texture engine's ceiling for that
-texel format (a kernel that only fetches, one texel per update, best locality), each
+texel format (a kernel that only fetches, one texel per update, in the multiproj
+schedule with every fetch next to its neighbours'), each
 kernel family (verified on a small case first), and silx's OpenCL ``Backprojection``
 as the yardstick. Kernel time only, median of ``repeats`` runs after a warm-up.
 """
@@ -52,6 +53,7 @@ def texture_ceiling(cl_device, params: TextureParams, size, n_angles, repeats):
     kernel = cl.Program(context, codegen.render_probe(params)).build().fetch_only
     seconds = _median_event_seconds(
         lambda: kernel(queue, params.global_size((size, size)), params.local_size, image,
+                       np.float32(0.0),  # row_slope
                        np.int32(n_angles), np.int32(size), np.int32(size), np.int32(size), out),
         repeats)
     return size * size * n_angles / seconds
@@ -111,16 +113,16 @@ def run(device=None, size=2048, n_angles=None, repeats=5, settings=SETTINGS, var
         log(f"silx: {rate(rows[-1]['gups'])} GU/s")
     for slices, interpolation, storage in settings:
         row = architecture(description)
-        source, channels, images = choose_texel(formats, slices, storage, row.max_texel_bytes)
+        source, channels, texel_rows = choose_texel(formats, slices, storage, row.max_texel_bytes)
         ceiling = None
         if source == "image":
-            # Two images of 2-slice texels: the 2-slice texel's rate, two fetches per update.
-            probe = TextureParams(slices_per_pass=slices // images, interpolation=interpolation,
+            # Two texel rows of 2 slices: the 2-slice texel's rate, two fetches per update.
+            probe = TextureParams(slices_per_pass=slices // texel_rows, interpolation=interpolation,
                                   storage=storage, texel_channels=channels)
             fetches = texture_ceiling(cl_device, probe, size, n_angles, repeats)
-            ceiling = fetches * slices / images * 1e-9
+            ceiling = fetches * slices / texel_rows * 1e-9
             rows.append(dict(kernel="fetch-only ceiling", slices=slices, interpolation=interpolation,
-                             storage=storage, texel=texel_name(probe, images), gups=ceiling,
+                             storage=storage, texel=texel_name(probe, texel_rows), gups=ceiling,
                              ceiling=ceiling, error=None))
             log(f"ceiling v{slices} {interpolation} {storage}: {rate(ceiling)} GU/s")
         for kernel, constants in variants:
@@ -130,7 +132,7 @@ def run(device=None, size=2048, n_angles=None, repeats=5, settings=SETTINGS, var
             big = Backprojector(size, angles, **options)
             seconds = kernel_seconds(big, data[:slices], repeats)
             gups = updates * slices / seconds * 1e-9
-            texel = texel_name(big.params, big.params.texel_images)
+            texel = texel_name(big.params, big.params.texel_rows)
             name = kernel if kernel != "multiproj" else f"multiproj/{constants}"
             rows.append(dict(kernel=name, slices=slices, interpolation=interpolation,
                              storage=storage, texel=texel, gups=gups,
@@ -141,9 +143,9 @@ def run(device=None, size=2048, n_angles=None, repeats=5, settings=SETTINGS, var
     return rows, silx and updates / silx * 1e-9
 
 
-def texel_name(params, images):
-    count = f"{images}x " if images > 1 else ""
-    return f"{count}{params.texel_channels}ch {params.storage} {params.source}"
+def texel_name(params, texel_rows):
+    rows = f", {texel_rows} rows" if texel_rows > 1 else ""
+    return f"{params.texel_channels}ch {params.storage} {params.source}{rows}"
 
 
 def rate(gups) -> str:

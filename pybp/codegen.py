@@ -50,7 +50,7 @@ def _render(template: str, **values) -> str:
 def render(params: TextureParams) -> str:
     """OpenCL source of the back-projection kernel ``backproject`` for ``params``."""
     params.validate()
-    return _render(TEXTURE_TEMPLATES[params.kernel], p=params.as_dict())
+    return _render(TEXTURE_TEMPLATES[params.kernel], p=params.as_dict(), probe=False)
 
 
 @functools.lru_cache(maxsize=64)
@@ -61,8 +61,9 @@ def render_pack(params: TextureParams) -> str:
 
 @functools.lru_cache(maxsize=64)
 def render_probe(params: TextureParams) -> str:
-    """Source of ``fetch_only``: the texture-engine ceiling for ``params``' texels."""
-    return _render("probe.cl.mako", p=params.as_dict())
+    """Source of ``fetch_only``: the texture-engine ceiling for ``params``' texels,
+    measured with the ``multiproj`` schedule (the best fetch pattern we have)."""
+    return _render("multiproj.cl.mako", p=params.with_(kernel="multiproj").as_dict(), probe=True)
 
 
 @functools.lru_cache(maxsize=1)

@@ -37,8 +37,9 @@ class TextureParams:
     - ``slices_per_pass`` (n_v): sinograms interleaved into one texel (Sect. 5.2).
     - ``texel_channels``: channels of the stored texel; 4 where a device lacks the
       two-channel format, with the spare channels zero.
-    - ``texel_images``: 1, or 2 to spread 4 slices over two images of 2-slice texels
-      where wide texels filter slower (128-bit at a quarter rate on NVIDIA).
+    - ``texel_rows``: image rows per projection: 1, or 2 to store 4 slices as two
+      2-slice texels in adjacent rows where wide texels filter slower (128-bit at a
+      quarter rate on NVIDIA); adjacent rows keep both fetches in one cache tile.
     - ``storage``: ``float`` or ``half`` texels (Sect. 5.3); arithmetic stays float.
     - ``source``: ``image`` (the texture engine interpolates) or ``buffer`` (arithmetic
       interpolation from global memory, for devices without usable images).
@@ -52,7 +53,7 @@ class TextureParams:
     interpolation: str = "linear"
     storage: str = "float"
     texel_channels: int = 1
-    texel_images: int = 1
+    texel_rows: int = 1
     source: str = "image"
     constants: str = "constant"
     unroll: int = 4
@@ -67,11 +68,11 @@ class TextureParams:
         _check_choice("source", self.source, SOURCES)
         _check_choice("constants", self.constants, CONSTANT_MODES)
         _check_choice("texel_channels", self.texel_channels, (1, 2, 4))
-        _check_choice("texel_images", self.texel_images, (1, 2))
-        if self.texel_images == 2 and (self.slices_per_pass != 4 or self.source != "image"
-                                       or self.texel_channels == 1):
-            raise ValueError("texel_images: two images hold 4 slices, 2 per image texel")
-        if self.texel_channels * self.texel_images < self.slices_per_pass:
+        _check_choice("texel_rows", self.texel_rows, (1, 2))
+        if self.texel_rows == 2 and (self.slices_per_pass != 4 or self.source != "image"
+                                     or self.texel_channels == 1):
+            raise ValueError("texel_rows: two rows hold 4 slices in images, 2 per texel")
+        if self.texel_channels * self.texel_rows < self.slices_per_pass:
             raise ValueError(
                 f"texel_channels: {self.texel_channels} channels cannot hold "
                 f"{self.slices_per_pass} slices per pass"
@@ -108,7 +109,7 @@ class TextureParams:
     def key(self):
         """A short name: used in the rendered source's header, caches and tables."""
         parts = [self.kernel, f"v{self.slices_per_pass}", self.interpolation, self.storage,
-                 f"c{self.texel_channels}" + ("x2" if self.texel_images == 2 else ""),
+                 f"c{self.texel_channels}" + ("r2" if self.texel_rows == 2 else ""),
                  self.source, f"u{self.unroll}"]
         if self.kernel == "multiproj":
             parts.append(f"k{self.constants}")

@@ -28,8 +28,8 @@ class Architecture:
     unroll: int = 4
     # Slices per pass chosen for "auto", per storage: where wide texels filter slower.
     slices_per_pass: dict = field(default_factory=lambda: {"float": 1, "half": 1})
-    # Widest texel that filters at full rate; 4 slices are spread over two images
-    # of 2-slice texels where 4-slice texels are wider.
+    # Widest texel that filters at full rate; 4 slices are stored as two 2-slice
+    # texels (two image rows per projection) where 4-slice texels are wider.
     max_texel_bytes: int = 16
     source: str = "paper"
 
@@ -59,7 +59,7 @@ AMD = ("amd", "advanced micro")
 ARCHITECTURES = (
     # H100 (sm_90), measured with `pybp bench` (docs/benchmarks.md): Alg. 3 with the
     # constants cached in local memory ran 3% faster than from __constant; 128-bit
-    # texels filter at a quarter rate, so 4 float slices go into two RG images.
+    # texels filter at a quarter rate, so 4 float slices go into two RG texel rows.
     Architecture("nvidia-hopper", vendor=NVIDIA, min_capability=(9, 0), kernels=MULTIPROJ,
                  constants="local", max_texel_bytes=8,
                  slices_per_pass={"float": 4, "half": 4}, source="docs/benchmarks.md"),
@@ -96,8 +96,9 @@ def architecture(device: DeviceDescription) -> Architecture:
 
 
 def choose_texel(formats, slices_per_pass: int, storage: str, max_texel_bytes: int = 16):
-    """``(source, channels, images)``: the narrowest usable image texel for the slices,
-    two images where one texel would be wider than ``max_texel_bytes``, or a buffer.
+    """``(source, channels, rows)``: the narrowest usable image texel for the slices,
+    two texel rows per projection where one texel would be wider than
+    ``max_texel_bytes``, or a buffer.
 
     PoCL lacks two-channel images, so two slices go into RGBA texels there.
     """
@@ -125,7 +126,7 @@ def texture_params(device: DeviceDescription, formats, slices_per_pass: int,
     if slices_per_pass not in SLICES_PER_PASS:
         raise ValueError(f"slices_per_pass: expected 1, 2, 4 or 'auto'; got {slices_per_pass!r}")
     row = architecture(device)
-    source, channels, images = choose_texel(formats, slices_per_pass, storage, row.max_texel_bytes)
+    source, channels, rows = choose_texel(formats, slices_per_pass, storage, row.max_texel_bytes)
     values = dict(kernel=row.kernels[slices_per_pass], constants=row.constants, unroll=row.unroll)
     if tuned:
         values.update({k: v for k, v in tuned.items() if k in ("kernel", "constants", "unroll")})
@@ -134,8 +135,8 @@ def texture_params(device: DeviceDescription, formats, slices_per_pass: int,
     if values["kernel"] != "multiproj":  # local caching is Alg. 5, a multiproj option
         values["constants"] = "constant"
     values.update(slices_per_pass=slices_per_pass, interpolation=interpolation, storage=storage,
-                  source=source, texel_channels=channels, texel_images=images)
+                  source=source, texel_channels=channels, texel_rows=rows)
     values.update(overrides)
     if values["source"] == "buffer":
-        values.update(texel_channels=slices_per_pass, texel_images=1)
+        values.update(texel_channels=slices_per_pass, texel_rows=1)
     return TextureParams(**values).validate()

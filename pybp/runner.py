@@ -89,7 +89,8 @@ class Backprojector:
         g, p, d = self.geometry, self.params, self.device
         max_angles, max_bins = g.n_angles, g.n_bins
         if p.source == "image":
-            max_angles, max_bins = min(max_angles, d.image2d_max_height), min(max_bins, d.image2d_max_width)
+            max_angles = min(max_angles, d.image2d_max_height // p.texel_rows)
+            max_bins = min(max_bins, d.image2d_max_width)
         if p.kernel != "multiproj" or p.constants == "constant":
             max_angles = min(max_angles, d.constant_memory // 16)  # one float4 per angle
         if piece_shape is not None:
@@ -113,7 +114,7 @@ class Backprojector:
             self._row_filter = filters.DeviceFilter(self.context, self.filter, g)
         largest = max(piece.n_angles * piece.n_bins for piece in self._pieces)
         itemsize = self.params.texel_dtype.itemsize
-        texel_bytes = self.params.texel_channels * self.params.texel_images * itemsize
+        texel_bytes = self.params.texel_channels * self.params.texel_rows * itemsize
         self._texels = cl.Buffer(self.context, rw, largest * texel_bytes)
         self._slices = cl.Buffer(self.context, rw, n * ny * nx * 4)
 
@@ -124,23 +125,17 @@ class Backprojector:
             self._programs[key] = getattr(program, name)
         return self._programs[key]
 
-    def _load_images(self, params, piece):
-        """Copy the packed texels of a piece into its image(s), made once per shape.
+    def _load_image(self, params, piece):
+        """Copy the packed texels of a piece into its image, made once per shape.
 
         Images are exactly the piece's size: their clamp-to-zero border is the edge."""
-        key = (params.texel_channels, params.texel_images, params.storage,
-               piece.n_angles, piece.n_bins)
+        shape = (piece.n_bins, piece.n_angles * params.texel_rows)
+        key = (params.texel_channels, params.storage, shape)
         if key not in self._images:
             fmt = cl.ImageFormat(CHANNEL_ORDERS[params.texel_channels], CHANNEL_TYPES[params.storage])
-            self._images[key] = [
-                cl.create_image(self.context, cl.mem_flags.READ_ONLY, fmt,
-                                shape=(piece.n_bins, piece.n_angles))
-                for _ in range(params.texel_images)]
-        image_bytes = (piece.n_angles * piece.n_bins * params.texel_channels
-                       * params.texel_dtype.itemsize)
-        for i, image in enumerate(self._images[key]):
-            cl.enqueue_copy(self.queue, image, self._texels, offset=i * image_bytes,
-                            origin=(0, 0), region=(piece.n_bins, piece.n_angles))
+            self._images[key] = cl.create_image(self.context, cl.mem_flags.READ_ONLY, fmt, shape=shape)
+        cl.enqueue_copy(self.queue, self._images[key], self._texels, offset=0, origin=(0, 0),
+                        region=shape)
         return self._images[key]
 
     # ---- one pass: up to slices_per_pass slices ---------------------------------------
@@ -166,13 +161,10 @@ class Backprojector:
                  sinograms, np.int32(count), np.int32(g.n_angles), np.int32(g.n_bins),
                  np.int32(piece.first_angle), np.int32(piece.first_bin),
                  np.int32(piece.n_angles), np.int32(piece.n_bins), self._texels)
-            if params.source == "image":
-                texels = self._load_images(params, piece)
-            else:
-                texels = [self._texels]
+            texels = self._load_image(params, piece) if params.source == "image" else self._texels
             events.append(backproject(
                 self.queue, params.global_size(g.slice_shape), params.local_size,
-                *texels,                      # interleaved sinogram texels: image(s) or buffer
+                texels,                       # interleaved sinogram texels: image or buffer
                 constants,                    # per angle: cos, sin, base
                 np.int32(piece.n_angles),
                 np.int32(piece.n_bins),

@@ -16,11 +16,9 @@
 </%def>
 
 
-## The argument(s) that carry the sinogram texels, and their names in a call.
+## The argument that carries the sinogram texels.
 <%def name="source_arg(p)">\
-% if p["source"] == "image" and p["texel_images"] == 2:
-__read_only image2d_t sinogram, __read_only image2d_t sinogram_hi\
-% elif p["source"] == "image":
+% if p["source"] == "image":
 __read_only image2d_t sinogram\
 % elif p["storage"] == "half":
 __global const half *sinogram\
@@ -28,8 +26,6 @@ __global const half *sinogram\
 __global const ${vector_type(p["slices_per_pass"])} *sinogram\
 % endif
 </%def>
-
-<%def name="source_names(p)">${"sinogram, sinogram_hi" if p["texel_images"] == 2 else "sinogram"}</%def>
 
 ## fetch(sinogram, n_bins, h, p): the interpolated value of projection p at detector
 ## position h (bins from the first bin's centre), zero outside the detector.
@@ -42,14 +38,14 @@ __global const ${vector_type(p["slices_per_pass"])} *sinogram\
 __constant sampler_t sinogram_sampler = CLK_NORMALIZED_COORDS_FALSE | CLK_ADDRESS_CLAMP
     | ${"CLK_FILTER_LINEAR" if p["interpolation"] == "linear" else "CLK_FILTER_NEAREST"};
 
-% if p["texel_images"] == 2:
-// Slices 0-1 and 2-3 in two images: two 64-bit fetches filter faster than one 128-bit.
-inline float4 fetch(__read_only image2d_t sinogram, __read_only image2d_t sinogram_hi,
-                    const int n_bins, const float h, const int p)
+% if p["texel_rows"] == 2:
+// Slices 0-1 in row 2p, slices 2-3 in row 2p+1: two 64-bit fetches filter faster than
+// one 128-bit fetch, and adjacent rows share texture-cache tiles.
+inline float4 fetch(__read_only image2d_t sinogram, const int n_bins, const float h, const int p)
 {
-    const float2 at = (float2)(h + 0.5f, (float)p + 0.5f);
-    return (float4)(read_imagef(sinogram, sinogram_sampler, at).xy,
-                    read_imagef(sinogram_hi, sinogram_sampler, at).xy);
+    const float row = 2.0f * (float)p + 0.5f;
+    return (float4)(read_imagef(sinogram, sinogram_sampler, (float2)(h + 0.5f, row)).xy,
+                    read_imagef(sinogram, sinogram_sampler, (float2)(h + 0.5f, row + 1.0f)).xy);
 }
 % else:
 inline ${vt} fetch(__read_only image2d_t sinogram, const int n_bins, const float h, const int p)

@@ -1,20 +1,27 @@
 ## Texture-engine back-projection over 4 projections at once (paper Sect. 5.6, Alg. 3):
 ## 256 work-items cover 16x16 pixels; each takes 4 pixels and every 4th projection, and
 ## the 4 partial sums of a pixel are reduced in local memory.
+##
+## With `probe`, the same schedule without geometry is the texture-engine ceiling
+## (`fetch_only`): every pixel fetches bin x + 1/4 of each projection, one filtered
+## texel per update with the best locality; `row_slope` is 0 at run time, so that the
+## compiler cannot merge the 4 pixels' fetches.
 <%namespace name="common" file="common.cl.mako"/>\
-${common.header(p, "texture back-projection (multiproj)")}
+${common.header(p, "texture fetch ceiling probe" if probe else "texture back-projection (multiproj)")}
 ${common.fetch_function(p)}
 <%
     vt = common.attr.vector_type(p["slices_per_pass"])
-    local_constants = p["constants"] == "local"
+    local_constants = p["constants"] == "local" and not probe
 %>
 #define PROJECTIONS 4   /* projections in flight per work-group */
 #define CACHED 256      /* projection constants cached per round (Alg. 5) */
 
 __kernel __attribute__((reqd_work_group_size(16, 16, 1)))
-void backproject(
+void ${"fetch_only" if probe else "backproject"}(
     ${common.source_arg(p)},           /* interleaved sinograms, n_angles rows of n_bins texels */
-% if local_constants:
+% if probe:
+    const float row_slope,              /* 0: the 4 pixels of a work-item fetch alike */
+% elif local_constants:
     __global const float4 *projection,  /* per angle: cos, sin, base; cached in local memory */
 % else:
     __constant const float4 *projection, /* per angle: cos, sin, base (h = x cos - y sin + base) */
@@ -23,9 +30,15 @@ void backproject(
     const int n_bins,
     const int nx,
     const int ny,
+% if probe:
+    __global float *out)
+{
+    const int accumulate = 0;
+% else:
     const int accumulate,               /* add to `out` (a later piece) or overwrite it */
     __global float *out)                /* slices_per_pass planes of ny x nx */
 {
+% endif
     // Bits 0-3: Z-order place in a 4x4 square (Sect. 5.5); bits 4-5: the square along
     // a 16x4 strip; bits 6-7: the projection, the same for a whole warp so that its
     // constant loads broadcast (Fig. 10). The strip steps down 4 rows at a time.
@@ -60,13 +73,20 @@ void backproject(
         #pragma unroll ${p["unroll"]}
 % endif
         for (int a = first; a < n_angles; a += PROJECTIONS) {
+% if probe:
+            const float h = fx + 0.25f;
+            const float row_step = row_slope;
+% else:
             const float4 c = projection[a];
 % endif
+% endif
+% if not probe:
             const float h = mad(fx, c.x, mad(-fy, c.y, c.z));
             const float row_step = 4.0f * c.y;   /* h moves by -4 sin per 4 rows */
+% endif
             #pragma unroll
             for (int k = 0; k < 4; k++)
-                sum[k] += fetch(${common.source_names(p)}, n_bins, mad(-(float)k, row_step, h), a);
+                sum[k] += fetch(sinogram, n_bins, mad(-(float)k, row_step, h), a);
         }
     }
 

@@ -13,9 +13,9 @@ __kernel void pack(
     const int piece_angles,
     const int piece_bins,
 % if p["storage"] == "half":
-    __global half *texels)              /* texel_images x piece_angles x piece_bins x channels */
+    __global half *texels)              /* piece_angles x texel_rows x piece_bins x channels */
 % else:
-    __global float *texels)             /* texel_images x piece_angles x piece_bins x channels */
+    __global float *texels)             /* piece_angles x texel_rows x piece_bins x channels */
 % endif
 {
     const int b = get_global_id(0);
@@ -24,25 +24,25 @@ __kernel void pack(
         return;
     const size_t source = (size_t)(first_angle + a) * n_bins + first_bin + b;
     const size_t plane = (size_t)n_angles * n_bins;
-    // Texels of image i start at i * piece_angles * piece_bins * TEXEL_CHANNELS.
-    const size_t texel = ((size_t)a * piece_bins + b) * ${p["texel_channels"]};
-    const size_t image = (size_t)piece_angles * piece_bins * ${p["texel_channels"]};
 <%
-    per_image = p["slices_per_pass"] // p["texel_images"]
+    rows = p["texel_rows"]
+    per_row = p["slices_per_pass"] // rows
     channels = p["texel_channels"]
 %>\
-% for i in range(p["texel_images"]):
+% for i in range(rows):
+    // Projection a's texel row ${i} is image row ${rows} a + ${i}.
+    const size_t texel${i} = (((size_t)a * ${rows} + ${i}) * piece_bins + b) * ${channels};
 % for c in range(channels):
-<% s = i * per_image + c %>\
-% if c < per_image:
+<% s = i * per_row + c %>\
+% if c < per_row:
     const float v${i}${c} = ${s} < n_slices ? sinograms[${s} * plane + source] : 0.0f;
 % else:
     const float v${i}${c} = 0.0f;
 % endif
 % if p["storage"] == "half":
-    vstore_half(v${i}${c}, ${i} * image + texel + ${c}, texels);
+    vstore_half(v${i}${c}, texel${i} + ${c}, texels);
 % else:
-    texels[${i} * image + texel + ${c}] = v${i}${c};
+    texels[texel${i} + ${c}] = v${i}${c};
 % endif
 % endfor
 % endfor

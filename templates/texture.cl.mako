@@ -29,7 +29,7 @@ ${common.zorder_pixel()}
 % endif
     for (int a = 0; a < n_angles; a++) {
         const float4 c = projection[a];
-        sum += fetch(${common.source_names(p)}, n_bins, mad(fx, c.x, mad(-fy, c.y, c.z)), a);
+        sum += fetch(sinogram, n_bins, mad(fx, c.x, mad(-fy, c.y, c.z)), a);
     }
 ${common.store(p, "sum")}
 }

@@ -34,13 +34,13 @@ def test_checkout_fallback(monkeypatch):
 
 
 ALL = [TextureParams(kernel=k, slices_per_pass=n, interpolation=i, storage=s,
-                     texel_channels=n // images, texel_images=images, source=src,
+                     texel_channels=n // rows, texel_rows=rows, source=src,
                      constants=c, unroll=u)
-       for k, n, i, s, src, c, u, images in itertools.product(
+       for k, n, i, s, src, c, u, rows in itertools.product(
            ("standard", "locality", "multiproj"), (1, 2, 4), ("nearest", "linear"),
            ("float", "half"), ("image", "buffer"), ("constant", "local"), (1, 8), (1, 2))
        if (c == "constant" or k == "multiproj")
-       and (images == 1 or (n == 4 and src == "image"))]
+       and (rows == 1 or (n == 4 and src == "image"))]
 
 
 def test_every_parameter_set_renders_with_its_parameters():

@@ -52,13 +52,13 @@ def test_kernel_matches_reference(cl_device, linear_tolerance, rng, kernel, cons
 @pytest.mark.parametrize("kernel,constants", VARIANTS)
 def test_four_slices_in_two_images(cl_device, linear_tolerance, rng, kernel, constants,
                                    interpolation, storage):
-    """Slices 0-1 and 2-3 in two images (for GPUs where 128-bit texels filter slower)."""
+    """Slices 0-1 and 2-3 in two texel rows (for GPUs where 128-bit texels filter slower)."""
     angles = np.linspace(0, np.pi, N_ANGLES, endpoint=False)
     data = rng.standard_normal((4, N_ANGLES, N_BINS)).astype(np.float32)
     bp = pybp.Backprojector(N_BINS, angles, device=cl_device, interpolation=interpolation,
                             slices_per_pass=4, precision=storage, kernel=kernel,
-                            overrides=dict(constants=constants, texel_images=2))
-    assert bp.params.texel_images == 2
+                            overrides=dict(constants=constants, texel_rows=2))
+    assert bp.params.texel_rows == 2
     got = bp(data[:3])  # a last pass of 3 slices runs the 4-slice setting
     stored = data[:3].astype(np.float16) if storage == "half" else data[:3]
     check(got, reference.backproject(stored, bp.geometry, interpolation), bp.params,

@@ -49,7 +49,7 @@ def test_texel_fallbacks():
     no_rg = ALL_FORMATS - {(2, "float"), (2, "half")}
     assert profiler.choose_texel(no_rg, 2, "float") == ("image", 4, 1)
     assert profiler.choose_texel(frozenset({(1, "float")}), 1, "half") == ("buffer", 1, 1)
-    # 128-bit texels filter slower on NVIDIA: 4 float slices in two RG images there.
+    # 128-bit texels filter slower on NVIDIA: 4 float slices in two RG texel rows there.
     assert profiler.choose_texel(ALL_FORMATS, 4, "float", max_texel_bytes=8) == ("image", 2, 2)
     assert profiler.choose_texel(ALL_FORMATS, 4, "half", max_texel_bytes=8) == ("image", 4, 1)
     assert profiler.choose_texel(no_rg, 4, "float", max_texel_bytes=8) == ("image", 4, 1)
