@@ -46,6 +46,9 @@ class TextureParams:
     - ``constants``: ``multiproj`` reads projection constants from ``__constant``
       memory or caches them in local memory (Alg. 5).
     - ``unroll``: unroll hint for the projection loop (1 = none).
+    - ``launch_texel_bytes``: most texel bytes one launch reads (0: no cap). Work-groups
+      sweep all projections out of step, so a launch's texels should fit the L2
+      cache; more angles are split into launches that accumulate.
     """
 
     kernel: str = "standard"
@@ -57,6 +60,7 @@ class TextureParams:
     source: str = "image"
     constants: str = "constant"
     unroll: int = 4
+    launch_texel_bytes: int = 0
 
     family = "texture"
 
@@ -83,6 +87,8 @@ class TextureParams:
             raise ValueError("constants: 'local' caching is a multiproj option (Alg. 5)")
         if not 1 <= self.unroll <= 64:
             raise ValueError(f"unroll: expected 1..64, got {self.unroll}")
+        if self.launch_texel_bytes < 0:
+            raise ValueError(f"launch_texel_bytes: expected >= 0, got {self.launch_texel_bytes}")
         return self
 
     # ---- derived quantities -------------------------------------------------------
@@ -103,6 +109,11 @@ class TextureParams:
         return partial_sums + cache
 
     @property
+    def bytes_per_bin(self):
+        """Texel bytes of one detector bin of one projection."""
+        return self.texel_channels * self.texel_rows * self.texel_dtype.itemsize
+
+    @property
     def texel_dtype(self):
         return np.dtype(np.float16 if self.storage == "half" else np.float32)
 
@@ -113,6 +124,8 @@ class TextureParams:
                  self.source, f"u{self.unroll}"]
         if self.kernel == "multiproj":
             parts.append(f"k{self.constants}")
+        if self.launch_texel_bytes:
+            parts.append(f"l{self.launch_texel_bytes >> 20}M")
         return "-".join(parts)
 
     def as_dict(self):

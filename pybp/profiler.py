@@ -31,6 +31,8 @@ class Architecture:
     # Widest texel that filters at full rate; 4 slices are stored as two 2-slice
     # texels (two image rows per projection) where 4-slice texels are wider.
     max_texel_bytes: int = 16
+    # Cap on the texels one launch reads, to stay in L2 (0: none); see TextureParams.
+    launch_texel_bytes: int = 0
     source: str = "paper"
 
     def matches(self, d: DeviceDescription) -> bool:
@@ -59,9 +61,10 @@ AMD = ("amd", "advanced micro")
 ARCHITECTURES = (
     # H100 (sm_90), measured with `pybp bench` (docs/benchmarks.md): Alg. 3 with the
     # constants cached in local memory ran 3% faster than from __constant; 128-bit
-    # texels filter at a quarter rate, so 4 float slices go into two RG texel rows.
+    # texels filter at a quarter rate, so 4 float slices go into two RG texel rows;
+    # a 64 MB sinogram image (over the 50 MB L2) ran 9% slower than 32 MB ones.
     Architecture("nvidia-hopper", vendor=NVIDIA, min_capability=(9, 0), kernels=MULTIPROJ,
-                 constants="local", max_texel_bytes=8,
+                 constants="local", max_texel_bytes=8, launch_texel_bytes=32 << 20,
                  slices_per_pass={"float": 4, "half": 4}, source="docs/benchmarks.md"),
     # Maxwell to Ada: Table 13 runs Alg. 3 with constants in __constant memory; 8-byte
     # texels filter at full rate, wider ones do not (Sect. 5.2-5.3).
@@ -127,7 +130,8 @@ def texture_params(device: DeviceDescription, formats, slices_per_pass: int,
         raise ValueError(f"slices_per_pass: expected 1, 2, 4 or 'auto'; got {slices_per_pass!r}")
     row = architecture(device)
     source, channels, rows = choose_texel(formats, slices_per_pass, storage, row.max_texel_bytes)
-    values = dict(kernel=row.kernels[slices_per_pass], constants=row.constants, unroll=row.unroll)
+    values = dict(kernel=row.kernels[slices_per_pass], constants=row.constants, unroll=row.unroll,
+                  launch_texel_bytes=row.launch_texel_bytes)
     if tuned:
         values.update({k: v for k, v in tuned.items() if k in ("kernel", "constants", "unroll")})
     if kernel != "auto":

@@ -26,7 +26,10 @@ class Piece:
 
 
 def split(total, most):
-    return [(start, min(most, total - start)) for start in range(0, total, most)]
+    """``(start, count)`` of the fewest near-equal parts of at most ``most`` each."""
+    parts = -(-total // most)
+    size = -(-total // parts)
+    return [(start, min(size, total - start)) for start in range(0, total, size)]
 
 
 def _choice(name, value, choices):
@@ -95,6 +98,8 @@ class Backprojector:
             max_angles = min(max_angles, d.constant_memory // 16)  # one float4 per angle
         if piece_shape is not None:
             max_angles, max_bins = min(max_angles, piece_shape[0]), min(max_bins, piece_shape[1])
+        if p.launch_texel_bytes:
+            max_angles = min(max_angles, max(1, p.launch_texel_bytes // (max_bins * p.bytes_per_bin)))
         return [Piece(a0, na, b0, nb) for a0, na in split(g.n_angles, max_angles)
                 for b0, nb in split(g.n_bins, max_bins)]
 
@@ -113,9 +118,7 @@ class Backprojector:
             self._filtered = cl.Buffer(self.context, rw, n * g.n_angles * g.n_bins * 4)
             self._row_filter = filters.DeviceFilter(self.context, self.filter, g)
         largest = max(piece.n_angles * piece.n_bins for piece in self._pieces)
-        itemsize = self.params.texel_dtype.itemsize
-        texel_bytes = self.params.texel_channels * self.params.texel_rows * itemsize
-        self._texels = cl.Buffer(self.context, rw, largest * texel_bytes)
+        self._texels = cl.Buffer(self.context, rw, largest * self.params.bytes_per_bin)
         self._slices = cl.Buffer(self.context, rw, n * ny * nx * 4)
 
     def _kernel(self, source, name):
@@ -187,7 +190,7 @@ class Backprojector:
         target = out[None] if single and isinstance(out, np.ndarray) else out
         self.last_kernel_seconds = 0.0
         n = self.slices_per_pass
-        passes = split(stack.shape[0], n)
+        passes = [(start, min(n, stack.shape[0] - start)) for start in range(0, stack.shape[0], n)]
         result = np.empty((n, ny, nx), np.float32)
         for done, (start, count) in enumerate(passes):
             self._run_pass(stack[start:start + count], result[:count])

@@ -126,7 +126,7 @@ def tune(device=None, size=2048, settings=None, repeats=5, log=print):
                 best = (values, gups)
         if best is not None:
             key = setting_key(slices, interpolation, storage)
-            winners[key] = {"params": best[0], "gups": round(best[1], 1)}
+            winners[key] = {"params": best[0], "gups": float(f"{best[1]:.4g}")}
             log(f"{key}: best {best[0]} at {best[1]:.1f} GU/s")
     if description is not None and winners:
         log(f"saved {save_profile(description, winners)}")

@@ -80,6 +80,18 @@ def test_split_pieces_add_up(cl_device, linear_tolerance, rng, kernel):
     assert reference.relative_rms(split(data), want) <= linear_tolerance(split.params)
 
 
+def test_launch_texel_cap_splits_angles(cl_device, linear_tolerance, rng):
+    """A cap on the texels one launch reads (to stay in L2) splits the angles evenly."""
+    n_bins, n_angles = 64, 50
+    angles = np.linspace(0, np.pi, n_angles, endpoint=False)
+    data = rng.standard_normal((2, n_angles, n_bins)).astype(np.float32)
+    bp = pybp.Backprojector(n_bins, angles, device=cl_device, slices_per_pass=2,
+                            overrides=dict(launch_texel_bytes=20 * n_bins * 16))
+    assert [piece.n_angles for piece in bp._pieces] == [17, 17, 16]
+    want = reference.backproject(data, bp.geometry)
+    assert reference.relative_rms(bp(data), want) <= linear_tolerance(bp.params)
+
+
 def test_any_number_of_slices(cl_device, rng):
     """7 slices at 4 per pass: a pass of 4, then a last pass of 3."""
     n_bins = 40
