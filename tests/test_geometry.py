@@ -85,8 +85,10 @@ def test_launch_texel_cap_splits_angles(cl_device, linear_tolerance, rng):
     n_bins, n_angles = 64, 50
     angles = np.linspace(0, np.pi, n_angles, endpoint=False)
     data = rng.standard_normal((2, n_angles, n_bins)).astype(np.float32)
+    plain = pybp.Backprojector(n_bins, angles, device=cl_device, slices_per_pass=2)
+    cap = 20 * n_bins * plain.params.bytes_per_bin  # 20 projections' texels
     bp = pybp.Backprojector(n_bins, angles, device=cl_device, slices_per_pass=2,
-                            overrides=dict(launch_texel_bytes=20 * n_bins * 16))
+                            overrides=dict(launch_texel_bytes=cap))
     assert [piece.n_angles for piece in bp._pieces] == [17, 17, 16]
     want = reference.backproject(data, bp.geometry)
     assert reference.relative_rms(bp(data), want) <= linear_tolerance(bp.params)
