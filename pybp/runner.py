@@ -48,7 +48,8 @@ class Backprojector:
     ``filter`` makes every call a filtered back-projection (FBP) with that window (see
     :data:`pybp.filters.FILTERS`); ``None`` back-projects the data as given.
     ``overrides`` forces parameter-set fields (tests, benchmarks, tuning);
-    ``piece_shape`` caps the ``(angles, bins)`` read by one launch.
+    ``piece_shape`` caps the ``(angles, bins)`` read by one launch. ``progress`` prints
+    the slices done to standard error when a call takes several passes.
     """
 
     def __init__(self, n_bins, angles, center=None, slice_shape=None, device=None,
@@ -80,7 +81,8 @@ class Backprojector:
         self._pieces = self._plan_pieces(piece_shape)
         self._constants = self._upload_constants()
         self._allocate()
-        self.last_kernel_seconds = 0.0
+        self.last_kernel_seconds = 0.0  # back-projection launches of the last call
+        self.last_filter_seconds = 0.0  # FBP filtering of the last call
 
     # ---- set-up ---------------------------------------------------------------------
     def _params_for(self, slices):
@@ -153,8 +155,9 @@ class Backprojector:
         params = self._pass_params(count)
         cl.enqueue_copy(self.queue, self._sinograms, stack, is_blocking=False)
         sinograms = self._sinograms
+        filtering = None
         if self.filter is not None:
-            self._row_filter(self.queue, self._sinograms, self._filtered, count)
+            filtering = self._row_filter(self.queue, self._sinograms, self._filtered, count)
             sinograms = self._filtered
         pack = self._kernel(codegen.render_pack(params), "pack")
         backproject = self._kernel(codegen.render(params), "backproject")
@@ -177,6 +180,8 @@ class Backprojector:
         cl.enqueue_copy(self.queue, result, self._slices, is_blocking=True)
         self.last_kernel_seconds += sum(
             (e.profile.end - e.profile.start) * 1e-9 for e in events)
+        if filtering is not None:
+            self.last_filter_seconds += (filtering.profile.end - filtering.profile.start) * 1e-9
 
     # ---- the API ----------------------------------------------------------------------
     def __call__(self, sinograms, out=None):
@@ -188,7 +193,7 @@ class Backprojector:
         else:
             check_output(out, shape)
         target = out[None] if single and isinstance(out, np.ndarray) else out
-        self.last_kernel_seconds = 0.0
+        self.last_kernel_seconds = self.last_filter_seconds = 0.0
         n = self.slices_per_pass
         passes = [(start, min(n, stack.shape[0] - start)) for start in range(0, stack.shape[0], n)]
         result = np.empty((n, ny, nx), np.float32)

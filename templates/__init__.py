@@ -1,0 +1,1 @@
+"""OpenCL kernel templates (Mako), shipped as the package ``pybp.templates``."""
