@@ -29,8 +29,10 @@ def test_checkout_finds_its_templates():
     if not (root / "pybp" / "codegen.py").is_file():
         pytest.skip("not a source checkout")
     code = "import pybp.codegen as c; print(c.templates_dir()); print(c.__file__)"
+    path = os.pathsep.join(filter(None, [str(root), os.environ.get("PYTHONPATH")]))
     done = subprocess.run([sys.executable, "-c", code], cwd=root, capture_output=True,
-                          text=True, check=True, env={**os.environ, "PYTHONPATH": str(root)})
+                          text=True, env={**os.environ, "PYTHONPATH": path})
+    assert done.returncode == 0, done.stderr
     where, module = done.stdout.split()
     assert Path(module).resolve().parent == root / "pybp"  # the checkout's copy ran
     assert Path(where).resolve() == root / "templates"
