@@ -11,7 +11,7 @@ import pyopencl as cl
 from . import codegen, filters, profiler, tuning
 from .device import CHANNEL_ORDERS, CHANNEL_TYPES, describe, select_device, usable_image_formats
 from .geometry import Geometry, as_sinogram_stack, check_output
-from .params import INTERPOLATIONS, SLICES_PER_PASS, STORAGES, TEXTURE_KERNELS, TextureParams
+from .params import INTERPOLATIONS, SLICES_PER_PASS, STORAGES, TEXTURE_KERNELS
 
 
 @dataclass(frozen=True)
