@@ -13,8 +13,8 @@ from .device import devices
 from .filters import FILTERS
 from .geometry import Geometry
 from .imagefile import write_slice
-from .params import (CONSTANT_MODES, INTERPOLATIONS, SLICES_PER_PASS, SOURCES, STORAGES,
-                     TEXTURE_KERNELS, TextureParams)
+from .params import (CACHE_MODES, CONSTANT_MODES, INTERPOLATIONS, KERNELS, ROUNDINGS,
+                     SLICES_PER_PASS, SOURCES, STORAGES, AluParams, TextureParams)
 from .runner import Backprojector
 
 
@@ -60,11 +60,17 @@ def cmd_demo(args):
 
 
 def cmd_render(args):
-    params = TextureParams(kernel=args.kernel, slices_per_pass=args.slices,
-                           interpolation=args.interpolation, storage=args.storage,
-                           texel_channels=args.texel_channels or args.slices,
-                           source=args.source, constants=args.constants, unroll=args.unroll)
+    common = dict(kernel=args.kernel, slices_per_pass=args.slices, interpolation=args.interpolation,
+                  storage=args.storage, texel_channels=args.texel_channels or args.slices,
+                  source=args.source, unroll=args.unroll)
     try:
+        if args.kernel == "alu":
+            params = AluParams(**common, square=args.square, items=args.items,
+                               cached_projections=args.cached_projections,
+                               items_per_row=args.items_per_row, cache=args.cache,
+                               rounding=args.rounding)
+        else:
+            params = TextureParams(**common, constants=args.constants)
         source = codegen.render(params)
     except ValueError as exc:
         print(f"pybp render: {exc}", file=sys.stderr)
@@ -86,7 +92,7 @@ def cmd_bench(args):
                 if (not args.slices or s[0] in args.slices)
                 and (not args.interpolation or s[1] in args.interpolation)
                 and (not args.storage or s[2] in args.storage)]
-    variants = [v for v in bench.VARIANTS if not args.kernels or v[0] in args.kernels]
+    variants = [v for v in bench.VARIANTS if not args.kernels or v[1] in args.kernels]
     rows, silx = bench.run(device=args.device, size=args.size, n_angles=args.angles,
                            repeats=args.repeats, settings=settings, variants=variants,
                            with_silx=not args.no_silx)
@@ -125,13 +131,22 @@ def build_parser():
     demo.set_defaults(func=cmd_demo)
 
     render = sub.add_parser("render", help="write a kernel's OpenCL source")
-    render.add_argument("--kernel", choices=TEXTURE_KERNELS, default="standard")
+    render.add_argument("--kernel", choices=KERNELS, default="standard")
     render.add_argument("--slices", type=int, choices=SLICES_PER_PASS, default=1)
     render.add_argument("--interpolation", choices=INTERPOLATIONS, default="linear")
     render.add_argument("--storage", choices=STORAGES, default="float")
     render.add_argument("--texel-channels", type=int, choices=(1, 2, 4), default=None)
     render.add_argument("--source", choices=SOURCES, default="image")
-    render.add_argument("--constants", choices=CONSTANT_MODES, default="constant")
+    render.add_argument("--constants", choices=CONSTANT_MODES, default="constant",
+                        help="multiproj: projection constants in __constant or local memory")
+    alu = AluParams()
+    render.add_argument("--square", type=int, default=alu.square, help="alu: n_s")
+    render.add_argument("--items", type=int, default=alu.items, help="alu: work-group size")
+    render.add_argument("--cached-projections", type=int, default=alu.cached_projections,
+                        help="alu: s_d")
+    render.add_argument("--items-per-row", type=int, default=alu.items_per_row, help="alu: s_t")
+    render.add_argument("--cache", choices=CACHE_MODES, default=alu.cache, help="alu")
+    render.add_argument("--rounding", choices=ROUNDINGS, default=alu.rounding, help="alu")
     render.add_argument("--unroll", type=int, default=4)
     render.add_argument("-o", "--output", default=None, help="file (default: standard output)")
     render.add_argument("--overwrite", action="store_true")
@@ -142,7 +157,7 @@ def build_parser():
     bench_.add_argument("--angles", type=int, default=None, help="projections (default: size)")
     bench_.add_argument("--repeats", type=int, default=5)
     bench_.add_argument("--device", default=None)
-    bench_.add_argument("--kernels", nargs="*", choices=TEXTURE_KERNELS)
+    bench_.add_argument("--kernels", nargs="*", choices=KERNELS)
     bench_.add_argument("--slices", nargs="*", type=int, choices=SLICES_PER_PASS)
     bench_.add_argument("--interpolation", nargs="*", choices=INTERPOLATIONS)
     bench_.add_argument("--storage", nargs="*", choices=STORAGES)

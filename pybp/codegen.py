@@ -10,14 +10,15 @@ from pathlib import Path
 
 from mako.lookup import TemplateLookup
 
-from .params import TextureParams
+from .params import KernelParams, TextureParams
 
-# Template of each texture kernel; `standard` and `locality` differ only in the index
+# Template of each kernel; `standard` and `locality` differ only in the index
 # mapping, so they share one template (style.md: one template per near-identical pair).
-TEXTURE_TEMPLATES = {
+KERNEL_TEMPLATES = {
     "standard": "texture.cl.mako",
     "locality": "texture.cl.mako",
     "multiproj": "multiproj.cl.mako",
+    "alu": "alu.cl.mako",
 }
 FILTER_TILE = 64
 
@@ -47,10 +48,10 @@ def _render(template: str, **values) -> str:
 
 
 @functools.lru_cache(maxsize=256)
-def render(params: TextureParams) -> str:
+def render(params: KernelParams) -> str:
     """OpenCL source of the back-projection kernel ``backproject`` for ``params``."""
     params.validate()
-    return _render(TEXTURE_TEMPLATES[params.kernel], p=params.as_dict(), probe=False)
+    return _render(KERNEL_TEMPLATES[params.kernel], p=params.as_dict(), probe=False)
 
 
 @functools.lru_cache(maxsize=64)

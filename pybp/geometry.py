@@ -106,12 +106,14 @@ class Geometry:
         return fx, fy
 
     def projection_constants(self, first_angle=0, n_angles=None, first_bin=0):
-        """Per-angle ``(cos, sin, base, 0)`` as float32, for ``h = x*cos - y*sin + base``.
+        """Per-angle ``(cos, sin, base, base_residual)`` as float32, for
+        ``h = x*cos - y*sin + base``.
 
         ``x, y`` are the integer pixel indices; ``base`` folds in the centre, the slice
         centre, the region of interest and ``first_bin`` (a detector piece starting at
         that bin, when the detector is wider than the device's images). Four floats per
-        angle because 128-bit constant loads are faster (Sect. 5.7).
+        angle because 128-bit constant loads are faster (Sect. 5.7); the fourth is what
+        rounding ``base`` to float32 lost, for kernels that interpolate exactly.
         """
         if n_angles is None:
             n_angles = self.n_angles - first_angle
@@ -122,6 +124,7 @@ class Geometry:
         base = self.center[sel] + fx0 * cos - fy0 * sin - first_bin
         table = np.zeros((theta.size, 4), np.float32)
         table[:, 0], table[:, 1], table[:, 2] = cos, sin, base
+        table[:, 3] = base - table[:, 2].astype(np.float64)
         return table
 
     def angle_weights(self):

@@ -11,6 +11,8 @@ from dataclasses import asdict, dataclass, fields, replace
 import numpy as np
 
 TEXTURE_KERNELS = ("standard", "locality", "multiproj")
+ALU_KERNELS = ("alu",)
+KERNELS = TEXTURE_KERNELS + ALU_KERNELS
 INTERPOLATIONS = ("nearest", "linear")
 STORAGES = ("float", "half")
 SLICES_PER_PASS = (1, 2, 4)
@@ -20,6 +22,8 @@ CONSTANT_MODES = ("constant", "local")
 TILE = 16  # every texture kernel covers 16x16 pixels per work-group (Sect. 5.1, 5.6)
 MULTIPROJ_PROJECTIONS = 4  # projections in flight per work-group in `multiproj` (Alg. 3)
 LOCAL_CONSTANTS = 256  # projection constants cached per round in local memory (Alg. 5)
+CACHE_MODES = ("plain", "pair")
+ROUNDINGS = ("native", "float")
 
 
 def _check_choice(name, value, choices):
@@ -28,12 +32,9 @@ def _check_choice(name, value, choices):
 
 
 @dataclass(frozen=True)
-class TextureParams:
-    """Parameters of the texture-engine family (paper Sect. 5).
+class KernelParams:
+    """What every kernel family shares: slices, interpolation and the texel layout.
 
-    - ``kernel``: ``standard`` (Alg. 1, one pixel per work-item), ``locality`` (4x4
-      squares along a Z-order curve, Sect. 5.5) or ``multiproj`` (4 projections x 4
-      pixels per work-item, partial sums reduced in local memory, Sect. 5.6, Alg. 3).
     - ``slices_per_pass`` (n_v): sinograms interleaved into one texel (Sect. 5.2).
     - ``texel_channels``: channels of the stored texel; 4 where a device lacks the
       two-channel format, with the spare channels zero.
@@ -41,10 +42,8 @@ class TextureParams:
       2-slice texels in adjacent rows where wide texels filter slower (128-bit at a
       quarter rate on NVIDIA); adjacent rows keep both fetches in one cache tile.
     - ``storage``: ``float`` or ``half`` texels (Sect. 5.3); arithmetic stays float.
-    - ``source``: ``image`` (the texture engine interpolates) or ``buffer`` (arithmetic
-      interpolation from global memory, for devices without usable images).
-    - ``constants``: ``multiproj`` reads projection constants from ``__constant``
-      memory or caches them in local memory (Alg. 5).
+    - ``source``: ``image`` (read through the texture engine) or ``buffer`` (global
+      memory, for devices without usable images).
     - ``unroll``: unroll hint for the projection loop (1 = none).
     - ``launch_texel_bytes``: most texel bytes one launch reads (0: no cap). Work-groups
       sweep all projections out of step, so a launch's texels should fit the L2
@@ -62,10 +61,7 @@ class TextureParams:
     unroll: int = 4
     launch_texel_bytes: int = 0
 
-    family = "texture"
-
-    def validate(self):
-        _check_choice("kernel", self.kernel, TEXTURE_KERNELS)
+    def _validate_layout(self):
         _check_choice("slices_per_pass", self.slices_per_pass, SLICES_PER_PASS)
         _check_choice("interpolation", self.interpolation, INTERPOLATIONS)
         _check_choice("storage", self.storage, STORAGES)
@@ -83,12 +79,64 @@ class TextureParams:
             )
         if self.source == "buffer" and self.texel_channels != self.slices_per_pass:
             raise ValueError("texel_channels: buffers store exactly slices_per_pass channels")
-        if self.constants == "local" and self.kernel != "multiproj":
-            raise ValueError("constants: 'local' caching is a multiproj option (Alg. 5)")
         if not 1 <= self.unroll <= 64:
             raise ValueError(f"unroll: expected 1..64, got {self.unroll}")
         if self.launch_texel_bytes < 0:
             raise ValueError(f"launch_texel_bytes: expected >= 0, got {self.launch_texel_bytes}")
+
+    def _layout_key(self):
+        return [self.kernel, f"v{self.slices_per_pass}", self.interpolation, self.storage,
+                f"c{self.texel_channels}" + ("r2" if self.texel_rows == 2 else ""),
+                self.source, f"u{self.unroll}"]
+
+    @property
+    def uses_constant_memory(self):
+        """Whether the projection table is read from ``__constant`` memory (its size caps
+        the angles of one launch) rather than cached from global memory."""
+        return self.constants == "constant"
+
+    @property
+    def bytes_per_bin(self):
+        """Texel bytes of one detector bin of one projection."""
+        return self.texel_channels * self.texel_rows * self.texel_dtype.itemsize
+
+    @property
+    def texel_dtype(self):
+        return np.dtype(np.float16 if self.storage == "half" else np.float32)
+
+    def as_dict(self):
+        return asdict(self)
+
+    @classmethod
+    def from_dict(cls, values):
+        names = {f.name for f in fields(cls)}
+        unknown = set(values) - names
+        if unknown:
+            raise ValueError(f"unknown {cls.__name__} fields: {', '.join(sorted(unknown))}")
+        return cls(**values).validate()
+
+    def with_(self, **changes):
+        return replace(self, **changes).validate()
+
+
+@dataclass(frozen=True)
+class TextureParams(KernelParams):
+    """The texture-engine family (paper Sect. 5), besides :class:`KernelParams`:
+
+    - ``kernel``: ``standard`` (Alg. 1, one pixel per work-item), ``locality`` (4x4
+      squares along a Z-order curve, Sect. 5.5) or ``multiproj`` (4 projections x 4
+      pixels per work-item, partial sums reduced in local memory, Sect. 5.6, Alg. 3).
+    - ``constants``: ``multiproj`` reads projection constants from ``__constant``
+      memory or caches them in local memory (Alg. 5).
+    """
+
+    family = "texture"
+
+    def validate(self):
+        _check_choice("kernel", self.kernel, TEXTURE_KERNELS)
+        self._validate_layout()
+        if self.constants == "local" and self.kernel != "multiproj":
+            raise ValueError("constants: 'local' caching is a multiproj option (Alg. 5)")
         return self
 
     # ---- derived quantities -------------------------------------------------------
@@ -108,36 +156,111 @@ class TextureParams:
         cache = LOCAL_CONSTANTS * 16 if self.constants == "local" else 0
         return partial_sums + cache
 
-    @property
-    def bytes_per_bin(self):
-        """Texel bytes of one detector bin of one projection."""
-        return self.texel_channels * self.texel_rows * self.texel_dtype.itemsize
-
-    @property
-    def texel_dtype(self):
-        return np.dtype(np.float16 if self.storage == "half" else np.float32)
-
     def key(self):
         """A short name: used in the rendered source's header, caches and tables."""
-        parts = [self.kernel, f"v{self.slices_per_pass}", self.interpolation, self.storage,
-                 f"c{self.texel_channels}" + ("r2" if self.texel_rows == 2 else ""),
-                 self.source, f"u{self.unroll}"]
+        parts = self._layout_key()
         if self.kernel == "multiproj":
             parts.append(f"k{self.constants}")
         if self.launch_texel_bytes:
             parts.append(f"l{self.launch_texel_bytes >> 20}M")
         return "-".join(parts)
 
-    def as_dict(self):
-        return asdict(self)
 
-    @classmethod
-    def from_dict(cls, values):
-        names = {f.name for f in fields(cls)}
-        unknown = set(values) - names
-        if unknown:
-            raise ValueError(f"unknown texture parameters: {', '.join(sorted(unknown))}")
-        return cls(**values).validate()
+@dataclass(frozen=True)
+class AluParams(KernelParams):
+    """The ALU family (paper Sect. 6): each work-group caches, for ``cached_projections``
+    projections at a time, the bins its square of pixels needs, in local memory, and
+    interpolates with arithmetic. Besides :class:`KernelParams`:
 
-    def with_(self, **changes):
-        return replace(self, **changes).validate()
+    - ``square`` (n_s): side of the pixel square of a work-group, 32 or 64; 1.5 n_s bins
+      are cached per projection (Sect. 6.1).
+    - ``items``: work-items per work-group, 128 or 256; each takes
+      ``pixels_per_item`` = n_s^2 / items pixels (n_q: 4, 8 or 16).
+    - ``cached_projections`` (s_d): projections cached per round.
+    - ``items_per_row`` (s_t): work-items caching one projection row (Table 14).
+    - ``cache``: ``plain`` (a value per bin) or ``pair`` (value and difference to the
+      next bin as one 64-bit float2: linear interpolation is one load and one FMA,
+      Sect. 6.4; one slice, linear interpolation).
+    - ``rounding``: ``native`` conversion or ``float``, the 2^23 trick (Sect. 6.6).
+
+    The source texels are read whole (nearest) when cached; projection constants come
+    from global memory, cached with the bins, so ``constants`` is ``local``.
+    """
+
+    kernel: str = "alu"
+    constants: str = "local"
+    square: int = 64
+    items: int = 256
+    cached_projections: int = 16
+    items_per_row: int = 32
+    cache: str = "pair"
+    rounding: str = "native"
+
+    family = "alu"
+
+    def validate(self):
+        _check_choice("kernel", self.kernel, ALU_KERNELS)
+        self._validate_layout()
+        _check_choice("square", self.square, (32, 64))
+        _check_choice("items", self.items, (128, 256))
+        _check_choice("items_per_row", self.items_per_row, (4, 8, 16, 32, 64))
+        _check_choice("cache", self.cache, CACHE_MODES)
+        _check_choice("rounding", self.rounding, ROUNDINGS)
+        if self.constants != "local":
+            raise ValueError("constants: the ALU kernel caches constants with the bins ('local')")
+        if self.texel_rows != 1:
+            raise ValueError("texel_rows: the ALU kernel reads one texel row per projection")
+        if self.pixels_per_item not in (4, 8, 16) or self.square_rows_in_flight < 1:
+            raise ValueError(f"items: {self.items} work-items cannot share a {self.square}x"
+                             f"{self.square} square as 4x4 squares in 4, 8 or 16 steps")
+        if not 1 <= self.cached_projections <= 64:
+            raise ValueError(f"cached_projections: expected 1..64, got {self.cached_projections}")
+        if self.items % self.items_per_row:
+            raise ValueError("items_per_row: must divide items")
+        if self.cache == "pair" and self.interpolation != "linear":
+            raise ValueError("cache: 'pair' serves linear interpolation; use 'plain' for nearest")
+        return self
+
+    # ---- derived quantities -------------------------------------------------------
+    @property
+    def cache_width(self):
+        """Bins cached per projection: 1.5 n_s >= n_s sqrt(2) + the bins interpolation
+        and the one-bin margin below need (Sect. 6.1)."""
+        return self.square * 3 // 2
+
+    @property
+    def square_rows_in_flight(self):
+        """Rows of 4x4 squares that all work-items cover at once (Fig. 13)."""
+        return (self.items // 16) // (self.square // 4)
+
+    @property
+    def row_step(self):
+        """Pixel rows between the pixels of one work-item."""
+        return 4 * self.square_rows_in_flight
+
+    @property
+    def pixels_per_item(self):
+        """n_q."""
+        return self.square // self.row_step if self.square_rows_in_flight else 0
+
+    @property
+    def local_size(self):
+        return (self.items, 1)
+
+    def global_size(self, slice_shape):
+        ny, nx = slice_shape
+        return (-(-nx // self.square) * self.items, -(-ny // self.square))
+
+    @property
+    def local_memory_bytes(self):
+        value = 4 * self.slices_per_pass
+        per_bin = 2 * value if self.cache == "pair" else value
+        return self.cached_projections * (self.cache_width * per_bin + 16)
+
+    def key(self):
+        parts = self._layout_key() + [
+            f"s{self.square}", f"i{self.items}", f"d{self.cached_projections}",
+            f"t{self.items_per_row}", self.cache, self.rounding]
+        if self.launch_texel_bytes:
+            parts.append(f"l{self.launch_texel_bytes >> 20}M")
+        return "-".join(parts)

@@ -8,9 +8,10 @@ last row is the generic default.
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from dataclasses import fields as dataclass_fields
 
 from .device import DeviceDescription
-from .params import SLICES_PER_PASS, TextureParams
+from .params import SLICES_PER_PASS, AluParams, KernelParams, TextureParams
 
 
 @dataclass(frozen=True)
@@ -31,8 +32,13 @@ class Architecture:
     # Widest texel that filters at full rate; 4 slices are stored as two 2-slice
     # texels (two image rows per projection) where 4-slice texels are wider.
     max_texel_bytes: int = 16
-    # Cap on the texels one launch reads, to stay in L2 (0: none); see TextureParams.
+    # Cap on the texels one launch reads, to stay in L2 (0: none); see KernelParams.
     launch_texel_bytes: int = 0
+    # ALU kernel defaults (Sect. 6): 64x64 squares, 16 pixels per work-item, a warp
+    # per cached row (Table 14, advanced caching mode), 16 projections per round.
+    alu: dict = field(default_factory=lambda: dict(
+        square=64, items=256, cached_projections=16, items_per_row=32, cache="pair",
+        rounding="native", unroll=4))
     source: str = "paper"
 
     def matches(self, d: DeviceDescription) -> bool:
@@ -118,10 +124,10 @@ def auto_slices_per_pass(device: DeviceDescription, storage: str) -> int:
     return architecture(device).slices_per_pass[storage]
 
 
-def texture_params(device: DeviceDescription, formats, slices_per_pass: int,
-                   interpolation: str, storage: str, kernel: str = "auto",
-                   tuned: dict | None = None, **overrides) -> TextureParams:
-    """The parameter set for this device and setting.
+def kernel_params(device: DeviceDescription, formats, slices_per_pass: int,
+                  interpolation: str, storage: str, kernel: str = "auto",
+                  tuned: dict | None = None, **overrides) -> KernelParams:
+    """The parameter set for this device and setting: texture or ALU family.
 
     ``tuned`` is a tuned profile entry (``pybp.tuning``); ``overrides`` force any field,
     as tests and benchmarks do.
@@ -129,18 +135,34 @@ def texture_params(device: DeviceDescription, formats, slices_per_pass: int,
     if slices_per_pass not in SLICES_PER_PASS:
         raise ValueError(f"slices_per_pass: expected 1, 2, 4 or 'auto'; got {slices_per_pass!r}")
     row = architecture(device)
-    source, channels, rows = choose_texel(formats, slices_per_pass, storage, row.max_texel_bytes)
-    values = dict(kernel=row.kernels[slices_per_pass], constants=row.constants, unroll=row.unroll,
-                  launch_texel_bytes=row.launch_texel_bytes)
-    if tuned:
-        values.update({k: v for k, v in tuned.items() if k in ("kernel", "constants", "unroll")})
-    if kernel != "auto":
-        values["kernel"] = kernel
-    if values["kernel"] != "multiproj":  # local caching is Alg. 5, a multiproj option
+    tuned = dict(tuned or {})
+    if kernel == "auto":
+        kernel = tuned.get("kernel", row.kernels[slices_per_pass])
+    elif tuned.get("kernel") != kernel:
+        tuned = {}  # tuned for another family
+    if kernel == "alu":
+        family = AluParams
+        # Caching reads whole texels: no filtering rate to protect with two rows.
+        source, channels, rows = choose_texel(formats, slices_per_pass, storage)
+        values = dict(row.alu)
+        if interpolation != "linear":
+            values["cache"] = "plain"
+    else:
+        family = TextureParams
+        source, channels, rows = choose_texel(formats, slices_per_pass, storage, row.max_texel_bytes)
+        values = dict(constants=row.constants, unroll=row.unroll)
+    names = {f.name for f in dataclass_fields(family)}
+    values.update({k: v for k, v in tuned.items() if k in names})
+    values.update(kernel=kernel, launch_texel_bytes=row.launch_texel_bytes)
+    if kernel in ("standard", "locality"):  # local caching is Alg. 5, a multiproj option
         values["constants"] = "constant"
     values.update(slices_per_pass=slices_per_pass, interpolation=interpolation, storage=storage,
                   source=source, texel_channels=channels, texel_rows=rows)
     values.update(overrides)
     if values["source"] == "buffer":
         values.update(texel_channels=slices_per_pass, texel_rows=1)
-    return TextureParams(**values).validate()
+    params = family(**values).validate()
+    if params.local_memory_bytes > device.local_memory:
+        raise ValueError(f"{params.key()}: needs {params.local_memory_bytes} bytes of local memory, "
+                         f"{device.name} has {device.local_memory}; cache fewer projections")
+    return params

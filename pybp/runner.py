@@ -11,7 +11,7 @@ import pyopencl as cl
 from . import codegen, filters, profiler, tuning
 from .device import CHANNEL_ORDERS, CHANNEL_TYPES, describe, select_device, usable_image_formats
 from .geometry import Geometry, as_sinogram_stack, check_output
-from .params import INTERPOLATIONS, SLICES_PER_PASS, STORAGES, TEXTURE_KERNELS
+from .params import INTERPOLATIONS, KERNELS, SLICES_PER_PASS, STORAGES
 
 
 @dataclass(frozen=True)
@@ -59,7 +59,7 @@ class Backprojector:
         self.geometry = Geometry.create(n_bins, angles, center, slice_shape, slice_offset)
         self.interpolation = _choice("interpolation", interpolation, INTERPOLATIONS)
         self.precision = _choice("precision", precision, STORAGES)
-        self.kernel = _choice("kernel", kernel, ("auto",) + TEXTURE_KERNELS)
+        self.kernel = _choice("kernel", kernel, ("auto",) + KERNELS)
         _choice("slices_per_pass", slices_per_pass, ("auto",) + SLICES_PER_PASS)
         self.filter = None if filter is None else _choice("filter", filter, filters.FILTERS)
         self.overrides = dict(overrides or {})
@@ -87,8 +87,8 @@ class Backprojector:
     # ---- set-up ---------------------------------------------------------------------
     def _params_for(self, slices):
         tuned = self._tuned.get(tuning.setting_key(slices, self.interpolation, self.precision))
-        return profiler.texture_params(self.device, self.formats, slices, self.interpolation,
-                                       self.precision, self.kernel, tuned=tuned, **self.overrides)
+        return profiler.kernel_params(self.device, self.formats, slices, self.interpolation,
+                                      self.precision, self.kernel, tuned=tuned, **self.overrides)
 
     def _plan_pieces(self, piece_shape):
         g, p, d = self.geometry, self.params, self.device
@@ -96,7 +96,7 @@ class Backprojector:
         if p.source == "image":
             max_angles = min(max_angles, d.image2d_max_height // p.texel_rows)
             max_bins = min(max_bins, d.image2d_max_width)
-        if p.kernel != "multiproj" or p.constants == "constant":
+        if p.uses_constant_memory:
             max_angles = min(max_angles, d.constant_memory // 16)  # one float4 per angle
         if piece_shape is not None:
             max_angles, max_bins = min(max_angles, piece_shape[0]), min(max_bins, piece_shape[1])

@@ -86,3 +86,8 @@ def test_render_command_writes_and_never_overwrites(tmp_path, capsys):
     assert main(args + ["--overwrite"]) == 0
     assert target.read_text() == text
     assert main(["render", "--slices", "4", "--texel-channels", "2"]) == 2
+    alu = tmp_path / "alu.cl"
+    assert main(["render", "--kernel", "alu", "--square", "32", "--items-per-row", "16",
+                 "-o", str(alu)]) == 0
+    assert "square = 32" in alu.read_text() and "cache = pair" in alu.read_text()
+    assert main(["render", "--kernel", "alu", "--interpolation", "nearest"]) == 2  # pair

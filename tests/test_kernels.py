@@ -65,6 +65,51 @@ def test_four_slices_in_two_images(cl_device, linear_tolerance, rng, kernel, con
           interpolation, linear_tolerance)
 
 
+ALU_SHAPES = [dict(square=64, items=256, items_per_row=32),   # n_q = 16
+              dict(square=32, items=256, items_per_row=16),   # n_q = 4
+              dict(square=32, items=128, items_per_row=8, cached_projections=7)]  # n_q = 8
+
+
+@pytest.mark.parametrize("source", ["image", "buffer"])
+@pytest.mark.parametrize("storage", ["float", "half"])
+@pytest.mark.parametrize("shape", range(len(ALU_SHAPES)))
+@pytest.mark.parametrize("interpolation,cache", [("linear", "pair"), ("linear", "plain"),
+                                                 ("nearest", "plain")])
+@pytest.mark.parametrize("rounding", ["native", "float"])
+@pytest.mark.parametrize("slices", SLICES_PER_PASS)
+def test_alu_matches_reference(cl_device, rng, slices, rounding, interpolation, cache, shape,
+                               storage, source):
+    """ALU kernel (Sect. 6): exact arithmetic, so 1e-5 on every device; nearest picks
+    the reference's bins. Odd slice sizes and angle counts leave partial squares and
+    partial rounds of cached projections."""
+    angles = np.sort(rng.uniform(0, np.pi, N_ANGLES))
+    data = rng.standard_normal((slices, N_ANGLES, N_BINS)).astype(np.float32)
+    bp = pybp.Backprojector(N_BINS, angles, center=(N_BINS - 1) / 2 - 5.2, slice_shape=(61, 75),
+                            device=cl_device, interpolation=interpolation, slices_per_pass=slices,
+                            precision=storage, kernel="alu",
+                            overrides=dict(ALU_SHAPES[shape], rounding=rounding, cache=cache,
+                                           source=source))
+    got = bp(data)
+    stored = data.astype(np.float16) if storage == "half" else data
+    want = reference.backproject(stored, bp.geometry, interpolation)
+    if interpolation == "nearest":
+        assert reference.mismatch_share(got, want) <= reference.NEAREST_MISMATCH_SHARE
+    else:
+        assert reference.relative_rms(got, want) <= reference.RTOL_EXACT, bp.params.key()
+
+
+def test_alu_edges_and_region_of_interest(cl_device, rng):
+    """Bins near the detector edges read zero, as the texture path's clamp; an off-centre
+    region of interest reaches past them."""
+    n_bins = 40
+    angles = np.linspace(0, np.pi, 33, endpoint=False)
+    data = rng.standard_normal((1, 33, n_bins)).astype(np.float32)
+    bp = pybp.Backprojector(n_bins, angles, slice_shape=(50, 70), slice_offset=(6.0, -9.5),
+                            device=cl_device, kernel="alu", slices_per_pass=1)
+    want = reference.backproject(data, bp.geometry)
+    assert reference.relative_rms(bp(data), want) <= reference.RTOL_EXACT
+
+
 def test_two_slices_fall_back_to_four_channel_texels(cl_device):
     """PoCL has no CL_RG: two slices must still run, in RGBA texels or a buffer."""
     bp = pybp.Backprojector(32, np.linspace(0, np.pi, 16, endpoint=False), device=cl_device,

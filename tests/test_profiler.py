@@ -34,13 +34,13 @@ ALL_FORMATS = frozenset((c, s) for c in (1, 2, 4) for s in ("float", "half"))
 def test_architecture_rows(description, row):
     assert profiler.architecture(description).name == row
     for slices in (1, 2, 4):
-        params = profiler.texture_params(description, ALL_FORMATS, slices, "linear", "float")
+        params = profiler.kernel_params(description, ALL_FORMATS, slices, "linear", "float")
         assert params.validate() is params
 
 
 def test_amd_caches_constants_in_local_memory():
     amd = replace(BASE, vendor="Advanced Micro Devices, Inc.", gfx_target="gfx1030")
-    params = profiler.texture_params(amd, ALL_FORMATS, 2, "linear", "float")
+    params = profiler.kernel_params(amd, ALL_FORMATS, 2, "linear", "float")
     assert params.kernel == "multiproj" and params.constants == "local"
 
 
@@ -53,7 +53,7 @@ def test_texel_fallbacks():
     assert profiler.choose_texel(ALL_FORMATS, 4, "float", max_texel_bytes=8) == ("image", 2, 2)
     assert profiler.choose_texel(ALL_FORMATS, 4, "half", max_texel_bytes=8) == ("image", 4, 1)
     assert profiler.choose_texel(no_rg, 4, "float", max_texel_bytes=8) == ("image", 4, 1)
-    params = profiler.texture_params(replace(BASE, image_support=False), frozenset(), 4,
+    params = profiler.kernel_params(replace(BASE, image_support=False), frozenset(), 4,
                                      "nearest", "half")
     assert params.source == "buffer" and params.texel_channels == 4
 
@@ -61,9 +61,9 @@ def test_texel_fallbacks():
 def test_overrides_and_tuned_profiles_take_precedence():
     nvidia = replace(BASE, vendor="NVIDIA Corporation", compute_capability=(9, 0))
     tuned = {"kernel": "locality", "unroll": 2}
-    params = profiler.texture_params(nvidia, ALL_FORMATS, 1, "linear", "float", tuned=tuned)
+    params = profiler.kernel_params(nvidia, ALL_FORMATS, 1, "linear", "float", tuned=tuned)
     assert (params.kernel, params.unroll) == ("locality", 2)
-    params = profiler.texture_params(nvidia, ALL_FORMATS, 1, "linear", "float", kernel="standard",
+    params = profiler.kernel_params(nvidia, ALL_FORMATS, 1, "linear", "float", kernel="standard",
                                      tuned=tuned, unroll=1)
     assert (params.kernel, params.unroll) == ("standard", 1)
 

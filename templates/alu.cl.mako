@@ -1,0 +1,171 @@
+## ALU back-projection (paper Sect. 6): a work-group caches, for `cached_projections`
+## projections at a time, the 1.5 n_s bins its n_s x n_s square needs in local memory,
+## then interpolates from the cache with arithmetic instead of the texture engine.
+<%namespace name="common" file="common.cl.mako"/>\
+${common.header(p, "ALU back-projection (local-memory cache)")}
+<%
+    n_v = p["slices_per_pass"]
+    vt = common.attr.vector_type(n_v)
+    square = p["square"]
+    items = p["items"]
+    cached = p["cached_projections"]
+    row_items = p["items_per_row"]
+    width = square * 3 // 2
+    squares_per_row = square // 4
+    rows_in_flight = (items // 16) // squares_per_row
+    row_step = 4 * rows_in_flight
+    pixels = square // row_step
+    linear = p["interpolation"] == "linear"
+    pair = p["cache"] == "pair"
+    packed_pair = pair and n_v == 1   # value and difference in one float2
+    float_rounding = p["rounding"] == "float"
+%>
+// The error-free sums below need a*b+c left as written, not contracted to fma.
+#pragma OPENCL FP_CONTRACT OFF
+
+## Caching reads whole bins: the same fetch, without interpolation.
+${common.fetch_function(dict(p, interpolation="nearest"))}
+
+#define SQUARE ${square}          /* n_s: pixels per side of a work-group's square */
+#define CACHE_WIDTH ${width}      /* bins cached per projection: 1.5 n_s */
+#define CACHED ${cached}          /* s_d: projections cached per round */
+#define ROW_ITEMS ${row_items}    /* s_t: work-items caching one projection row */
+#define PIXELS ${pixels}          /* n_q: pixels per work-item, ${row_step} rows apart */
+% if float_rounding:
+// Sect. 6.6: adding 2^23 rounds a small positive float to an integer in the mantissa,
+// read back with a bit cast instead of a conversion instruction.
+#define MAGIC 0x1.0p23f
+% endif
+
+// Position x0 cos - y0 sin + base of a square's first pixel as a float plus the error
+// of rounding it: positions reach thousands of bins, where a float32 is only good to
+// about 1e-4 bin; products' errors come exactly from fma, sums' from two-sum.
+inline float two_sum(const float a, const float b, float *error)
+{
+    const float s = a + b;
+    const float bb = s - a;
+    *error += (a - (s - bb)) + (b - bb);
+    return s;
+}
+
+inline float square_origin(const int x0, const int y0, const float4 c, float *error)
+{
+    const float px = (float)x0 * c.x;
+    const float py = (float)y0 * c.y;
+    *error = fma((float)x0, c.x, -px) - fma((float)y0, c.y, -py) + c.w;
+    return two_sum(two_sum(px, -py, error), c.z, error);
+}
+
+__kernel __attribute__((reqd_work_group_size(${items}, 1, 1)))
+void backproject(
+    ${common.source_arg(p)},           /* interleaved sinograms, read whole when cached */
+    __global const float4 *projection,  /* per angle: cos, sin, base (h = x cos - y sin + base) */
+    const int n_angles,
+    const int n_bins,
+    const int nx,
+    const int ny,
+    const int accumulate,               /* add to `out` (a later piece) or overwrite it */
+    __global float *out)                /* slices_per_pass planes of ny x nx */
+{
+    const int item = get_local_id(0);
+    const int x0 = get_group_id(0) * SQUARE;
+    const int y0 = get_group_id(1) * SQUARE;
+    // Accumulation: 16 work-items walk a 4x4 square in Z-order, squares lie along x and
+    // ${rows_in_flight} row(s) of them are covered at once (Sect. 6.3, Fig. 13).
+    const int lx = ((item >> 4) % ${squares_per_row}) * 4 + ((item & 1) | ((item >> 1) & 2));
+    const int ly = ((item >> 4) / ${squares_per_row}) * 4 + (((item >> 1) & 1) | ((item >> 2) & 2));
+    // Caching: ROW_ITEMS work-items fill one projection row.
+    const int row_item = item % ROW_ITEMS;
+    const int row_group = item / ROW_ITEMS;
+
+    // Per cached projection: cos, sin, and the position of the square's first pixel
+    // counted from the first cached bin: small, so float32 keeps it exact (design 6).
+    __local float4 geometry[CACHED];
+% if packed_pair:
+    __local float2 cache[CACHED][CACHE_WIDTH];      /* value, next value - value */
+% elif pair:
+    __local ${vt} cache[CACHED][CACHE_WIDTH];       /* values */
+    __local ${vt} slope[CACHED][CACHE_WIDTH];       /* next value - value */
+% else:
+    __local ${vt} cache[CACHED][CACHE_WIDTH];
+% endif
+
+    ${vt} sum[PIXELS];
+    for (int k = 0; k < PIXELS; k++)
+        sum[k] = (${vt})(0.0f);
+
+    for (int round = 0; round < n_angles; round += CACHED) {
+        const int count = min(CACHED, n_angles - round);
+        barrier(CLK_LOCAL_MEM_FENCE);
+        for (int r = row_group; r < count; r += ${items // row_items}) {
+            const float4 c = projection[round + r];
+            float error;
+            const float first_pixel = square_origin(x0, y0, c, &error);
+            // The lowest position any pixel of the square reaches, less one bin of
+            // margin so that rounding never indexes below the cache (Sect. 6.1: c_m).
+            const float lowest = (SQUARE - 1) * fmin(fmin(0.0f, c.x), fmin(-c.y, c.x - c.y));
+            const float first_bin = floor(first_pixel + lowest) - 1.0f;
+            if (row_item == 0)   /* first_pixel - first_bin is exact (Sterbenz) */
+                geometry[r] = (float4)(c.x, c.y, (first_pixel - first_bin) + error, 0.0f);
+            for (int b = row_item; b < CACHE_WIDTH; b += ROW_ITEMS) {
+                const ${vt} value = fetch(sinogram, n_bins, first_bin + (float)b, round + r);
+% if pair:
+                const ${vt} next = fetch(sinogram, n_bins, first_bin + (float)(b + 1), round + r);
+% if packed_pair:
+                cache[r][b] = (float2)(value, next - value);
+% else:
+                cache[r][b] = value;
+                slope[r][b] = next - value;
+% endif
+% else:
+                cache[r][b] = value;
+% endif
+            }
+        }
+        barrier(CLK_LOCAL_MEM_FENCE);
+% if p["unroll"] > 1:
+        #pragma unroll ${p["unroll"]}
+% endif
+        for (int r = 0; r < count; r++) {
+            const float4 g = geometry[r];
+            const float t0 = mad((float)lx, g.x, mad(-(float)ly, g.y, g.z));
+            const float step = ${row_step}.0f * g.y;
+            #pragma unroll
+            for (int k = 0; k < PIXELS; k++) {
+                const float t = mad(-(float)k, step, t0);   /* position in the cache */
+% if linear:
+% if float_rounding:
+                const float whole = (t - 0.5f) + MAGIC;
+                const int i = as_int(whole) - as_int(MAGIC);
+                const float w = t - (whole - MAGIC);
+% else:
+                const int i = (int)t;                        /* t >= 1: truncation floors */
+                const float w = t - (float)i;
+% endif
+% if packed_pair:
+                const float2 e = cache[r][i];
+                sum[k] += mad(w, e.y, e.x);
+% elif pair:
+                sum[k] += mad((${vt})(w), slope[r][i], cache[r][i]);
+% else:
+                const ${vt} a = cache[r][i];
+                sum[k] += mad((${vt})(w), cache[r][i + 1] - a, a);
+% endif
+% else:
+% if float_rounding:
+                const int i = as_int(t + MAGIC) - as_int(MAGIC);
+% else:
+                const int i = (int)(t + 0.5f);
+% endif
+                sum[k] += cache[r][i];
+% endif
+            }
+        }
+    }
+
+    const int x = x0 + lx;
+    for (int k = 0; k < PIXELS; k++) {
+        const int y = y0 + ly + k * ${row_step};
+${common.store(p, "sum[k]")}
+    }
+}
