@@ -15,12 +15,12 @@ import time
 import numpy as np
 import pyopencl as cl
 
-from . import codegen, reference
+from . import codegen
 from .device import CHANNEL_ORDERS, CHANNEL_TYPES, describe, select_device, usable_image_formats
 from .params import TextureParams
 from .profiler import architecture, choose_texel
 from .runner import Backprojector
-from .tuning import kernel_seconds
+from .tuning import kernel_seconds, verify
 
 VARIANTS = (  # (name, kernel, forced parameters) measured for every setting
     ("standard", "standard", {}),
@@ -31,6 +31,8 @@ VARIANTS = (  # (name, kernel, forced parameters) measured for every setting
     ("alu/plain", "alu", dict(cache="plain")),
     ("alu/float-round", "alu", dict(rounding="float")),
     ("alu/32x32", "alu", dict(square=32, items_per_row=16)),
+    ("alu/oversample", "alu", dict(cache="oversample", cached_projections=8)),  # approximate
+    ("alu/hybrid-2of8", "alu", dict(texture_groups=2)),
 )
 SETTINGS = tuple(itertools.product((1, 2, 4), ("linear", "nearest"), ("float", "half")))
 
@@ -61,25 +63,6 @@ def texture_ceiling(cl_device, params: TextureParams, size, n_angles, repeats):
                        np.int32(n_angles), np.int32(size), np.int32(size), np.int32(size), out),
         repeats)
     return size * size * n_angles / seconds
-
-
-def verify(options, interpolation, storage):
-    """Relative error on a small random case, and whether it is within tolerance
-    (the exact arithmetic's for ALU kernels, the texture engine's otherwise)."""
-    rng = np.random.default_rng(1)
-    angles = np.linspace(0, np.pi, 90, endpoint=False)
-    small = Backprojector(128, angles, **options)
-    data = rng.random((small.slices_per_pass, 90, 128)).astype(np.float32)
-    got = small(data)
-    if storage == "half":
-        data = data.astype(np.float16)
-    want = reference.backproject(data, small.geometry, interpolation)
-    if interpolation == "nearest":
-        share = reference.mismatch_share(got, want)
-        return share, share <= reference.NEAREST_MISMATCH_SHARE
-    error = reference.relative_rms(got, want)
-    exact = small.params.family == "alu" or small.params.source == "buffer"
-    return error, error <= (reference.RTOL_EXACT if exact else reference.RTOL_TEXTURE)
 
 
 def silx_seconds(cl_device, angles, data, repeats):
@@ -135,7 +118,7 @@ def run(device=None, size=2048, n_angles=None, repeats=5, settings=SETTINGS, var
             options = dict(device=cl_device, interpolation=interpolation, slices_per_pass=slices,
                            precision=storage, kernel=kernel, overrides=forced)
             try:
-                error, good = verify(options, interpolation, storage)
+                error, good, _ = verify(options, interpolation, storage)
             except ValueError as exc:  # a combination this setting cannot take
                 log(f"  {name} v{slices} {interpolation} {storage}: skipped ({exc})")
                 continue
@@ -150,6 +133,36 @@ def run(device=None, size=2048, n_angles=None, repeats=5, settings=SETTINGS, var
                 f"(check {error:.1e}{'' if good else ' FAILED'})")
             del big
     return rows, silx and updates / silx * 1e-9
+
+
+def hybrid_sweep(device=None, size=2048, settings=((1, "linear", "float"), (1, "nearest", "float")),
+                 repeats=5, log=print):
+    """GU/s of the profile's ALU kernel with 0..8 of every 8 work-groups on the texture
+    path (Sect. 7.1), per setting: where the best mix lies, and whether it beats both
+    pure paths (0: ALU only; 8: texture path only)."""
+    from .params import HYBRID_PERIOD
+
+    cl_device = select_device(device)
+    angles = np.linspace(0, np.pi, size, endpoint=False)
+    data = np.random.default_rng(3).random((4, size, size)).astype(np.float32)
+    results = {}
+    for slices, interpolation, storage in settings:
+        row = []
+        for groups in range(HYBRID_PERIOD + 1):
+            options = dict(device=cl_device, interpolation=interpolation, slices_per_pass=slices,
+                           precision=storage, kernel="alu", overrides=dict(texture_groups=groups))
+            error, good, _ = verify(options, interpolation, storage)
+            big = Backprojector(size, angles, **options)
+            gups = size ** 3 * slices / kernel_seconds(big, data[:slices], repeats) * 1e-9
+            row.append(gups)
+            log(f"hybrid v{slices} {interpolation} {storage}: {groups}/8 texture groups "
+                f"{rate(gups)} GU/s (check {error:.1e}{'' if good else ' FAILED'}) {big.params.key()}")
+        best = int(np.argmax(row))
+        gain = row[best] / max(row[0], row[-1]) - 1
+        log(f"hybrid v{slices} {interpolation} {storage}: best {best}/8 at {rate(row[best])} GU/s, "
+            f"{100 * gain:+.0f}% over the faster pure path (ALU {rate(row[0])}, texture {rate(row[-1])})")
+        results[(slices, interpolation, storage)] = row
+    return results
 
 
 def texel_name(params, texel_rows):

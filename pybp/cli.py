@@ -88,6 +88,9 @@ def cmd_render(args):
 
 
 def cmd_bench(args):
+    if args.hybrid_sweep:
+        bench.hybrid_sweep(device=args.device, size=args.size, repeats=args.repeats)
+        return 0
     settings = [s for s in bench.SETTINGS
                 if (not args.slices or s[0] in args.slices)
                 and (not args.interpolation or s[1] in args.interpolation)
@@ -109,7 +112,12 @@ def cmd_bench(args):
 
 
 def cmd_tune(args):
-    tuning.tune(device=args.device, size=args.size, repeats=args.repeats)
+    settings = [s for s in bench.SETTINGS
+                if (not args.slices or s[0] in args.slices)
+                and (not args.interpolation or s[1] in args.interpolation)
+                and (not args.storage or s[2] in args.storage)]
+    tuning.tune(device=args.device, size=args.size, repeats=args.repeats, settings=settings,
+                families=args.families)
     return 0
 
 
@@ -162,12 +170,18 @@ def build_parser():
     bench_.add_argument("--interpolation", nargs="*", choices=INTERPOLATIONS)
     bench_.add_argument("--storage", nargs="*", choices=STORAGES)
     bench_.add_argument("--no-silx", action="store_true", help="skip the silx yardstick")
+    bench_.add_argument("--hybrid-sweep", action="store_true",
+                        help="only: GU/s of the hybrid mode for each texture/ALU split")
     bench_.set_defaults(func=cmd_bench)
 
     tune = sub.add_parser("tune", help="search kernel parameters for this device; save a profile")
     tune.add_argument("--size", type=int, default=2048)
     tune.add_argument("--repeats", type=int, default=5)
     tune.add_argument("--device", default=None)
+    tune.add_argument("--families", nargs="*", choices=("texture", "alu"), default=("texture", "alu"))
+    tune.add_argument("--slices", nargs="*", type=int, choices=SLICES_PER_PASS)
+    tune.add_argument("--interpolation", nargs="*", choices=INTERPOLATIONS)
+    tune.add_argument("--storage", nargs="*", choices=STORAGES)
     tune.set_defaults(func=cmd_tune)
     return parser
 

@@ -22,7 +22,9 @@ CONSTANT_MODES = ("constant", "local")
 TILE = 16  # every texture kernel covers 16x16 pixels per work-group (Sect. 5.1, 5.6)
 MULTIPROJ_PROJECTIONS = 4  # projections in flight per work-group in `multiproj` (Alg. 3)
 LOCAL_CONSTANTS = 256  # projection constants cached per round in local memory (Alg. 5)
-CACHE_MODES = ("plain", "pair")
+CACHE_MODES = ("plain", "pair", "oversample")
+OVERSAMPLING = 4  # samples cached per bin in `oversample` mode (Sect. 7.2)
+HYBRID_PERIOD = 8  # hybrid mode: texture_groups of every 8 work-groups (Sect. 7.1)
 ROUNDINGS = ("native", "float")
 
 
@@ -178,10 +180,16 @@ class AluParams(KernelParams):
       ``pixels_per_item`` = n_s^2 / items pixels (n_q: 4, 8 or 16).
     - ``cached_projections`` (s_d): projections cached per round.
     - ``items_per_row`` (s_t): work-items caching one projection row (Table 14).
-    - ``cache``: ``plain`` (a value per bin) or ``pair`` (value and difference to the
+    - ``cache``: ``plain`` (a value per bin), ``pair`` (value and difference to the
       next bin as one 64-bit float2: linear interpolation is one load and one FMA,
-      Sect. 6.4; one slice, linear interpolation).
+      Sect. 6.4) or ``oversample`` (4 linearly interpolated samples per bin, at 0, 1/4,
+      1/2 and 3/4, read back nearest: an approximation of linear interpolation at the
+      cost of nearest, Sect. 7.2).
     - ``rounding``: ``native`` conversion or ``float``, the 2^23 trick (Sect. 6.6).
+    - ``texture_groups``: hybrid mode (Sect. 7.1): of every 8 work-groups (by linear
+      index, so that each compute unit gets the mix), this many interpolate with the
+      texture engine over their square and the rest with the ALU path, in one launch,
+      so that texture units and ALUs work at once. 0: ALU only.
 
     The source texels are read whole (nearest) when cached; projection constants come
     from global memory, cached with the bins, so ``constants`` is ``local``.
@@ -195,6 +203,7 @@ class AluParams(KernelParams):
     items_per_row: int = 32
     cache: str = "pair"
     rounding: str = "native"
+    texture_groups: int = 0
 
     family = "alu"
 
@@ -215,10 +224,14 @@ class AluParams(KernelParams):
                              f"{self.square} square as 4x4 squares in 4, 8 or 16 steps")
         if not 1 <= self.cached_projections <= 64:
             raise ValueError(f"cached_projections: expected 1..64, got {self.cached_projections}")
+        if not 0 <= self.texture_groups <= HYBRID_PERIOD:
+            raise ValueError(f"texture_groups: expected 0..{HYBRID_PERIOD}, got {self.texture_groups}")
+        if self.texture_groups and self.source != "image":
+            raise ValueError("texture_groups: the hybrid mode's texture path needs an image source")
         if self.items % self.items_per_row:
             raise ValueError("items_per_row: must divide items")
-        if self.cache == "pair" and self.interpolation != "linear":
-            raise ValueError("cache: 'pair' serves linear interpolation; use 'plain' for nearest")
+        if self.cache != "plain" and self.interpolation != "linear":
+            raise ValueError(f"cache: '{self.cache}' serves linear interpolation; use 'plain' for nearest")
         return self
 
     # ---- derived quantities -------------------------------------------------------
@@ -252,15 +265,22 @@ class AluParams(KernelParams):
         return (-(-nx // self.square) * self.items, -(-ny // self.square))
 
     @property
+    def approximate(self):
+        """Whether results differ from the formula by more than float rounding."""
+        return self.cache == "oversample" or self.texture_groups > 0
+
+    @property
     def local_memory_bytes(self):
         value = 4 * self.slices_per_pass
-        per_bin = 2 * value if self.cache == "pair" else value
+        per_bin = {"plain": 1, "pair": 2, "oversample": OVERSAMPLING}[self.cache] * value
         return self.cached_projections * (self.cache_width * per_bin + 16)
 
     def key(self):
         parts = self._layout_key() + [
             f"s{self.square}", f"i{self.items}", f"d{self.cached_projections}",
             f"t{self.items_per_row}", self.cache, self.rounding]
+        if self.texture_groups:
+            parts.append(f"hybrid{self.texture_groups}of{HYBRID_PERIOD}")
         if self.launch_texel_bytes:
             parts.append(f"l{self.launch_texel_bytes >> 20}M")
         return "-".join(parts)

@@ -39,6 +39,8 @@ class Architecture:
     alu: dict = field(default_factory=lambda: dict(
         square=64, items=256, cached_projections=16, items_per_row=32, cache="pair",
         rounding="native", unroll=4))
+    # Changes to `alu` for some settings: ((slices or None, interpolation or None), dict).
+    alu_settings: tuple = ()
     source: str = "paper"
 
     def matches(self, d: DeviceDescription) -> bool:
@@ -60,6 +62,7 @@ class Architecture:
 
 
 MULTIPROJ = {1: "multiproj", 2: "multiproj", 4: "multiproj"}
+ALU = {1: "alu", 2: "alu", 4: "alu"}
 NVIDIA = ("nvidia",)
 AMD = ("amd", "advanced micro")
 
@@ -69,8 +72,15 @@ ARCHITECTURES = (
     # constants cached in local memory ran 3% faster than from __constant; 128-bit
     # texels filter at a quarter rate, so 4 float slices go into two RG texel rows;
     # a 64 MB sinogram image (over the 50 MB L2) ran 9% slower than 32 MB ones.
-    Architecture("nvidia-hopper", vendor=NVIDIA, min_capability=(9, 0), kernels=MULTIPROJ,
+    # The ALU kernel (Sect. 6) ran 2.5-3.5x faster than the texture kernels with 1 and
+    # 2 slices (exact, too); its parameters come from `pybp tune --families alu`.
+    Architecture("nvidia-hopper", vendor=NVIDIA, min_capability=(9, 0), kernels=ALU,
                  constants="local", max_texel_bytes=8, launch_texel_bytes=32 << 20,
+                 alu=dict(square=64, items=256, cached_projections=32, items_per_row=32,
+                          cache="pair", rounding="native", unroll=1),
+                 alu_settings=(((None, "nearest"), dict(rounding="float", unroll=4)),
+                               ((4, None), dict(square=32, items_per_row=16,
+                                                cached_projections=16))),
                  slices_per_pass={"float": 4, "half": 4}, source="docs/benchmarks.md"),
     # Maxwell to Ada: Table 13 runs Alg. 3 with constants in __constant memory; 8-byte
     # texels filter at full rate, wider ones do not (Sect. 5.2-5.3).
@@ -145,6 +155,9 @@ def kernel_params(device: DeviceDescription, formats, slices_per_pass: int,
         # Caching reads whole texels: no filtering rate to protect with two rows.
         source, channels, rows = choose_texel(formats, slices_per_pass, storage)
         values = dict(row.alu)
+        for (slices, interp), changes in row.alu_settings:
+            if slices in (None, slices_per_pass) and interp in (None, interpolation):
+                values.update(changes)
         if interpolation != "linear":
             values["cache"] = "plain"
     else:
@@ -162,6 +175,11 @@ def kernel_params(device: DeviceDescription, formats, slices_per_pass: int,
     if values["source"] == "buffer":
         values.update(texel_channels=slices_per_pass, texel_rows=1)
     params = family(**values).validate()
+    # Candidate loop (reikna's habit): halve the cached projections until the cache
+    # fits, unless the caller forced their number.
+    while (params.local_memory_bytes > device.local_memory and family is AluParams
+           and "cached_projections" not in overrides and params.cached_projections > 1):
+        params = params.with_(cached_projections=params.cached_projections // 2)
     if params.local_memory_bytes > device.local_memory:
         raise ValueError(f"{params.key()}: needs {params.local_memory_bytes} bytes of local memory, "
                          f"{device.name} has {device.local_memory}; cache fewer projections")

@@ -18,16 +18,24 @@ ${common.header(p, "ALU back-projection (local-memory cache)")}
     linear = p["interpolation"] == "linear"
     pair = p["cache"] == "pair"
     packed_pair = pair and n_v == 1   # value and difference in one float2
+    oversample = p["cache"] == "oversample"
+    samples = 4 if oversample else 1   # cached samples per bin (Sect. 7.2)
     float_rounding = p["rounding"] == "float"
+    hybrid = p["texture_groups"] > 0
 %>
 // The error-free sums below need a*b+c left as written, not contracted to fma.
 #pragma OPENCL FP_CONTRACT OFF
 
-## Caching reads whole bins: the same fetch, without interpolation.
-${common.fetch_function(dict(p, interpolation="nearest"))}
+## Caching reads whole bins (the same fetch, without interpolation), or linearly
+## interpolated quarter-bin samples when oversampling.
+${common.fetch_function(dict(p, interpolation="linear" if oversample else "nearest"))}
 
+% if hybrid:
+## Hybrid mode: the texture engine interpolates for some work-groups (Sect. 7.1).
+${common.fetch_function(p, name="filtered")}
+% endif
 #define SQUARE ${square}          /* n_s: pixels per side of a work-group's square */
-#define CACHE_WIDTH ${width}      /* bins cached per projection: 1.5 n_s */
+#define CACHE_WIDTH ${width * samples}      /* ${samples} sample(s) cached per bin, 1.5 n_s bins */
 #define CACHED ${cached}          /* s_d: projections cached per round */
 #define ROW_ITEMS ${row_items}    /* s_t: work-items caching one projection row */
 #define PIXELS ${pixels}          /* n_q: pixels per work-item, ${row_step} rows apart */
@@ -74,6 +82,35 @@ void backproject(
     // ${rows_in_flight} row(s) of them are covered at once (Sect. 6.3, Fig. 13).
     const int lx = ((item >> 4) % ${squares_per_row}) * 4 + ((item & 1) | ((item >> 1) & 2));
     const int ly = ((item >> 4) / ${squares_per_row}) * 4 + (((item >> 1) & 1) | ((item >> 2) & 2));
+% if hybrid:
+    // Hybrid (Sect. 7.1): ${p["texture_groups"]} of every 8 work-groups, by linear index, take the
+    // texture path over the same pixels; the branch is uniform per work-group and this
+    // path has no barrier.
+    if ((get_group_id(1) * get_num_groups(0) + get_group_id(0)) % 8 < ${p["texture_groups"]}) {
+        ${vt} total[PIXELS];
+        for (int k = 0; k < PIXELS; k++)
+            total[k] = (${vt})(0.0f);
+        const float fx = (float)(x0 + lx);
+        const float fy = (float)(y0 + ly);
+% if p["unroll"] > 1:
+        #pragma unroll ${p["unroll"]}
+% endif
+        for (int a = 0; a < n_angles; a++) {
+            const float4 c = projection[a];
+            const float h = mad(fx, c.x, mad(-fy, c.y, c.z));
+            const float step = ${row_step}.0f * c.y;
+            #pragma unroll
+            for (int k = 0; k < PIXELS; k++)
+                total[k] += filtered(sinogram, n_bins, mad(-(float)k, step, h), a);
+        }
+        const int x = x0 + lx;
+        for (int k = 0; k < PIXELS; k++) {
+            const int y = y0 + ly + k * ${row_step};
+${common.store(p, "total[k]")}
+        }
+        return;
+    }
+% endif
     // Caching: ROW_ITEMS work-items fill one projection row.
     const int row_item = item % ROW_ITEMS;
     const int row_group = item / ROW_ITEMS;
@@ -106,9 +143,14 @@ void backproject(
             const float lowest = (SQUARE - 1) * fmin(fmin(0.0f, c.x), fmin(-c.y, c.x - c.y));
             const float first_bin = floor(first_pixel + lowest) - 1.0f;
             if (row_item == 0)   /* first_pixel - first_bin is exact (Sterbenz) */
-                geometry[r] = (float4)(c.x, c.y, (first_pixel - first_bin) + error, 0.0f);
+                geometry[r] = ${samples}.0f * (float4)(c.x, c.y, (first_pixel - first_bin) + error, 0.0f);
             for (int b = row_item; b < CACHE_WIDTH; b += ROW_ITEMS) {
+% if oversample:
+                // Geometry is in quarter bins: sample b sits at bin b / 4.
+                const ${vt} value = fetch(sinogram, n_bins, first_bin + 0.25f * (float)b, round + r);
+% else:
                 const ${vt} value = fetch(sinogram, n_bins, first_bin + (float)b, round + r);
+% endif
 % if pair:
                 const ${vt} next = fetch(sinogram, n_bins, first_bin + (float)(b + 1), round + r);
 % if packed_pair:
@@ -133,7 +175,7 @@ void backproject(
             #pragma unroll
             for (int k = 0; k < PIXELS; k++) {
                 const float t = mad(-(float)k, step, t0);   /* position in the cache */
-% if linear:
+% if linear and not oversample:
 % if float_rounding:
                 const float whole = (t - 0.5f) + MAGIC;
                 const int i = as_int(whole) - as_int(MAGIC);

@@ -27,30 +27,30 @@ __global const ${vector_type(p["slices_per_pass"])} *sinogram\
 % endif
 </%def>
 
-## fetch(sinogram, n_bins, h, p): the interpolated value of projection p at detector
+## name(sinogram, n_bins, h, p) (default `fetch`): the interpolated value of projection p at detector
 ## position h (bins from the first bin's centre), zero outside the detector.
-<%def name="fetch_function(p)">
+<%def name="fetch_function(p, name='fetch')">
 <% n = p["slices_per_pass"]; vt = vector_type(n) %>\
 % if p["source"] == "image":
 <% swizzle = {1: ".x", 2: ".xy", 4: ""}[n] %>\
 // Unnormalized coordinates: texel i covers [i, i+1), so its centre is at i + 0.5.
 // CLK_ADDRESS_CLAMP returns zero beyond the detector edges.
-__constant sampler_t sinogram_sampler = CLK_NORMALIZED_COORDS_FALSE | CLK_ADDRESS_CLAMP
+__constant sampler_t ${name}_sampler = CLK_NORMALIZED_COORDS_FALSE | CLK_ADDRESS_CLAMP
     | ${"CLK_FILTER_LINEAR" if p["interpolation"] == "linear" else "CLK_FILTER_NEAREST"};
 
 % if p["texel_rows"] == 2:
 // Slices 0-1 in row 2p, slices 2-3 in row 2p+1: two 64-bit fetches filter faster than
 // one 128-bit fetch, and adjacent rows share texture-cache tiles.
-inline float4 fetch(__read_only image2d_t sinogram, const int n_bins, const float h, const int p)
+inline float4 ${name}(__read_only image2d_t sinogram, const int n_bins, const float h, const int p)
 {
     const float row = 2.0f * (float)p + 0.5f;
-    return (float4)(read_imagef(sinogram, sinogram_sampler, (float2)(h + 0.5f, row)).xy,
-                    read_imagef(sinogram, sinogram_sampler, (float2)(h + 0.5f, row + 1.0f)).xy);
+    return (float4)(read_imagef(sinogram, ${name}_sampler, (float2)(h + 0.5f, row)).xy,
+                    read_imagef(sinogram, ${name}_sampler, (float2)(h + 0.5f, row + 1.0f)).xy);
 }
 % else:
-inline ${vt} fetch(__read_only image2d_t sinogram, const int n_bins, const float h, const int p)
+inline ${vt} ${name}(__read_only image2d_t sinogram, const int n_bins, const float h, const int p)
 {
-    return read_imagef(sinogram, sinogram_sampler, (float2)(h + 0.5f, (float)p + 0.5f))${swizzle};
+    return read_imagef(sinogram, ${name}_sampler, (float2)(h + 0.5f, (float)p + 0.5f))${swizzle};
 }
 % endif
 % else:
@@ -63,21 +63,21 @@ inline ${vt} fetch(__read_only image2d_t sinogram, const int n_bins, const float
         ptr = "__global const %s *sinogram" % vt
 %>\
 // No usable image: interpolate with arithmetic from global memory, zero outside.
-inline ${vt} bin_value(${ptr}, const int n_bins, const int i, const int p)
+inline ${vt} ${name}_bin(${ptr}, const int n_bins, const int i, const int p)
 {
     return (i >= 0 && i < n_bins) ? ${load % "p * n_bins + i"} : (${vt})(0.0f);
 }
 
-inline ${vt} fetch(${ptr}, const int n_bins, const float h, const int p)
+inline ${vt} ${name}(${ptr}, const int n_bins, const float h, const int p)
 {
 % if p["interpolation"] == "linear":
     const float left = floor(h);
     const int i = (int)left;
-    const ${vt} a = bin_value(sinogram, n_bins, i, p);
-    const ${vt} b = bin_value(sinogram, n_bins, i + 1, p);
+    const ${vt} a = ${name}_bin(sinogram, n_bins, i, p);
+    const ${vt} b = ${name}_bin(sinogram, n_bins, i + 1, p);
     return mad((${vt})(h - left), b - a, a);
 % else:
-    return bin_value(sinogram, n_bins, (int)floor(h + 0.5f), p);
+    return ${name}_bin(sinogram, n_bins, (int)floor(h + 0.5f), p);
 % endif
 }
 % endif

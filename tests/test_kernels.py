@@ -98,6 +98,53 @@ def test_alu_matches_reference(cl_device, rng, slices, rounding, interpolation, 
         assert reference.relative_rms(got, want) <= reference.RTOL_EXACT, bp.params.key()
 
 
+@pytest.mark.parametrize("source", ["image", "buffer"])
+@pytest.mark.parametrize("slices", [1, 4])
+def test_oversampling_is_close_on_the_phantom(cl_device, slices, source):
+    """Oversampling (Sect. 7.2) approximates linear interpolation at nearest's cost: on
+    the FBP of the Shepp-Logan phantom it stays within RTOL_OVERSAMPLE of the exact
+    result, and nearer it than nearest interpolation is by 3x."""
+    from pybp.geometry import Geometry
+
+    n_bins = 255
+    angles = np.linspace(0, np.pi, 256, endpoint=False)
+    geometry = Geometry.create(n_bins, angles)
+    stack = np.repeat(reference.shepp_logan_radon(geometry).astype(np.float32)[None], slices, 0)
+    want = reference.fbp(stack, geometry)
+    errors = {}
+    for cache, interpolation in (("oversample", "linear"), ("plain", "nearest")):
+        bp = pybp.Backprojector(n_bins, angles, device=cl_device, kernel="alu", filter="ramp",
+                                slices_per_pass=slices, interpolation=interpolation,
+                                overrides=dict(cache=cache, source=source))
+        errors[cache] = reference.relative_rms(bp(stack), want)
+    assert errors["oversample"] <= reference.RTOL_OVERSAMPLE
+    assert errors["oversample"] * 3 <= errors["plain"]
+
+
+@pytest.mark.parametrize("texture_groups", [1, 4, 8])
+@pytest.mark.parametrize("interpolation", ["linear", "nearest"])
+@pytest.mark.parametrize("slices", SLICES_PER_PASS)
+def test_hybrid_matches_reference(cl_device, linear_tolerance, rng, slices, interpolation,
+                                  texture_groups):
+    """Hybrid mode (Sect. 7.1): texture work-groups and ALU work-groups in one launch
+    each reconstruct their squares; the result is the reference's within the texture
+    engine's tolerance (exact on CPU runtimes)."""
+    angles = np.sort(rng.uniform(0, np.pi, N_ANGLES))
+    data = rng.standard_normal((slices, N_ANGLES, N_BINS)).astype(np.float32)
+    bp = pybp.Backprojector(N_BINS, angles, slice_shape=(150, 140), device=cl_device,
+                            interpolation=interpolation, slices_per_pass=slices, kernel="alu",
+                            overrides=dict(square=32, items_per_row=16,
+                                           texture_groups=texture_groups))
+    if bp.params.source != "image":
+        pytest.skip("the hybrid mode needs images")
+    got = bp(data)
+    want = reference.backproject(data, bp.geometry, interpolation)
+    if interpolation == "nearest":
+        assert reference.mismatch_share(got, want) <= reference.NEAREST_MISMATCH_SHARE
+    else:
+        assert reference.relative_rms(got, want) <= linear_tolerance(bp.params)
+
+
 def test_alu_edges_and_region_of_interest(cl_device, rng):
     """Bins near the detector edges read zero, as the texture path's clamp; an off-centre
     region of interest reaches past them."""

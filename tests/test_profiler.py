@@ -38,6 +38,20 @@ def test_architecture_rows(description, row):
         assert params.validate() is params
 
 
+def test_alu_defaults_per_setting_and_local_memory_fit():
+    h100 = replace(BASE, vendor="NVIDIA Corporation", compute_capability=(9, 0), local_memory=49152)
+    one = profiler.kernel_params(h100, ALL_FORMATS, 1, "linear", "float")
+    assert (one.kernel, one.square, one.cache, one.rounding) == ("alu", 64, "pair", "native")
+    near = profiler.kernel_params(h100, ALL_FORMATS, 1, "nearest", "float")
+    assert (near.cache, near.rounding) == ("plain", "float")
+    four = profiler.kernel_params(h100, ALL_FORMATS, 4, "linear", "float", square=64,
+                                  items_per_row=32)
+    assert four.local_memory_bytes <= 49152 < four.with_(cached_projections=16).local_memory_bytes
+    with pytest.raises(ValueError, match="local memory"):
+        profiler.kernel_params(h100, ALL_FORMATS, 4, "linear", "float", square=64,
+                               items_per_row=32, cached_projections=32)
+
+
 def test_amd_caches_constants_in_local_memory():
     amd = replace(BASE, vendor="Advanced Micro Devices, Inc.", gfx_target="gfx1030")
     params = profiler.kernel_params(amd, ALL_FORMATS, 2, "linear", "float")

@@ -64,3 +64,6 @@ def test_bench_command_small(capsys):
     out = capsys.readouterr().out
     assert "multiproj/local" in out and "FAILED" not in out
     assert main(["bench", "--size", "0"]) == 2
+    assert main(["bench", "--size", "32", "--repeats", "1", "--hybrid-sweep"]) == 0
+    out = capsys.readouterr().out
+    assert "best" in out and "FAILED" not in out
