@@ -131,7 +131,8 @@ def verify(options, interpolation, storage):
         share = reference.mismatch_share(got, want)
         return share, share <= reference.NEAREST_MISMATCH_SHARE, small
     error = reference.relative_rms(got, want)
-    exact = small.params.family == "alu" or small.params.source == "buffer"
+    exact = small.params.source == "buffer" or (small.params.family == "alu"
+                                                and not small.params.approximate)
     return error, error <= (reference.RTOL_EXACT if exact else reference.RTOL_TEXTURE), small
 
 

@@ -117,8 +117,8 @@ def test_out_accepts_numpy_memmap_and_hdf5(cl_device, rng, tmp_path):
     assert bp(data, out=mapped) is mapped
     np.testing.assert_array_equal(mapped, want)
     single = np.zeros(want.shape[1:], np.float32)
-    bp(data[1], out=single)
-    np.testing.assert_array_equal(single, want[1])
+    bp(data[1], out=single)  # a one-slice pass: another kernel setting, other rounding
+    np.testing.assert_allclose(single, want[1], rtol=0, atol=1e-5 * np.abs(want).max())
     h5py = pytest.importorskip("h5py")
     with h5py.File(tmp_path / "v.h5", "w") as f:
         dataset = f.create_dataset("slices", shape=want.shape, dtype="f4")

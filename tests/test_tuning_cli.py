@@ -31,13 +31,24 @@ def test_tune_picks_a_verified_winner_and_it_is_used(cl_device, cache):
     import pybp
 
     winners = tuning.tune(device=cl_device, size=48, settings=[(1, "linear", "float")],
-                          repeats=1, log=lambda *_: None)
+                          repeats=1, families=("texture",), log=lambda *_: None)
     key = tuning.setting_key(1, "linear", "float")
     assert winners[key]["gups"] > 0
     bp = pybp.Backprojector(48, np.linspace(0, np.pi, 8, endpoint=False), device=cl_device,
                             slices_per_pass=1)
     chosen = {k: getattr(bp.params, k) for k in winners[key]["params"]}
     assert chosen == winners[key]["params"]
+
+
+def test_alu_candidates_are_valid_parameter_sets():
+    from pybp.params import AluParams
+
+    for interpolation in ("linear", "nearest"):
+        found = list(tuning.candidates(interpolation, ("alu",)))
+        assert len(found) >= 36
+        for values in found:
+            fields = {k: v for k, v in values.items() if k != "kernel"}
+            AluParams(interpolation=interpolation, **fields).validate()
 
 
 def test_devices_command(capsys):
