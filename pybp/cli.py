@@ -89,7 +89,12 @@ def cmd_render(args):
 
 def cmd_bench(args):
     if args.hybrid_sweep:
-        bench.hybrid_sweep(device=args.device, size=args.size, repeats=args.repeats)
+        settings = [s for s in ((1, "linear", "float"), (1, "nearest", "float"), (4, "linear", "half"))
+                    if (not args.slices or s[0] in args.slices)
+                    and (not args.interpolation or s[1] in args.interpolation)
+                    and (not args.storage or s[2] in args.storage)]
+        bench.hybrid_sweep(device=args.device, size=args.size, settings=settings,
+                           repeats=args.repeats)
         return 0
     settings = [s for s in bench.SETTINGS
                 if (not args.slices or s[0] in args.slices)
