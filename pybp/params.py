@@ -186,6 +186,9 @@ class AluParams(KernelParams):
       1/2 and 3/4, read back nearest: an approximation of linear interpolation at the
       cost of nearest, Sect. 7.2).
     - ``rounding``: ``native`` conversion or ``float``, the 2^23 trick (Sect. 6.6).
+    - ``cache_storage``: ``float``, or ``half`` values in local memory (vload_half and
+      vstore_half, Sect. 6.7): half the bytes per load; lossless, so only with half
+      storage, and with the plain cache.
     - ``texture_groups``: hybrid mode (Sect. 7.1): of every 8 work-groups (by linear
       index, so that each compute unit gets the mix), this many interpolate with the
       texture engine over their square and the rest with the ALU path, in one launch,
@@ -203,6 +206,7 @@ class AluParams(KernelParams):
     items_per_row: int = 32
     cache: str = "pair"
     rounding: str = "native"
+    cache_storage: str = "float"
     texture_groups: int = 0
 
     family = "alu"
@@ -224,6 +228,10 @@ class AluParams(KernelParams):
                              f"{self.square} square as 4x4 squares in 4, 8 or 16 steps")
         if not 1 <= self.cached_projections <= 64:
             raise ValueError(f"cached_projections: expected 1..64, got {self.cached_projections}")
+        _check_choice("cache_storage", self.cache_storage, STORAGES)
+        if self.cache_storage == "half" and (self.storage != "half" or self.cache != "plain"):
+            raise ValueError("cache_storage: half caching keeps half data exactly: it needs "
+                             "storage='half' and cache='plain'")
         if not 0 <= self.texture_groups <= HYBRID_PERIOD:
             raise ValueError(f"texture_groups: expected 0..{HYBRID_PERIOD}, got {self.texture_groups}")
         if self.texture_groups and self.source != "image":
@@ -271,7 +279,7 @@ class AluParams(KernelParams):
 
     @property
     def local_memory_bytes(self):
-        value = 4 * self.slices_per_pass
+        value = (2 if self.cache_storage == "half" else 4) * self.slices_per_pass
         per_bin = {"plain": 1, "pair": 2, "oversample": OVERSAMPLING}[self.cache] * value
         return self.cached_projections * (self.cache_width * per_bin + 16)
 
@@ -279,6 +287,8 @@ class AluParams(KernelParams):
         parts = self._layout_key() + [
             f"s{self.square}", f"i{self.items}", f"d{self.cached_projections}",
             f"t{self.items_per_row}", self.cache, self.rounding]
+        if self.cache_storage == "half":
+            parts.append("halfcache")
         if self.texture_groups:
             parts.append(f"hybrid{self.texture_groups}of{HYBRID_PERIOD}")
         if self.launch_texel_bytes:

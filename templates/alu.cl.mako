@@ -22,6 +22,10 @@ ${common.header(p, "ALU back-projection (local-memory cache)")}
     samples = 4 if oversample else 1   # cached samples per bin (Sect. 7.2)
     float_rounding = p["rounding"] == "float"
     hybrid = p["texture_groups"] > 0
+    half_cache = p["cache_storage"] == "half"
+    # Half caching: each cached row is a flat array of halves, read with vload_half.
+    vload = "vload_half" if n_v == 1 else "vload_half%d" % n_v
+    vstore = "vstore_half" if n_v == 1 else "vstore_half%d" % n_v
 %>
 // The error-free sums below need a*b+c left as written, not contracted to fma.
 #pragma OPENCL FP_CONTRACT OFF
@@ -123,6 +127,9 @@ ${common.store(p, "total[k]")}
 % elif pair:
     __local ${vt} cache[CACHED][CACHE_WIDTH];       /* values */
     __local ${vt} slope[CACHED][CACHE_WIDTH];       /* next value - value */
+% elif half_cache:
+    // Halves stored as ushort: declaring half arrays needs cl_khr_fp16, pointers do not.
+    __local ushort cache[CACHED][CACHE_WIDTH * ${n_v}];  /* read with ${vload} (Sect. 6.7) */
 % else:
     __local ${vt} cache[CACHED][CACHE_WIDTH];
 % endif
@@ -159,6 +166,8 @@ ${common.store(p, "total[k]")}
                 cache[r][b] = value;
                 slope[r][b] = next - value;
 % endif
+% elif half_cache:
+                ${vstore}(value, b, (__local half *)cache[r]);
 % else:
                 cache[r][b] = value;
 % endif
@@ -189,6 +198,10 @@ ${common.store(p, "total[k]")}
                 sum[k] += mad(w, e.y, e.x);
 % elif pair:
                 sum[k] += mad((${vt})(w), slope[r][i], cache[r][i]);
+% elif half_cache:
+                const __local half *row = (const __local half *)cache[r];
+                const ${vt} a = ${vload}(i, row);
+                sum[k] += mad((${vt})(w), ${vload}(i + 1, row) - a, a);
 % else:
                 const ${vt} a = cache[r][i];
                 sum[k] += mad((${vt})(w), cache[r][i + 1] - a, a);
@@ -199,7 +212,11 @@ ${common.store(p, "total[k]")}
 % else:
                 const int i = (int)(t + 0.5f);
 % endif
+% if half_cache:
+                sum[k] += ${vload}(i, (const __local half *)cache[r]);
+% else:
                 sum[k] += cache[r][i];
+% endif
 % endif
             }
         }

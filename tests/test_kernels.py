@@ -147,6 +147,26 @@ def test_hybrid_matches_reference(cl_device, linear_tolerance, rng, slices, inte
         assert reference.relative_rms(got, want) <= linear_tolerance(bp.params)
 
 
+@pytest.mark.parametrize("interpolation", ["linear", "nearest"])
+@pytest.mark.parametrize("slices", SLICES_PER_PASS)
+def test_half_cache_keeps_half_data_exactly(cl_device, rng, slices, interpolation):
+    """Half values in local memory (Sect. 6.7) hold half-storage data exactly."""
+    angles = np.sort(rng.uniform(0, np.pi, N_ANGLES))
+    data = rng.standard_normal((slices, N_ANGLES, N_BINS)).astype(np.float32)
+    bp = pybp.Backprojector(N_BINS, angles, slice_shape=(61, 75), device=cl_device,
+                            interpolation=interpolation, slices_per_pass=slices, precision="half",
+                            kernel="alu", overrides=dict(cache="plain", cache_storage="half"))
+    got = bp(data)
+    want = reference.backproject(data.astype(np.float16), bp.geometry, interpolation)
+    if interpolation == "nearest":
+        assert reference.mismatch_share(got, want) <= reference.NEAREST_MISMATCH_SHARE
+    else:
+        assert reference.relative_rms(got, want) <= reference.RTOL_EXACT
+    with pytest.raises(ValueError, match="cache_storage"):
+        pybp.Backprojector(N_BINS, angles, device=cl_device, kernel="alu",
+                           overrides=dict(cache="plain", cache_storage="half"))
+
+
 def test_alu_edges_and_region_of_interest(cl_device, rng):
     """Bins near the detector edges read zero, as the texture path's clamp; an off-centre
     region of interest reaches past them."""
