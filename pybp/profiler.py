@@ -79,8 +79,10 @@ ARCHITECTURES = (
                  alu=dict(square=64, items=256, cached_projections=32, items_per_row=32,
                           cache="pair", rounding="native", unroll=1),
                  alu_settings=(((None, "nearest"), dict(rounding="float", unroll=4)),
+                               ((2, "linear"), dict(cache="plain")),
                                ((4, None), dict(square=32, items_per_row=16,
-                                                cached_projections=16))),
+                                                cached_projections=16)),
+                               ((4, "linear"), dict(cache="plain"))),
                  slices_per_pass={"float": 4, "half": 4}, source="docs/benchmarks.md"),
     # Maxwell to Ada: Table 13 runs Alg. 3 with constants in __constant memory; 8-byte
     # texels filter at full rate, wider ones do not (Sect. 5.2-5.3).

@@ -45,11 +45,11 @@ def test_alu_defaults_per_setting_and_local_memory_fit():
     near = profiler.kernel_params(h100, ALL_FORMATS, 1, "nearest", "float")
     assert (near.cache, near.rounding) == ("plain", "float")
     four = profiler.kernel_params(h100, ALL_FORMATS, 4, "linear", "float", square=64,
-                                  items_per_row=32)
+                                  items_per_row=32, cache="pair")
     assert four.local_memory_bytes <= 49152 < four.with_(cached_projections=16).local_memory_bytes
     with pytest.raises(ValueError, match="local memory"):
         profiler.kernel_params(h100, ALL_FORMATS, 4, "linear", "float", square=64,
-                               items_per_row=32, cached_projections=32)
+                               items_per_row=32, cache="pair", cached_projections=32)
 
 
 def test_amd_caches_constants_in_local_memory():
