@@ -10,7 +10,6 @@ as the yardstick. Kernel time only, median of ``repeats`` runs after a warm-up.
 from __future__ import annotations
 
 import itertools
-import time
 
 import numpy as np
 import pyopencl as cl
@@ -208,7 +207,3 @@ def best_per_setting(rows):
         if key not in best or r["gups"] > best[key]["gups"]:
             best[key] = r
     return best
-
-
-def timestamp():
-    return time.strftime("%Y-%m-%d %H:%M:%S")

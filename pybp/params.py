@@ -6,7 +6,7 @@ needs are derived here and nowhere else.
 
 from __future__ import annotations
 
-from dataclasses import asdict, dataclass, fields, replace
+from dataclasses import asdict, dataclass, replace
 
 import numpy as np
 
@@ -108,14 +108,6 @@ class KernelParams:
 
     def as_dict(self):
         return asdict(self)
-
-    @classmethod
-    def from_dict(cls, values):
-        names = {f.name for f in fields(cls)}
-        unknown = set(values) - names
-        if unknown:
-            raise ValueError(f"unknown {cls.__name__} fields: {', '.join(sorted(unknown))}")
-        return cls(**values).validate()
 
     def with_(self, **changes):
         return replace(self, **changes).validate()

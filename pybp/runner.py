@@ -208,9 +208,6 @@ class Backprojector:
                       end="" if done + 1 < len(passes) else "\n", file=sys.stderr, flush=True)
         return out
 
-    def describe(self) -> str:
-        return f"{self.params.key()} on {self.device.name}"
-
 
 def backproject(sinograms, angles, **options):
     """One-shot back-projection (no filter): see :class:`Backprojector` for options."""
