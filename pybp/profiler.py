@@ -167,6 +167,10 @@ def kernel_params(device: DeviceDescription, formats, slices_per_pass: int,
         source, channels, rows = choose_texel(formats, slices_per_pass, storage, row.max_texel_bytes)
         values = dict(constants=row.constants, unroll=row.unroll)
     names = {f.name for f in dataclass_fields(family)}
+    unknown = sorted(set(overrides) - names)
+    if unknown:
+        raise ValueError(f"overrides: {', '.join(unknown)} is not a parameter of the {kernel} "
+                         f"kernel; known: {', '.join(sorted(names))}")
     values.update({k: v for k, v in tuned.items() if k in names})
     values.update(kernel=kernel, launch_texel_bytes=row.launch_texel_bytes)
     if kernel in ("standard", "locality"):  # local caching is Alg. 5, a multiproj option

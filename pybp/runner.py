@@ -99,6 +99,8 @@ class Backprojector:
         if p.uses_constant_memory:
             max_angles = min(max_angles, d.constant_memory // 16)  # one float4 per angle
         if piece_shape is not None:
+            if len(piece_shape) != 2 or min(piece_shape) < 1:
+                raise ValueError(f"piece_shape: expected positive (angles, bins), got {piece_shape!r}")
             max_angles, max_bins = min(max_angles, piece_shape[0]), min(max_bins, piece_shape[1])
         if p.launch_texel_bytes:
             max_angles = min(max_angles, max(1, p.launch_texel_bytes // (max_bins * p.bytes_per_bin)))

@@ -57,6 +57,10 @@ def test_bad_out(bp):
     (dict(filter="ramlak"), ValueError, "filter"),
     (dict(device="no such device"), ValueError, "device"),
     (dict(device=99), ValueError, "device"),
+    (dict(overrides=dict(squares=64)), ValueError, "overrides"),
+    (dict(kernel="alu", overrides=dict(square=48)), ValueError, "square"),
+    (dict(kernel="alu", interpolation="nearest", overrides=dict(cache="pair")), ValueError, "cache"),
+    (dict(piece_shape=(0, 10)), ValueError, "piece_shape"),
 ])
 def test_bad_arguments(cl_device, kwargs, error, word):
     options = dict(n_bins=16, angles=ANGLES)
