@@ -14,7 +14,7 @@ from .filters import FILTERS
 from .geometry import Geometry
 from .imagefile import write_slice
 from .params import (CACHE_MODES, CONSTANT_MODES, INTERPOLATIONS, KERNELS, ROUNDINGS,
-                     SLICES_PER_PASS, SOURCES, STORAGES, AluParams, TextureParams)
+                     SETTINGS, SLICES_PER_PASS, SOURCES, STORAGES, AluParams, TextureParams)
 from .runner import Backprojector
 
 
@@ -87,19 +87,20 @@ def cmd_render(args):
     return 0
 
 
+def _selected(args, settings=SETTINGS):
+    """The settings that the --slices, --interpolation and --storage filters leave."""
+    return [(n, i, s) for n, i, s in settings
+            if (not args.slices or n in args.slices)
+            and (not args.interpolation or i in args.interpolation)
+            and (not args.storage or s in args.storage)]
+
+
 def cmd_bench(args):
     if args.hybrid_sweep:
-        settings = [s for s in ((1, "linear", "float"), (1, "nearest", "float"), (4, "linear", "half"))
-                    if (not args.slices or s[0] in args.slices)
-                    and (not args.interpolation or s[1] in args.interpolation)
-                    and (not args.storage or s[2] in args.storage)]
-        bench.hybrid_sweep(device=args.device, size=args.size, settings=settings,
-                           repeats=args.repeats)
+        bench.hybrid_sweep(device=args.device, size=args.size, repeats=args.repeats,
+                           settings=_selected(args, bench.HYBRID_SETTINGS))
         return 0
-    settings = [s for s in bench.SETTINGS
-                if (not args.slices or s[0] in args.slices)
-                and (not args.interpolation or s[1] in args.interpolation)
-                and (not args.storage or s[2] in args.storage)]
+    settings = _selected(args)
     variants = [v for v in bench.VARIANTS if not args.kernels or v[1] in args.kernels]
     rows, silx = bench.run(device=args.device, size=args.size, n_angles=args.angles,
                            repeats=args.repeats, settings=settings, variants=variants,
@@ -117,10 +118,7 @@ def cmd_bench(args):
 
 
 def cmd_tune(args):
-    settings = [s for s in bench.SETTINGS
-                if (not args.slices or s[0] in args.slices)
-                and (not args.interpolation or s[1] in args.interpolation)
-                and (not args.storage or s[2] in args.storage)]
+    settings = _selected(args)
     tuning.tune(device=args.device, size=args.size, repeats=args.repeats, settings=settings,
                 families=args.families)
     return 0

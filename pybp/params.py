@@ -19,6 +19,9 @@ SLICES_PER_PASS = (1, 2, 4)
 SOURCES = ("image", "buffer")
 CONSTANT_MODES = ("constant", "local")
 
+# Every (slices per pass, interpolation, storage) a kernel is benchmarked and tuned for.
+SETTINGS = tuple((n, i, s) for n in SLICES_PER_PASS for i in ("linear", "nearest") for s in STORAGES)
+
 TILE = 16  # every texture kernel covers 16x16 pixels per work-group (Sect. 5.1, 5.6)
 MULTIPROJ_PROJECTIONS = 4  # projections in flight per work-group in `multiproj` (Alg. 3)
 LOCAL_CONSTANTS = 256  # projection constants cached per round in local memory (Alg. 5)

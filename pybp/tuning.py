@@ -16,7 +16,7 @@ from pathlib import Path
 import numpy as np
 
 from .codegen import write_text_new
-from .params import CACHE_MODES, CONSTANT_MODES, ROUNDINGS, TEXTURE_KERNELS
+from .params import CACHE_MODES, CONSTANT_MODES, ROUNDINGS, SETTINGS, TEXTURE_KERNELS
 
 FORMAT_VERSION = 1
 UNROLLS = (1, 2, 4, 8)
@@ -145,8 +145,7 @@ def tune(device=None, size=2048, settings=None, repeats=5, families=("texture", 
     """
     from .runner import Backprojector
 
-    settings = settings or [(n, i, s) for n in (1, 2, 4) for i in ("nearest", "linear")
-                            for s in ("float", "half")]
+    settings = settings or SETTINGS
     rng = np.random.default_rng(0)
     angles = np.linspace(0, np.pi, size, endpoint=False)
     data = rng.random((4, size, size)).astype(np.float32)
