@@ -18,7 +18,7 @@ from .device import CHANNEL_ORDERS, CHANNEL_TYPES, describe, select_device, usab
 from .params import SETTINGS, TextureParams
 from .profiler import architecture, choose_texel
 from .runner import Backprojector
-from .tuning import kernel_seconds, verify
+from .tuning import gups, verify
 
 VARIANTS = (  # (name, kernel, forced parameters) measured for every setting
     ("standard", "standard", {}),
@@ -121,14 +121,13 @@ def run(device=None, size=2048, n_angles=None, repeats=5, settings=SETTINGS, var
                 log(f"  {name} v{slices} {interpolation} {storage}: skipped ({exc})")
                 continue
             big = Backprojector(size, angles, **options)
-            seconds = kernel_seconds(big, data[:slices], repeats)
-            gups = updates * slices / seconds * 1e-9
+            speed = gups(big, data[:slices], repeats)
             texel = texel_name(big.params, big.params.texel_rows)
             rows.append(dict(kernel=name, slices=slices, interpolation=interpolation,
-                             storage=storage, texel=texel, gups=gups,
+                             storage=storage, texel=texel, gups=speed,
                              ceiling=ceiling, error=error, verified=good,
                              approximate=getattr(big.params, "cache", None) == "oversample"))
-            log(f"  {name} v{slices} {interpolation} {storage}: {rate(gups)} GU/s "
+            log(f"  {name} v{slices} {interpolation} {storage}: {rate(speed)} GU/s "
                 f"(check {error:.1e}{'' if good else ' FAILED'})")
             del big
     return rows, silx and updates / silx * 1e-9
@@ -148,6 +147,10 @@ def hybrid_sweep(device=None, size=2048, settings=HYBRID_SETTINGS, repeats=5, lo
     cl_device = select_device(device)
     angles = np.linspace(0, np.pi, size, endpoint=False)
     data = np.random.default_rng(3).random((4, size, size)).astype(np.float32)
+    silx = silx_seconds(cl_device, angles, data[0], repeats)
+    if silx is not None:
+        log(f"silx Backprojection (1 slice, linear, float), same run: "
+            f"{rate(size * size * size / silx * 1e-9)} GU/s")
     results = {}
     for slices, interpolation, storage in settings:
         row = []
@@ -156,10 +159,10 @@ def hybrid_sweep(device=None, size=2048, settings=HYBRID_SETTINGS, repeats=5, lo
                            precision=storage, kernel="alu", overrides=dict(texture_groups=groups))
             error, good, _ = verify(options, interpolation, storage)
             big = Backprojector(size, angles, **options)
-            gups = size ** 3 * slices / kernel_seconds(big, data[:slices], repeats) * 1e-9
-            row.append(gups)
+            speed = gups(big, data[:slices], repeats)
+            row.append(speed)
             log(f"hybrid v{slices} {interpolation} {storage}: {groups}/8 texture groups "
-                f"{rate(gups)} GU/s (check {error:.1e}{'' if good else ' FAILED'}) {big.params.key()}")
+                f"{rate(speed)} GU/s (check {error:.1e}{'' if good else ' FAILED'}) {big.params.key()}")
         best = int(np.argmax(row))
         gain = row[best] / max(row[0], row[-1]) - 1
         log(f"hybrid v{slices} {interpolation} {storage}: best {best}/8 at {rate(row[best])} GU/s, "

@@ -41,7 +41,7 @@ def cmd_demo(args):
     wall = time.perf_counter() - start
     phantom = reference.shepp_logan_image(geometry)
     error = float(np.sqrt(np.mean((slice_ - phantom) ** 2)))
-    gups = n * n * angles.size / bp.last_kernel_seconds * 1e-9
+    gups = geometry.updates() / bp.last_kernel_seconds * 1e-9
     print(f"device:  {bp.device.name} ({bp.device.platform})")
     print(f"kernel:  {bp.params.key()}")
     print(f"case:    Shepp-Logan phantom, {angles.size} angles x {n} bins -> {n}x{n}, "

@@ -98,6 +98,11 @@ class Geometry:
     def n_angles(self) -> int:
         return self.angles.size
 
+    def updates(self, n_slices=1) -> int:
+        """Pixel updates of a back-projection: the numerator of GU/s (design section 5)."""
+        ny, nx = self.slice_shape
+        return nx * ny * self.n_angles * n_slices
+
     def pixel_offsets(self):
         """``(fx, fy)`` of every pixel: its offset from the rotation axis, in pixels."""
         ny, nx = self.slice_shape

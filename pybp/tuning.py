@@ -89,14 +89,15 @@ def candidates(interpolation, families=("texture", "alu")):
                        rounding=rounding, unroll=unroll)
 
 
-def kernel_seconds(backprojector, stack, repeats=5):
-    """Median kernel time of one call on ``stack``, after a warm-up call."""
+def gups(backprojector, stack, repeats=5):
+    """GU/s of one call on ``stack``: the median kernel time of ``repeats`` calls after
+    a warm-up (design section 5)."""
     backprojector(stack)
     times = []
     for _ in range(repeats):
         backprojector(stack)
         times.append(backprojector.last_kernel_seconds)
-    return float(np.median(times))
+    return backprojector.geometry.updates(len(stack)) / float(np.median(times)) * 1e-9
 
 
 def verify(options, interpolation, storage):
@@ -167,11 +168,10 @@ def tune(device=None, size=2048, settings=None, repeats=5, families=("texture", 
                 log(f"  {small.params.key()}: wrong (error {error:.2e}); skipped")
                 continue
             big = Backprojector(size, angles, **options)
-            seconds = kernel_seconds(big, data[:slices], repeats)
-            gups = size * size * size * slices / seconds * 1e-9
-            log(f"  {big.params.key()}: {gups:8.1f} GU/s")
-            if best is None or gups > best[1]:
-                best = (values, gups)
+            speed = gups(big, data[:slices], repeats)
+            log(f"  {big.params.key()}: {speed:8.1f} GU/s")
+            if best is None or speed > best[1]:
+                best = (values, speed)
         if best is not None:
             key = setting_key(slices, interpolation, storage)
             winners[key] = {"params": best[0], "gups": float(f"{best[1]:.4g}")}
