@@ -75,6 +75,7 @@ class Backprojector:
         if slices_per_pass == "auto":
             slices_per_pass = profiler.auto_slices_per_pass(self.device, self.precision)
         self.slices_per_pass = slices_per_pass
+        self._params = {}
         self.params = self._params_for(slices_per_pass)
         self._programs = {}
         self._images = {}
@@ -86,9 +87,13 @@ class Backprojector:
 
     # ---- set-up ---------------------------------------------------------------------
     def _params_for(self, slices):
-        tuned = self._tuned.get(tuning.setting_key(slices, self.interpolation, self.precision))
-        return profiler.kernel_params(self.device, self.formats, slices, self.interpolation,
-                                      self.precision, self.kernel, tuned=tuned, **self.overrides)
+        """The parameter set for passes of ``slices`` slices, chosen once."""
+        if slices not in self._params:
+            tuned = self._tuned.get(tuning.setting_key(slices, self.interpolation, self.precision))
+            self._params[slices] = profiler.kernel_params(
+                self.device, self.formats, slices, self.interpolation, self.precision,
+                self.kernel, tuned=tuned, **self.overrides)
+        return self._params[slices]
 
     def _plan_pieces(self, piece_shape):
         g, p, d = self.geometry, self.params, self.device
@@ -148,8 +153,7 @@ class Backprojector:
     # ---- one pass: up to slices_per_pass slices ---------------------------------------
     def _pass_params(self, count):
         """A last pass with fewer slices uses the narrowest setting that holds them."""
-        slices = next(n for n in SLICES_PER_PASS if n >= count)
-        return self.params if slices == self.slices_per_pass else self._params_for(slices)
+        return self._params_for(next(n for n in SLICES_PER_PASS if n >= count))
 
     def _run_pass(self, stack, result):
         g, count = self.geometry, stack.shape[0]
