@@ -27,7 +27,10 @@ VARIANTS = (  # (name, kernel, forced parameters) measured for every setting
     ("multiproj/local", "multiproj", dict(constants="local")),
     ("alu", "alu", {}),  # the profile's ALU parameters
     ("alu/plain", "alu", dict(cache="plain")),
+    ("alu/native-round", "alu", dict(rounding="native")),
     ("alu/float-round", "alu", dict(rounding="float")),
+    ("alu/fixed-round", "alu", dict(rounding="fixed")),
+    ("alu/hx", "alu", dict(offset_cache="hx")),
     ("alu/32x32", "alu", dict(square=32, items_per_row=16)),
     ("alu/oversample", "alu", dict(cache="oversample", cached_projections=8)),  # approximate
     ("alu/hybrid-4of8", "alu", dict(texture_groups=4)),

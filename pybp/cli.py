@@ -13,8 +13,9 @@ from .device import devices
 from .filters import FILTERS
 from .geometry import Geometry
 from .imagefile import write_slice
-from .params import (CACHE_MODES, CONSTANT_MODES, INTERPOLATIONS, KERNELS, ROUNDINGS,
-                     SETTINGS, SLICES_PER_PASS, SOURCES, STORAGES, AluParams, TextureParams)
+from .params import (CACHE_MODES, CONSTANT_MODES, INTERPOLATIONS, KERNELS, OFFSET_CACHES,
+                     ROUNDINGS, SETTINGS, SLICES_PER_PASS, SOURCES, STORAGES, AluParams,
+                     TextureParams)
 from .runner import Backprojector
 
 
@@ -68,7 +69,7 @@ def cmd_render(args):
             params = AluParams(**common, square=args.square, items=args.items,
                                cached_projections=args.cached_projections,
                                items_per_row=args.items_per_row, cache=args.cache,
-                               rounding=args.rounding)
+                               rounding=args.rounding, offset_cache=args.offset_cache)
         else:
             params = TextureParams(**common, constants=args.constants)
         source = codegen.render(params)
@@ -158,6 +159,8 @@ def build_parser():
     render.add_argument("--items-per-row", type=int, default=alu.items_per_row, help="alu: s_t")
     render.add_argument("--cache", choices=CACHE_MODES, default=alu.cache, help="alu")
     render.add_argument("--rounding", choices=ROUNDINGS, default=alu.rounding, help="alu")
+    render.add_argument("--offset-cache", choices=OFFSET_CACHES, default=alu.offset_cache,
+                        help="alu: hm (per projection) or hx (per pixel column, Sect. 6.8)")
     render.add_argument("--unroll", type=int, default=4)
     render.add_argument("-o", "--output", default=None, help="file (default: standard output)")
     render.add_argument("--overwrite", action="store_true")

@@ -28,7 +28,8 @@ LOCAL_CONSTANTS = 256  # projection constants cached per round in local memory (
 CACHE_MODES = ("plain", "pair", "oversample")
 OVERSAMPLING = 4  # samples cached per bin in `oversample` mode (Sect. 7.2)
 HYBRID_PERIOD = 8  # hybrid mode: texture_groups of every 8 work-groups (Sect. 7.1)
-ROUNDINGS = ("native", "float")
+ROUNDINGS = ("native", "float", "fixed")
+OFFSET_CACHES = ("hm", "hx")
 
 
 def _check_choice(name, value, choices):
@@ -180,7 +181,13 @@ class AluParams(KernelParams):
       Sect. 6.4) or ``oversample`` (4 linearly interpolated samples per bin, at 0, 1/4,
       1/2 and 3/4, read back nearest: an approximation of linear interpolation at the
       cost of nearest, Sect. 7.2).
-    - ``rounding``: ``native`` conversion or ``float``, the 2^23 trick (Sect. 6.6).
+    - ``rounding``: how a position in the cache becomes a bin and a weight: ``native``
+      conversion, ``float`` (the 2^23 trick of Sect. 6.6) or ``fixed``: positions as
+      9.23 fixed-point integers stepped from pixel to pixel, the bin a shift and 1 + w
+      the fraction's bits under the exponent of 1.0f, so no conversion per update.
+    - ``offset_cache``: ``hm``, one offset per cached projection (the square's first
+      pixel, Sect. 6.2), or ``hx``, one per pixel column, x cos included, so a pixel's
+      position costs one FMA less per projection (Sect. 6.8).
     - ``cache_storage``: ``float``, or ``half`` values in local memory (vload_half and
       vstore_half, Sect. 6.7): half the bytes per load; lossless, so only with half
       storage, and with the plain cache.
@@ -201,6 +208,7 @@ class AluParams(KernelParams):
     items_per_row: int = 32
     cache: str = "pair"
     rounding: str = "native"
+    offset_cache: str = "hm"
     cache_storage: str = "float"
     texture_groups: int = 0
 
@@ -214,6 +222,7 @@ class AluParams(KernelParams):
         _check_choice("items_per_row", self.items_per_row, (4, 8, 16, 32, 64))
         _check_choice("cache", self.cache, CACHE_MODES)
         _check_choice("rounding", self.rounding, ROUNDINGS)
+        _check_choice("offset_cache", self.offset_cache, OFFSET_CACHES)
         if self.constants != "local":
             raise ValueError("constants: the ALU kernel caches constants with the bins ('local')")
         if self.texel_rows != 1:
@@ -276,12 +285,16 @@ class AluParams(KernelParams):
     def local_memory_bytes(self):
         value = (2 if self.cache_storage == "half" else 4) * self.slices_per_pass
         per_bin = {"plain": 1, "pair": 2, "oversample": OVERSAMPLING}[self.cache] * value
-        return self.cached_projections * (self.cache_width * per_bin + 16)
+        column_offsets = self.square * 4 if self.offset_cache == "hx" else 0
+        geometry = 16 + 4  # cos, sin, offset and step; the first cached bin
+        return self.cached_projections * (self.cache_width * per_bin + geometry + column_offsets)
 
     def key(self):
         parts = self._layout_key() + [
             f"s{self.square}", f"i{self.items}", f"d{self.cached_projections}",
             f"t{self.items_per_row}", self.cache, self.rounding]
+        if self.offset_cache == "hx":
+            parts.append("hx")
         if self.cache_storage == "half":
             parts.append("halfcache")
         if self.texture_groups:

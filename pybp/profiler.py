@@ -72,17 +72,21 @@ ARCHITECTURES = (
     # constants cached in local memory ran 3% faster than from __constant; 128-bit
     # texels filter at a quarter rate, so 4 float slices go into two RG texel rows;
     # a 64 MB sinogram image (over the 50 MB L2) ran 9% slower than 32 MB ones.
-    # The ALU kernel (Sect. 6) ran 2.5-3.5x faster than the texture kernels with 1 and
-    # 2 slices (exact, too); its parameters come from `pybp tune --families alu`.
+    # The ALU kernel (Sect. 6) ran 3-3.5x faster than the texture kernels with 1 and
+    # 2 slices (exact, too); its parameters come from `pybp tune --families alu` and the
+    # study in docs/benchmarks.md: fixed-point positions for linear interpolation, the
+    # folded 2^23 rounding for nearest (both fewer instructions per update).
     Architecture("nvidia-hopper", vendor=NVIDIA, min_capability=(9, 0), kernels=ALU,
                  constants="local", max_texel_bytes=8, launch_texel_bytes=32 << 20,
                  alu=dict(square=64, items=256, cached_projections=32, items_per_row=32,
-                          cache="pair", rounding="native", unroll=1),
-                 alu_settings=(((None, "nearest"), dict(rounding="float", unroll=4)),
-                               ((2, "linear"), dict(cache="plain")),
+                          cache="pair", rounding="fixed", unroll=1),
+                 alu_settings=(((None, "nearest"), dict(rounding="float", unroll=16,
+                                                        cached_projections=64)),
+                               ((2, "linear"), dict(cache="plain", items_per_row=8)),
                                ((4, None), dict(square=32, items_per_row=16,
                                                 cached_projections=16)),
-                               ((4, "linear"), dict(cache="plain"))),
+                               ((4, "nearest"), dict(unroll=4)),
+                               ((4, "linear"), dict(cache="plain", rounding="native"))),
                  slices_per_pass={"float": 4, "half": 4}, source="docs/benchmarks.md"),
     # Maxwell to Ada: Table 13 runs Alg. 3 with constants in __constant memory; 8-byte
     # texels filter at full rate, wider ones do not (Sect. 5.2-5.3).

@@ -21,11 +21,15 @@ ${common.header(p, "ALU back-projection (local-memory cache)")}
     oversample = p["cache"] == "oversample"
     samples = 4 if oversample else 1   # cached samples per bin (Sect. 7.2)
     float_rounding = p["rounding"] == "float"
+    fixed = p["rounding"] == "fixed"
+    column_offsets = p["offset_cache"] == "hx"
     hybrid = p["texture_groups"] > 0
     half_cache = p["cache_storage"] == "half"
     # Half caching: each cached row is a flat array of halves, read with vload_half.
     vload = "vload_half" if n_v == 1 else "vload_half%d" % n_v
     vstore = "vstore_half" if n_v == 1 else "vstore_half%d" % n_v
+    # Fixed-point weights OR 1.0f's bits over the bin bits: positions must stay < 128.
+    assert not (fixed and linear and not oversample) or width < 128
 %>
 // The error-free sums below need a*b+c left as written, not contracted to fma.
 #pragma OPENCL FP_CONTRACT OFF
@@ -47,6 +51,13 @@ ${common.fetch_function(p, name="filtered")}
 // Sect. 6.6: adding 2^23 rounds a small positive float to an integer in the mantissa,
 // read back with a bit cast instead of a conversion instruction.
 #define MAGIC 0x1.0p23f
+% elif fixed:
+// Positions in the cache as unsigned 9.23 fixed-point numbers: a pixel's position is an
+// integer step from its neighbour's, the bin is a shift and, for linear interpolation,
+// the fraction's 23 bits OR-ed under the exponent of 1.0f are the float 1 + w, so no
+// conversion instruction runs per update (Sect. 6.6 taken one step further).
+#define FRACTION 0x1.0p23f
+#define FRACTION_BITS 23
 % endif
 
 // Position x0 cos - y0 sin + base of a square's first pixel as a float plus the error
@@ -122,6 +133,10 @@ ${common.store(p, "total[k]")}
     // Per cached projection: cos, sin, and the position of the square's first pixel
     // counted from the first cached bin: small, so float32 keeps it exact (design 6).
     __local float4 geometry[CACHED];
+    __local float first_bins[CACHED];   /* h_m: the first cached bin, per projection */
+% if column_offsets:
+    __local float column_offset[CACHED][SQUARE];   /* h_x: x cos + the square's offset */
+% endif
 % if packed_pair:
     __local float2 cache[CACHED][CACHE_WIDTH];      /* value, next value - value */
 % elif pair:
@@ -141,16 +156,35 @@ ${common.store(p, "total[k]")}
     for (int round = 0; round < n_angles; round += CACHED) {
         const int count = min(CACHED, n_angles - round);
         barrier(CLK_LOCAL_MEM_FENCE);
-        for (int r = row_group; r < count; r += ${items // row_items}) {
-            const float4 c = projection[round + r];
+        // Each cached projection's geometry, by one work-item (CACHED <= 64 < items):
+        // computed once rather than by every work-item caching its row.
+        if (item < count) {
+            const float4 c = projection[round + item];
             float error;
             const float first_pixel = square_origin(x0, y0, c, &error);
             // The lowest position any pixel of the square reaches, less one bin of
             // margin so that rounding never indexes below the cache (Sect. 6.1: c_m).
             const float lowest = (SQUARE - 1) * fmin(fmin(0.0f, c.x), fmin(-c.y, c.x - c.y));
             const float first_bin = floor(first_pixel + lowest) - 1.0f;
-            if (row_item == 0)   /* first_pixel - first_bin is exact (Sterbenz) */
-                geometry[r] = ${samples}.0f * (float4)(c.x, c.y, (first_pixel - first_bin) + error, 0.0f);
+            // first_pixel - first_bin is exact (Sterbenz); w: the step between a
+            // work-item's pixels, ${row_step} rows apart${", fixed point" if fixed else ""}.
+            const float4 g = ${samples}.0f * (float4)(c.x, c.y, (first_pixel - first_bin) + error, 0.0f);
+% if fixed:
+            geometry[item] = (float4)(g.xyz, as_float(convert_int_rte(${row_step}.0f * g.y * FRACTION)));
+% else:
+            geometry[item] = (float4)(g.xyz, ${row_step}.0f * g.y);
+% endif
+            first_bins[item] = first_bin;
+        }
+        barrier(CLK_LOCAL_MEM_FENCE);
+        for (int r = row_group; r < count; r += ${items // row_items}) {
+            const float first_bin = first_bins[r];
+% if column_offsets:
+            // Sect. 6.8: each column's offset, so one FMA per projection finds a pixel.
+            const float4 g = geometry[r];
+            for (int x = row_item; x < SQUARE; x += ROW_ITEMS)
+                column_offset[r][x] = mad((float)x, g.x, g.z);
+% endif
             for (int b = row_item; b < CACHE_WIDTH; b += ROW_ITEMS) {
 % if oversample:
                 // Geometry is in quarter bins: sample b sits at bin b / 4.
@@ -160,10 +194,16 @@ ${common.store(p, "total[k]")}
 % endif
 % if pair:
                 const ${vt} next = fetch(sinogram, n_bins, first_bin + (float)(b + 1), round + r);
-% if packed_pair:
-                cache[r][b] = (float2)(value, next - value);
+% if fixed:
+                // Interpolation computes (1 + w) d + (value - d), d = next - value.
+                const ${vt} base = value - (next - value);
 % else:
-                cache[r][b] = value;
+                const ${vt} base = value;
+% endif
+% if packed_pair:
+                cache[r][b] = (float2)(base, next - value);
+% else:
+                cache[r][b] = base;
                 slope[r][b] = next - value;
 % endif
 % elif half_cache:
@@ -179,13 +219,33 @@ ${common.store(p, "total[k]")}
 % endif
         for (int r = 0; r < count; r++) {
             const float4 g = geometry[r];
+% if column_offsets:
+            const float t0 = mad(-(float)ly, g.y, column_offset[r][lx]);
+% else:
             const float t0 = mad((float)lx, g.x, mad(-(float)ly, g.y, g.z));
-            const float step = ${row_step}.0f * g.y;
+% endif
+% if fixed:
+            // t0 >= 1, so t0 * 2^23 is a whole float: the conversion is exact.
+            const uint t0_fixed = convert_uint(t0 * FRACTION)${"" if linear and not oversample else " + (1u << (FRACTION_BITS - 1))"};
+            const uint step = as_uint(g.w);
+% else:
+            const float step = g.w;
+% endif
             #pragma unroll
             for (int k = 0; k < PIXELS; k++) {
-                const float t = mad(-(float)k, step, t0);   /* position in the cache */
+% if fixed:
+                const uint t = t0_fixed - (uint)k * step;   /* position in the cache, fixed point */
+% else:
+                // Position in the cache; k = 0 spelled out, as mad(-0, step, t0) is kept.
+                const float t = k ? mad(-(float)k, step, t0) : t0;
+% endif
 % if linear and not oversample:
-% if float_rounding:
+% if fixed:
+                const int i = t >> FRACTION_BITS;
+                // Positions stay below 128 bins (bits 30 and 31 clear), so OR-ing in 1.0f's
+                // bits sets the exponent whatever bins bits 23-29 hold: one instruction.
+                const float w1 = as_float(t | 0x3f800000u);   /* 1 + w */
+% elif float_rounding:
                 const float whole = (t - 0.5f) + MAGIC;
                 const int i = as_int(whole) - as_int(MAGIC);
                 const float w = t - (whole - MAGIC);
@@ -195,24 +255,33 @@ ${common.store(p, "total[k]")}
 % endif
 % if packed_pair:
                 const float2 e = cache[r][i];
-                sum[k] += mad(w, e.y, e.x);
+                sum[k] += mad(${"w1" if fixed else "w"}, e.y, e.x);
 % elif pair:
-                sum[k] += mad((${vt})(w), slope[r][i], cache[r][i]);
+                sum[k] += mad((${vt})(${"w1" if fixed else "w"}), slope[r][i], cache[r][i]);
 % elif half_cache:
                 const __local half *row = (const __local half *)cache[r];
                 const ${vt} a = ${vload}(i, row);
-                sum[k] += mad((${vt})(w), ${vload}(i + 1, row) - a, a);
+                sum[k] += mad((${vt})(${"w1 - 1.0f" if fixed else "w"}), ${vload}(i + 1, row) - a, a);
 % else:
                 const ${vt} a = cache[r][i];
-                sum[k] += mad((${vt})(w), cache[r][i + 1] - a, a);
+                sum[k] += mad((${vt})(${"w1 - 1.0f" if fixed else "w"}), cache[r][i + 1] - a, a);
 % endif
 % else:
-% if float_rounding:
+% if fixed:
+                const int i = t >> FRACTION_BITS;            /* half a bin was added to t0 */
+% elif float_rounding and not half_cache:
+                // t + MAGIC's bits are MAGIC's plus the bin: subtracting MAGIC's bits in
+                // the byte offset, unsigned so that it wraps, lets the compiler fold them
+                // into the row's address, leaving one shift-and-add per update.
+                const uint offset = (as_uint(t + MAGIC) - as_uint(MAGIC)) * sizeof(${vt});
+% elif float_rounding:
                 const int i = as_int(t + MAGIC) - as_int(MAGIC);
 % else:
                 const int i = (int)(t + 0.5f);
 % endif
-% if half_cache:
+% if float_rounding and not half_cache:
+                sum[k] += *(const __local ${vt} *)((const __local char *)cache[r] + offset);
+% elif half_cache:
                 sum[k] += ${vload}(i, (const __local half *)cache[r]);
 % else:
                 sum[k] += cache[r][i];

@@ -6,7 +6,7 @@ import pytest
 
 import pybp
 from pybp import reference
-from pybp.params import SLICES_PER_PASS, TEXTURE_KERNELS
+from pybp.params import ROUNDINGS, SLICES_PER_PASS, TEXTURE_KERNELS
 
 N_BINS, N_ANGLES = 72, 50
 VARIANTS = [(k, c) for k in TEXTURE_KERNELS for c in ("constant", "local") if c == "constant" or k == "multiproj"]
@@ -75,7 +75,7 @@ ALU_SHAPES = [dict(square=64, items=256, items_per_row=32),   # n_q = 16
 @pytest.mark.parametrize("shape", range(len(ALU_SHAPES)))
 @pytest.mark.parametrize("interpolation,cache", [("linear", "pair"), ("linear", "plain"),
                                                  ("nearest", "plain")])
-@pytest.mark.parametrize("rounding", ["native", "float"])
+@pytest.mark.parametrize("rounding", ROUNDINGS)
 @pytest.mark.parametrize("slices", SLICES_PER_PASS)
 def test_alu_matches_reference(cl_device, rng, slices, rounding, interpolation, cache, shape,
                                storage, source):
@@ -100,9 +100,33 @@ def test_alu_matches_reference(cl_device, rng, slices, rounding, interpolation, 
         assert reference.relative_rms(got, want) <= reference.RTOL_EXACT, bp.params.key()
 
 
+@pytest.mark.parametrize("shape", [1, 2])
+@pytest.mark.parametrize("interpolation,cache", [("linear", "pair"), ("linear", "plain"),
+                                                 ("nearest", "plain")])
+@pytest.mark.parametrize("rounding", ["native", "fixed"])
+@pytest.mark.parametrize("slices", SLICES_PER_PASS)
+def test_column_offsets_match_reference(cl_device, rng, slices, rounding, interpolation, cache,
+                                        shape):
+    """The h_x offset cache (Sect. 6.8), one offset per pixel column, changes only how a
+    pixel's position is found: the same tolerances as the per-projection offset."""
+    angles = np.sort(rng.uniform(0, np.pi, N_ANGLES))
+    data = rng.standard_normal((slices, N_ANGLES, N_BINS)).astype(np.float32)
+    bp = pybp.Backprojector(N_BINS, angles, center=(N_BINS - 1) / 2 + 4.7, slice_shape=(70, 45),
+                            device=cl_device, interpolation=interpolation, slices_per_pass=slices,
+                            kernel="alu", overrides=dict(ALU_SHAPES[shape], rounding=rounding,
+                                                         cache=cache, offset_cache="hx"))
+    got = bp(data)
+    want = reference.backproject(data, bp.geometry, interpolation)
+    if interpolation == "nearest":
+        assert reference.mismatch_share(got, want) <= reference.NEAREST_MISMATCH_SHARE
+    else:
+        assert reference.relative_rms(got, want) <= reference.RTOL_EXACT, bp.params.key()
+
+
+@pytest.mark.parametrize("rounding", ["native", "fixed"])
 @pytest.mark.parametrize("source", ["image", "buffer"])
 @pytest.mark.parametrize("slices", [1, 4])
-def test_oversampling_is_close_on_the_phantom(cl_device, slices, source):
+def test_oversampling_is_close_on_the_phantom(cl_device, slices, source, rounding):
     """Oversampling (Sect. 7.2) approximates linear interpolation at nearest's cost: on
     the FBP of the Shepp-Logan phantom it stays within RTOL_OVERSAMPLE of the exact
     result, and nearer it than nearest interpolation is by 3x."""
@@ -117,7 +141,7 @@ def test_oversampling_is_close_on_the_phantom(cl_device, slices, source):
     for cache, interpolation in (("oversample", "linear"), ("plain", "nearest")):
         bp = pybp.Backprojector(n_bins, angles, device=cl_device, kernel="alu", filter="ramp",
                                 slices_per_pass=slices, interpolation=interpolation,
-                                overrides=dict(cache=cache, source=source))
+                                overrides=dict(cache=cache, source=source, rounding=rounding))
         errors[cache] = reference.relative_rms(bp(stack), want)
     assert errors["oversample"] <= reference.RTOL_OVERSAMPLE
     assert errors["oversample"] * 3 <= errors["plain"]

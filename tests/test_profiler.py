@@ -41,9 +41,12 @@ def test_architecture_rows(description, row):
 def test_alu_defaults_per_setting_and_local_memory_fit():
     h100 = replace(BASE, vendor="NVIDIA Corporation", compute_capability=(9, 0), local_memory=49152)
     one = profiler.kernel_params(h100, ALL_FORMATS, 1, "linear", "float")
-    assert (one.kernel, one.square, one.cache, one.rounding) == ("alu", 64, "pair", "native")
+    assert (one.kernel, one.square, one.cache, one.rounding) == ("alu", 64, "pair", "fixed")
     near = profiler.kernel_params(h100, ALL_FORMATS, 1, "nearest", "float")
-    assert (near.cache, near.rounding) == ("plain", "float")
+    assert (near.cache, near.rounding, near.cached_projections) == ("plain", "float", 64)
+    # Two slices of 64 cached projections need 49 KB: the fit loop halves them.
+    near2 = profiler.kernel_params(h100, ALL_FORMATS, 2, "nearest", "float")
+    assert near2.cached_projections == 32 and near2.local_memory_bytes <= 49152
     four = profiler.kernel_params(h100, ALL_FORMATS, 4, "linear", "float", square=64,
                                   items_per_row=32, cache="pair")
     assert four.local_memory_bytes <= 49152 < four.with_(cached_projections=16).local_memory_bytes
