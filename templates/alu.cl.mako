@@ -270,9 +270,9 @@ ${common.store(p, "total[k]")}
 % if fixed:
                 const int i = t >> FRACTION_BITS;            /* half a bin was added to t0 */
 % elif float_rounding and not half_cache:
-                // t + MAGIC's bits are MAGIC's plus the bin: subtracting MAGIC's bits in
-                // the byte offset, unsigned so that it wraps, lets the compiler fold them
-                // into the row's address, leaving one shift-and-add per update.
+                // t + MAGIC's bits are MAGIC's plus the bin. In unsigned (wrapping)
+                // arithmetic the compiler may distribute the scaling and fold MAGIC's bits
+                // into the row's address: one shift-and-add per update is left.
                 const uint offset = (as_uint(t + MAGIC) - as_uint(MAGIC)) * sizeof(${vt});
 % elif float_rounding:
                 const int i = as_int(t + MAGIC) - as_int(MAGIC);

@@ -60,6 +60,8 @@ def test_bad_out(bp):
     (dict(overrides=dict(squares=64)), ValueError, "overrides"),
     (dict(kernel="alu", overrides=dict(square=48)), ValueError, "square"),
     (dict(kernel="alu", interpolation="nearest", overrides=dict(cache="pair")), ValueError, "cache"),
+    (dict(kernel="alu", overrides=dict(rounding="round")), ValueError, "rounding"),
+    (dict(kernel="alu", overrides=dict(offset_cache="hy")), ValueError, "offset_cache"),
     (dict(piece_shape=(0, 10)), ValueError, "piece_shape"),
 ])
 def test_bad_arguments(cl_device, kwargs, error, word):
