@@ -130,8 +130,9 @@ ${common.store(p, "total[k]")}
     const int row_item = item % ROW_ITEMS;
     const int row_group = item / ROW_ITEMS;
 
-    // Per cached projection: cos, sin, and the position of the square's first pixel
-    // counted from the first cached bin: small, so float32 keeps it exact (design 6).
+    // Per cached projection: cos, sin, the position of the square's first pixel counted
+    // from the first cached bin (small, so float32 keeps it exact, design 6), and the
+    // step between a work-item's pixels.
     __local float4 geometry[CACHED];
     __local float first_bins[CACHED];   /* h_m: the first cached bin, per projection */
 % if column_offsets:
