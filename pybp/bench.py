@@ -1,10 +1,10 @@
-"""``pybp bench``: GU/s of every texture kernel and setting (design section 5).
+"""``pybp bench``: GU/s of every kernel and setting (design section 5).
 
 For each setting it measures, in the same run: the texture engine's ceiling for that
 texel format (a kernel that only fetches, one texel per update, in the multiproj
-schedule with every fetch next to its neighbours'), each
-kernel family (verified on a small case first), and silx's OpenCL ``Backprojection``
-as the yardstick. Kernel time only, median of ``repeats`` runs after a warm-up.
+schedule with every fetch next to its neighbours'), each kernel variant (judged by
+``pybp.verify`` on its check case first), and silx's OpenCL ``Backprojection`` as the
+yardstick. Kernel time only, median of ``repeats`` runs after a warm-up.
 """
 
 from __future__ import annotations
@@ -15,10 +15,11 @@ import pyopencl as cl
 
 from . import codegen
 from .device import CHANNEL_ORDERS, CHANNEL_TYPES, describe, select_device, usable_image_formats
-from .params import SETTINGS, TextureParams
+from .params import HYBRID_PERIOD, SETTINGS, TextureParams
 from .profiler import architecture, choose_texel
 from .runner import Backprojector
-from .tuning import gups, verify
+from .tuning import gups
+from .verify import check
 
 VARIANTS = (  # (name, kernel, forced parameters) measured for every setting
     ("standard", "standard", {}),
@@ -61,7 +62,9 @@ def texture_ceiling(cl_device, params: TextureParams, size, n_angles, repeats):
     seconds = _median_event_seconds(
         lambda: kernel(queue, params.global_size((size, size)), params.local_size, image,
                        np.float32(0.0),  # row_slope
-                       np.int32(n_angles), np.int32(size), np.int32(size), np.int32(size), out),
+                       np.int32(n_angles), np.int32(size), np.int32(size), np.int32(size),
+                       np.int32(0),  # accumulate
+                       out),
         repeats)
     return size * size * n_angles / seconds
 
@@ -119,7 +122,7 @@ def run(device=None, size=2048, n_angles=None, repeats=5, settings=SETTINGS, var
             options = dict(device=cl_device, interpolation=interpolation, slices_per_pass=slices,
                            precision=storage, kernel=kernel, overrides=forced)
             try:
-                error, good, _ = verify(options, interpolation, storage)
+                verdict, _ = check(options, interpolation, storage)
             except ValueError as exc:  # a combination this setting cannot take
                 log(f"  {name} v{slices} {interpolation} {storage}: skipped ({exc})")
                 continue
@@ -127,11 +130,11 @@ def run(device=None, size=2048, n_angles=None, repeats=5, settings=SETTINGS, var
             speed = gups(big, data[:slices], repeats)
             texel = texel_name(big.params, big.params.texel_rows)
             rows.append(dict(kernel=name, slices=slices, interpolation=interpolation,
-                             storage=storage, texel=texel, gups=speed,
-                             ceiling=ceiling, error=error, verified=good,
-                             approximate=getattr(big.params, "cache", None) == "oversample"))
+                             storage=storage, texel=texel, gups=speed, ceiling=ceiling,
+                             error=verdict.error, rule=verdict.rule, verified=verdict.passed,
+                             approximate=verdict.rule == "oversample"))
             log(f"  {name} v{slices} {interpolation} {storage}: {rate(speed)} GU/s "
-                f"(check {error:.1e}{'' if good else ' FAILED'})")
+                f"(check {verdict})")
             del big
     return rows, silx and updates / silx * 1e-9
 
@@ -145,8 +148,6 @@ def hybrid_sweep(device=None, size=2048, settings=HYBRID_SETTINGS, repeats=5, lo
     """GU/s of the profile's ALU kernel with 0..8 of every 8 work-groups on the texture
     path (Sect. 7.1), per setting: where the best mix lies, and whether it beats both
     pure paths (0: ALU only; 8: texture path only)."""
-    from .params import HYBRID_PERIOD
-
     cl_device = select_device(device)
     angles = np.linspace(0, np.pi, size, endpoint=False)
     data = np.random.default_rng(3).random((4, size, size)).astype(np.float32)
@@ -160,15 +161,15 @@ def hybrid_sweep(device=None, size=2048, settings=HYBRID_SETTINGS, repeats=5, lo
         for groups in range(HYBRID_PERIOD + 1):
             options = dict(device=cl_device, interpolation=interpolation, slices_per_pass=slices,
                            precision=storage, kernel="alu", overrides=dict(texture_groups=groups))
-            error, good, _ = verify(options, interpolation, storage)
+            verdict, _ = check(options, interpolation, storage)
             big = Backprojector(size, angles, **options)
             speed = gups(big, data[:slices], repeats)
             row.append(speed)
-            log(f"hybrid v{slices} {interpolation} {storage}: {groups}/8 texture groups "
-                f"{rate(speed)} GU/s (check {error:.1e}{'' if good else ' FAILED'}) {big.params.key()}")
+            log(f"hybrid v{slices} {interpolation} {storage}: {groups}/{HYBRID_PERIOD} texture "
+                f"groups {rate(speed)} GU/s (check {verdict}) {big.params.key()}")
         best = int(np.argmax(row))
         gain = row[best] / max(row[0], row[-1]) - 1
-        log(f"hybrid v{slices} {interpolation} {storage}: best {best}/8 at {rate(row[best])} GU/s, "
+        log(f"hybrid v{slices} {interpolation} {storage}: best {best}/{HYBRID_PERIOD} at {rate(row[best])} GU/s, "
             f"{100 * gain:+.0f}% over the faster pure path (ALU {rate(row[0])}, texture {rate(row[-1])})")
         results[(slices, interpolation, storage)] = row
     return results
@@ -195,12 +196,12 @@ def format_table(rows, silx_gups=None) -> str:
         share = f"{100 * r['gups'] / r['ceiling']:.0f}%" if r.get("ceiling") else ""
         versus = f"{r['gups'] / silx_gups:.2f}x" if silx_gups else ""
         if r.get("error") is None:
-            check = ""
+            verdict = ""
         else:
-            check = f"{r['error']:.1e}" + ("" if r.get("verified") else " FAILED")
+            verdict = f"{r['rule']} {r['error']:.1e}" + ("" if r.get("verified") else " FAILED")
         lines.append(f"| {r['kernel']} | {r['slices']} | {r['interpolation']} | {r['storage']} "
                      f"| {r['texel']} | {rate(r['gups'])} | {share} "
-                     f"| {versus} | {check} |")
+                     f"| {versus} | {verdict} |")
     return "\n".join(lines)
 
 

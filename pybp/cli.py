@@ -5,6 +5,7 @@ from __future__ import annotations
 import argparse
 import sys
 import time
+from dataclasses import fields as dataclass_fields
 
 import numpy as np
 
@@ -13,9 +14,8 @@ from .device import devices
 from .filters import FILTERS
 from .geometry import Geometry
 from .imagefile import write_slice
-from .params import (CACHE_MODES, CONSTANT_MODES, INTERPOLATIONS, KERNELS, OFFSET_CACHES,
-                     ROUNDINGS, SETTINGS, SLICES_PER_PASS, SOURCES, STORAGES, AluParams,
-                     TextureParams)
+from .params import (INTERPOLATIONS, KERNELS, SETTINGS, SLICES_PER_PASS, STORAGES, AluParams,
+                     TextureParams, family_of)
 from .runner import Backprojector
 
 
@@ -60,20 +60,42 @@ def cmd_demo(args):
     return 0
 
 
-def cmd_render(args):
-    common = dict(kernel=args.kernel, slices_per_pass=args.slices, interpolation=args.interpolation,
-                  storage=args.storage, texel_channels=args.texel_channels or args.slices,
-                  source=args.source, unroll=args.unroll)
-    try:
-        if args.kernel == "alu":
-            params = AluParams(**common, square=args.square, items=args.items,
-                               cached_projections=args.cached_projections,
-                               items_per_row=args.items_per_row, cache=args.cache,
-                               rounding=args.rounding, offset_cache=args.offset_cache)
+# The ALU family's fields include every field of the texture family.
+RENDER_FIELDS = {f.name for f in dataclass_fields(AluParams)}
+
+
+def _render_options(parser):
+    """One option per field of the parameter sets, from the dataclasses (pybp/params.py):
+    a field's help and choices are its metadata; the default is the family's."""
+    for f in dataclass_fields(AluParams):
+        texture, alu = getattr(TextureParams(), f.name, None), getattr(AluParams(), f.name)
+        if f.name == "texel_channels":
+            default = "slices per pass"
+        elif texture is None or texture == alu:
+            default = alu if texture is None else texture
         else:
-            params = TextureParams(**common, constants=args.constants)
+            default = f"{texture}; alu: {alu}"
+        where = "" if texture is not None else "alu: "
+        parser.add_argument("--" + f.name.replace("_", "-"), type=type(f.default), default=None,
+                            choices=f.metadata.get("choices"),
+                            help=f"{where}{f.metadata['help']} (default: {default})")
+
+
+def cmd_render(args):
+    family = family_of(args.kernel or "standard")
+    names = {f.name for f in dataclass_fields(family)}
+    given = {name: value for name, value in vars(args).items()
+             if name in RENDER_FIELDS and value is not None}
+    stray = sorted(set(given) - names)
+    try:
+        if stray:
+            raise ValueError(f"{', '.join('--' + s.replace('_', '-') for s in stray)}: not a "
+                             f"parameter of the {family.family} family")
+        values = dict(given)
+        values.setdefault("texel_channels", values.get("slices_per_pass", 1))
+        params = family(**values)
         source = codegen.render(params)
-    except ValueError as exc:
+    except (ValueError, TypeError) as exc:
         print(f"pybp render: {exc}", file=sys.stderr)
         return 2
     if args.output in (None, "-"):
@@ -142,28 +164,12 @@ def build_parser():
     demo.add_argument("--overwrite", action="store_true", help="replace an existing output file")
     demo.set_defaults(func=cmd_demo)
 
-    render = sub.add_parser("render", help="write a kernel's OpenCL source")
-    render.add_argument("--kernel", choices=KERNELS, default="standard")
-    render.add_argument("--slices", type=int, choices=SLICES_PER_PASS, default=1)
-    render.add_argument("--interpolation", choices=INTERPOLATIONS, default="linear")
-    render.add_argument("--storage", choices=STORAGES, default="float")
-    render.add_argument("--texel-channels", type=int, choices=(1, 2, 4), default=None)
-    render.add_argument("--source", choices=SOURCES, default="image")
-    render.add_argument("--constants", choices=CONSTANT_MODES, default="constant",
-                        help="multiproj: projection constants in __constant or local memory")
-    alu = AluParams()
-    render.add_argument("--square", type=int, default=alu.square, help="alu: n_s")
-    render.add_argument("--items", type=int, default=alu.items, help="alu: work-group size")
-    render.add_argument("--cached-projections", type=int, default=alu.cached_projections,
-                        help="alu: s_d")
-    render.add_argument("--items-per-row", type=int, default=alu.items_per_row, help="alu: s_t")
-    render.add_argument("--cache", choices=CACHE_MODES, default=alu.cache, help="alu")
-    render.add_argument("--rounding", choices=ROUNDINGS, default=alu.rounding, help="alu")
-    render.add_argument("--offset-cache", choices=OFFSET_CACHES, default=alu.offset_cache,
-                        help="alu: hm (per projection) or hx (per pixel column, Sect. 6.8)")
-    render.add_argument("--unroll", type=int, default=4)
+    render = sub.add_parser("render", help="write a kernel's OpenCL source",
+                            description="Write the OpenCL source of one parameter set: every "
+                                        "field of pybp/params.py is an option.")
+    _render_options(render)
     render.add_argument("-o", "--output", default=None, help="file (default: standard output)")
-    render.add_argument("--overwrite", action="store_true")
+    render.add_argument("--overwrite", action="store_true", help="replace an existing file")
     render.set_defaults(func=cmd_render)
 
     bench_ = sub.add_parser("bench", help="GU/s of every kernel and setting, beside silx")

@@ -51,26 +51,35 @@ def _render(template: str, **values) -> str:
 def render(params: KernelParams) -> str:
     """OpenCL source of the back-projection kernel ``backproject`` for ``params``."""
     params.validate()
-    return _render(KERNEL_TEMPLATES[params.kernel], p=params.as_dict(), probe=False)
+    return _render(KERNEL_TEMPLATES[params.kernel], p=params, probe=False)
+
+
+# What packing depends on: every parameter set with the same texel layout shares one
+# packing kernel (one source, one build).
+PACK_FIELDS = ("slices_per_pass", "storage", "texel_channels", "texel_rows")
+
+
+def render_pack(params: KernelParams) -> str:
+    """Source of ``pack``: interleave and convert sinograms into ``params``' texels."""
+    return _render_pack(TextureParams(**{name: getattr(params, name) for name in PACK_FIELDS}))
 
 
 @functools.lru_cache(maxsize=64)
-def render_pack(params: TextureParams) -> str:
-    """Source of ``pack``: interleave and convert sinograms into ``params``' texels."""
-    return _render("pack.cl.mako", p=params.as_dict())
+def _render_pack(params: KernelParams) -> str:
+    return _render("pack.cl.mako", p=params, fields=PACK_FIELDS)
 
 
 @functools.lru_cache(maxsize=64)
 def render_probe(params: TextureParams) -> str:
     """Source of ``fetch_only``: the texture-engine ceiling for ``params``' texels,
     measured with the ``multiproj`` schedule (the best fetch pattern we have)."""
-    return _render("multiproj.cl.mako", p=params.with_(kernel="multiproj").as_dict(), probe=True)
+    return _render("multiproj.cl.mako", p=params.with_(kernel="multiproj"), probe=True)
 
 
-@functools.lru_cache(maxsize=1)
-def render_filter() -> str:
-    """Source of ``filter_rows``: the FBP row filter."""
-    return _render("filter.cl.mako", tile=FILTER_TILE)
+@functools.lru_cache(maxsize=4)
+def render_filter(padding: str = "zero") -> str:
+    """Source of ``filter_rows``: the FBP row filter with ``zero`` or ``edge`` padding."""
+    return _render("filter.cl.mako", tile=FILTER_TILE, padding=padding)
 
 
 def write_text_new(path, text: str, overwrite: bool = False) -> Path:

@@ -1,9 +1,13 @@
 """FBP filter windows (scikit-image's names and shapes) and the on-device filtering.
 
 The ramp is built in real space and transformed (Kak & Slaney, Ch. 3, Eq. 61), which
-avoids the DC error of a sampled ``|f|``; projections are zero-padded to at least twice
-their width. The device applies it as a linear convolution with the real-space taps of
-the padded filter, which equals the padded FFT product exactly.
+avoids the DC error of a sampled ``|f|``; projections are padded to at least twice their
+width, with zeros (``padding="zero"``) or with their first and last values (``"edge"``,
+for truncated scans: an object wider than the detector does not drop to zero at its
+edges, and zeros there bring cupping and a bright rim). The device applies the filter as
+a linear convolution with the real-space taps of the padded filter, which equals the
+padded FFT product exactly; edge padding adds the first and last values times the sums
+of the taps that meet the padding, known in advance.
 """
 
 from __future__ import annotations
@@ -14,6 +18,7 @@ import pyopencl as cl
 from . import codegen
 
 FILTERS = ("ramp", "shepp-logan", "cosine", "hamming", "hann")
+PADDINGS = ("zero", "edge")
 
 
 def padded_size(n_bins: int) -> int:
@@ -42,39 +47,78 @@ def fourier_filter(name: str, size: int) -> np.ndarray:
     return response
 
 
+def _padded_kernel(name: str, n_bins: int) -> np.ndarray:
+    """The filter's real-space kernel on the padded period (circular convolution)."""
+    return np.real(np.fft.ifft(fourier_filter(name, padded_size(n_bins))))
+
+
 def filter_taps(name: str, n_bins: int) -> np.ndarray:
     """Real-space taps for offsets ``-(n_bins-1) .. n_bins-1`` (index ``d + n_bins - 1``)."""
-    size = padded_size(n_bins)
-    kernel = np.real(np.fft.ifft(fourier_filter(name, size)))
+    kernel = _padded_kernel(name, n_bins)
     offsets = np.arange(-(n_bins - 1), n_bins)
-    return kernel[offsets % size]
+    return kernel[offsets % kernel.size]
 
 
-def filter_numpy(sinograms, name: str, weights) -> np.ndarray:
+def edge_padding(n_bins: int) -> tuple[int, int]:
+    """Bins of padding before and after a row: the padded length, split evenly."""
+    extra = padded_size(n_bins) - n_bins
+    return extra // 2, extra - extra // 2
+
+
+def edge_weights(name: str, n_bins: int) -> np.ndarray:
+    """``(2, n_bins)``: for each output bin, the sums of the taps that meet the left and
+    the right padding. Edge padding adds ``first * left + last * right`` to the
+    zero-padded convolution."""
+    kernel = _padded_kernel(name, n_bins)
+    before, after = edge_padding(n_bins)
+    i = np.arange(n_bins)[:, None]
+    left = kernel[(i - np.arange(-before, 0)[None, :]) % kernel.size].sum(axis=1)
+    right = kernel[(i - np.arange(n_bins, n_bins + after)[None, :]) % kernel.size].sum(axis=1)
+    return np.stack([left, right])
+
+
+def gain(name: str, n_bins: int) -> float:
+    """Largest factor by which filtering can grow a row's largest absolute value: the
+    kernel's L1 norm over the padded period (either padding)."""
+    return float(np.abs(_padded_kernel(name, n_bins)).sum())
+
+
+def filter_numpy(sinograms, name: str, weights, padding: str = "zero") -> np.ndarray:
     """Float64 reference: padded FFT filtering times each angle's weight."""
     sinograms = np.asarray(sinograms, np.float64)
     n_bins = sinograms.shape[-1]
     size = padded_size(n_bins)
-    spectrum = np.fft.fft(sinograms, n=size, axis=-1) * fourier_filter(name, size)
-    filtered = np.real(np.fft.ifft(spectrum, axis=-1))[..., :n_bins]
+    if padding == "edge":
+        before, after = edge_padding(n_bins)
+        pad = [(0, 0)] * (sinograms.ndim - 1) + [(before, after)]
+        padded = np.pad(sinograms, pad, mode="edge")
+    else:
+        before = 0
+        padded = sinograms
+    spectrum = np.fft.fft(padded, n=size, axis=-1) * fourier_filter(name, size)
+    filtered = np.real(np.fft.ifft(spectrum, axis=-1))[..., before:before + n_bins]
     return filtered * np.asarray(weights)[:, None]
 
 
 class DeviceFilter:
-    """Filters rows of sinograms on the device (any OpenCL device; no FFT library)."""
+    """Filters rows of sinograms on the device (any OpenCL device; no FFT library).
 
-    def __init__(self, context, name, geometry):
-        self.n_bins, self.n_angles = geometry.n_bins, geometry.n_angles
+    ``weights`` are the angle weights (the geometry's, or the caller's)."""
+
+    def __init__(self, context, name, n_bins, weights, padding="zero"):
+        self.n_bins, self.n_angles = n_bins, len(weights)
+        self.padding = padding
         flags = cl.mem_flags.READ_ONLY | cl.mem_flags.COPY_HOST_PTR
-        self.taps = cl.Buffer(context, flags,
-                              hostbuf=filter_taps(name, self.n_bins).astype(np.float32))
-        self.weights = cl.Buffer(context, flags,
-                                 hostbuf=geometry.angle_weights().astype(np.float32))
-        self.kernel = cl.Program(context, codegen.render_filter()).build().filter_rows
+        self.taps = cl.Buffer(context, flags, hostbuf=filter_taps(name, n_bins).astype(np.float32))
+        self.weights = cl.Buffer(context, flags, hostbuf=np.asarray(weights, np.float32))
+        edges = edge_weights(name, n_bins) if padding == "edge" else np.zeros((2, 1))
+        self.edges = cl.Buffer(context, flags, hostbuf=edges.astype(np.float32))
+        source = codegen.render_filter(padding)
+        self.kernel = cl.Program(context, source).build().filter_rows
 
     def __call__(self, queue, source, destination, n_slices):
         tile = codegen.FILTER_TILE
         rows = n_slices * self.n_angles
         return self.kernel(queue, (-(-self.n_bins // tile) * tile, rows), (tile, 1),
-                           source, self.taps, self.weights,
+                           source, self.taps, self.edges, self.weights,
                            np.int32(self.n_bins), np.int32(self.n_angles), destination)

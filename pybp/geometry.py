@@ -9,9 +9,15 @@ sinograms reconstruct upright.
 
 from __future__ import annotations
 
+import warnings
 from dataclasses import dataclass
 
 import numpy as np
+
+# A gap between neighbouring directions wider than this many typical steps is treated as
+# missing data (a missing wedge, a run of lost projections): it counts as this many
+# typical steps when the projections beside it are weighted (design section 1).
+GAP_FACTOR = 4
 
 
 def _as_float_array(value, name, ndim):
@@ -53,12 +59,26 @@ class Geometry:
     center: np.ndarray
     slice_shape: tuple[int, int]
     slice_offset: tuple[float, float] = (0.0, 0.0)
+    weights: np.ndarray | None = None  # the caller's angle weights, if given
 
     @classmethod
-    def create(cls, n_bins, angles, center=None, slice_shape=None, slice_offset=None):
+    def create(cls, n_bins, angles, center=None, slice_shape=None, slice_offset=None,
+               angle_weights=None):
         """Validate user input once, at the API boundary, and build the geometry."""
         n_bins = _positive_int(n_bins, "n_bins")
         angles = _as_float_array(angles, "angles", 1)
+        if np.ptp(angles) > 2 * np.pi * (1 + 1e-6):
+            warnings.warn(f"angles: they span {np.ptp(angles):g}, more than 2 pi: pybp takes "
+                          f"radians; convert degrees with np.radians", UserWarning, stacklevel=3)
+        weights = None
+        if angle_weights is not None:
+            weights = _as_float_array(angle_weights, "angle_weights", 1)
+            if weights.size != angles.size:
+                raise ValueError(f"angle_weights: expected one weight per angle ({angles.size}), "
+                                 f"got {weights.size}")
+            if weights.min() < 0:
+                raise ValueError("angle_weights: expected weights >= 0 (radians of the scan "
+                                 "each projection stands for)")
         if center is None:
             center = np.full(angles.size, (n_bins - 1) / 2.0)
         else:
@@ -92,7 +112,8 @@ class Geometry:
         offset = _as_float_array(slice_offset, "slice_offset", 1)
         if offset.size != 2:
             raise ValueError(f"slice_offset: expected (row, column) offsets, got {slice_offset!r}")
-        return cls(n_bins, angles, center, slice_shape, (float(offset[0]), float(offset[1])))
+        return cls(n_bins, angles, center, slice_shape, (float(offset[0]), float(offset[1])),
+                   weights)
 
     @property
     def n_angles(self) -> int:
@@ -110,15 +131,16 @@ class Geometry:
         fy = np.arange(ny) - (ny - 1) / 2.0 + self.slice_offset[0]
         return fx, fy
 
-    def projection_constants(self, first_angle=0, n_angles=None, first_bin=0):
-        """Per-angle ``(cos, sin, base, base_residual)`` as float32, for
-        ``h = x*cos - y*sin + base``.
+    def projection_constants(self, first_angle=0, n_angles=None, first_bin=0, floats=4):
+        """The per-angle table of ``h = x*cos - y*sin + base``, as float32 rows.
 
         ``x, y`` are the integer pixel indices; ``base`` folds in the centre, the slice
         centre, the region of interest and ``first_bin`` (a detector piece starting at
-        that bin, when the detector is wider than the device's images). Four floats per
-        angle because 128-bit constant loads are faster (Sect. 5.7); the fourth is what
-        rounding ``base`` to float32 lost, for kernels that interpolate exactly.
+        that bin, when the detector is wider than the device's images). Each value is a
+        double-float: the float32 nearest it, and what that rounding lost. Rows of 4
+        (texture kernels; one 128-bit load, Sect. 5.7): cos, sin, base, base's residual.
+        Rows of 8 (ALU kernel) add the residuals of cos and sin, since a float32 cos
+        times thousands of pixels is off by 1e-4 bin (design section 6).
         """
         if n_angles is None:
             n_angles = self.n_angles - first_angle
@@ -127,22 +149,38 @@ class Geometry:
         cos, sin = np.cos(theta), np.sin(theta)
         fx0, fy0 = (v[0] for v in self.pixel_offsets())
         base = self.center[sel] + fx0 * cos - fy0 * sin - first_bin
-        table = np.zeros((theta.size, 4), np.float32)
-        table[:, 0], table[:, 1], table[:, 2] = cos, sin, base
+        table = np.zeros((theta.size, floats), np.float32)
+        for column, value in enumerate((cos, sin, base)):
+            table[:, column] = value
         table[:, 3] = base - table[:, 2].astype(np.float64)
+        if floats == 8:
+            table[:, 4] = cos - table[:, 0].astype(np.float64)
+            table[:, 5] = sin - table[:, 1].astype(np.float64)
         return table
 
     def angle_weights(self):
-        """Angular step of each projection, for the FBP sum (radians, sums to pi).
+        """The angular interval each projection stands for in the FBP sum (radians).
 
-        Projections at theta and theta + pi see the same lines, so each angle gets half
-        the gap to its neighbours on the circle of period pi: equal steps give pi/n for
-        180 and 360 degree scans alike, and uneven steps are weighted by their spacing.
+        Projections at theta and theta + pi see the same lines, so directions live on
+        a circle of period pi. Each projection weighs half the gaps to its neighbours on
+        that circle: equal steps give pi/n for 180 and 360 degree scans alike, and uneven
+        steps are weighted by their spacing. A gap wider than ``GAP_FACTOR`` typical
+        steps (the median gap between distinct directions) is missing data, a missing
+        wedge or a run of lost projections: it counts as ``GAP_FACTOR`` typical steps, so
+        the projections beside it are never weighted to fill it. The weights then sum to
+        less than pi. Weights the caller gave (``angle_weights=``) are used as given.
         """
+        if self.weights is not None:
+            return self.weights
         folded = np.mod(self.angles, np.pi)
         order = np.argsort(folded, kind="stable")
         ordered = folded[order]
         gaps = np.diff(np.concatenate([ordered, [ordered[0] + np.pi]]))
+        # Directions repeated by a 360 degree scan leave gaps of (nearly) zero: the
+        # typical step is that of the distinct directions.
+        distinct = gaps[gaps > 1e-3 * np.pi / gaps.size]
+        typical = np.median(distinct) if distinct.size else np.pi / gaps.size
+        gaps = np.minimum(gaps, GAP_FACTOR * typical)
         weights_sorted = 0.5 * (gaps + np.roll(gaps, 1))
         weights = np.empty_like(weights_sorted)
         weights[order] = weights_sorted
@@ -152,7 +190,8 @@ class Geometry:
 def as_sinogram_stack(sinograms, geometry, name="sinograms"):
     """Check user data against the geometry; return a C-contiguous float32 3-D view.
 
-    Returns ``(stack, was_single)``: a 2-D sinogram becomes a stack of one.
+    Returns ``(stack, was_single, peaks)``: a 2-D sinogram becomes a stack of one;
+    ``peaks`` is each slice's largest absolute value.
     """
     if not hasattr(sinograms, "shape") or not hasattr(sinograms, "dtype"):
         raise TypeError(f"{name}: expected a numpy array, got {type(sinograms).__name__}")
@@ -176,10 +215,16 @@ def as_sinogram_stack(sinograms, geometry, name="sinograms"):
         raise ValueError(
             f"{name}: has {stack.shape[2]} bins (last axis) but the back-projector was made for {geometry.n_bins}"
         )
-    stack = np.ascontiguousarray(stack, dtype=np.float32)
-    if not np.isfinite(stack).all():
-        raise ValueError(f"{name}: contains NaN or Inf")
-    return stack, single
+    with np.errstate(over="ignore"):  # values beyond float32 become inf: reported below
+        stack = np.ascontiguousarray(stack, dtype=np.float32)
+    # max and min propagate NaN and Inf: one check, and each slice's peak for half
+    # storage's scale, without a temporary array.
+    peaks = np.maximum(stack.max(axis=(1, 2)), -stack.min(axis=(1, 2))).astype(np.float64)
+    if not np.isfinite(peaks).all():
+        beyond = dtype.kind == "f" and dtype.itemsize > 4 and np.isfinite(sinograms).all()
+        raise ValueError(f"{name}: contains NaN or Inf" if not beyond else
+                         f"{name}: holds values beyond float32's range (3.4e38)")
+    return stack, single, peaks
 
 
 def check_output(out, shape, name="out"):

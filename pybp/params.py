@@ -1,12 +1,14 @@
 """The kernel parameter set: the one structure that flows profiler -> template -> runner.
 
-Each family has one frozen dataclass with ``validate()``; work sizes and local-memory
-needs are derived here and nowhere else.
+Each family has one frozen dataclass with ``validate()``; work sizes, local-memory needs
+and every fixed size a template uses are defined here and nowhere else. Each field's
+``metadata`` carries its help text and choices, from which ``pybp render`` builds its
+options.
 """
 
 from __future__ import annotations
 
-from dataclasses import asdict, dataclass, replace
+from dataclasses import asdict, dataclass, field, fields, replace
 
 import numpy as np
 
@@ -18,6 +20,9 @@ STORAGES = ("float", "half")
 SLICES_PER_PASS = (1, 2, 4)
 SOURCES = ("image", "buffer")
 CONSTANT_MODES = ("constant", "local")
+CACHE_MODES = ("plain", "pair", "oversample")
+ROUNDINGS = ("native", "float", "fixed")
+OFFSET_CACHES = ("hm", "hx")
 
 # Every (slices per pass, interpolation, storage) a kernel is benchmarked and tuned for.
 SETTINGS = tuple((n, i, s) for n in SLICES_PER_PASS for i in ("linear", "nearest") for s in STORAGES)
@@ -25,11 +30,19 @@ SETTINGS = tuple((n, i, s) for n in SLICES_PER_PASS for i in ("linear", "nearest
 TILE = 16  # every texture kernel covers 16x16 pixels per work-group (Sect. 5.1, 5.6)
 MULTIPROJ_PROJECTIONS = 4  # projections in flight per work-group in `multiproj` (Alg. 3)
 LOCAL_CONSTANTS = 256  # projection constants cached per round in local memory (Alg. 5)
-CACHE_MODES = ("plain", "pair", "oversample")
+ZORDER_SIDE = 4  # 4x4 pixel squares walked along a Z-order curve (Sect. 5.5, 6.3)
 OVERSAMPLING = 4  # samples cached per bin in `oversample` mode (Sect. 7.2)
 HYBRID_PERIOD = 8  # hybrid mode: texture_groups of every 8 work-groups (Sect. 7.1)
-ROUNDINGS = ("native", "float", "fixed")
-OFFSET_CACHES = ("hm", "hx")
+PACK_ITEMS = 16  # work-items per row of the packing kernel
+# Floats per angle in the projection table: texture kernels read (cos, sin, base, base
+# residual) as one 128-bit load (Sect. 5.7); the ALU kernel also reads the residuals of
+# cos and sin, so that the square origin is exact at any detector width (design 6).
+TEXTURE_CONSTANT_FLOATS = 4
+ALU_CONSTANT_FLOATS = 8
+
+
+def _field(default, help, choices=None):
+    return field(default=default, metadata=dict(help=help, choices=choices))
 
 
 def _check_choice(name, value, choices):
@@ -56,25 +69,24 @@ class KernelParams:
       cache; more angles are split into launches that accumulate.
     """
 
-    kernel: str = "standard"
-    slices_per_pass: int = 1
-    interpolation: str = "linear"
-    storage: str = "float"
-    texel_channels: int = 1
-    texel_rows: int = 1
-    source: str = "image"
-    constants: str = "constant"
-    unroll: int = 4
-    launch_texel_bytes: int = 0
+    kernel: str = _field("standard", "kernel family", KERNELS)
+    slices_per_pass: int = _field(1, "n_v: sinograms interleaved into one texel", SLICES_PER_PASS)
+    interpolation: str = _field("linear", "nearest or linear", INTERPOLATIONS)
+    storage: str = _field("float", "texel precision (arithmetic stays float)", STORAGES)
+    texel_channels: int = _field(1, "channels per texel (>= slices per texel row)", (1, 2, 4))
+    texel_rows: int = _field(1, "image rows per projection (2: 4 slices as two RG rows)", (1, 2))
+    source: str = _field("image", "texture images or global-memory buffers", SOURCES)
+    constants: str = _field("constant", "projection table in __constant or local memory",
+                            CONSTANT_MODES)
+    unroll: int = _field(4, "unroll hint of the projection loop (1: none)")
+    launch_texel_bytes: int = _field(0, "most texel bytes one launch reads (0: no cap)")
+
+    family = "texture"
 
     def _validate_layout(self):
-        _check_choice("slices_per_pass", self.slices_per_pass, SLICES_PER_PASS)
-        _check_choice("interpolation", self.interpolation, INTERPOLATIONS)
-        _check_choice("storage", self.storage, STORAGES)
-        _check_choice("source", self.source, SOURCES)
-        _check_choice("constants", self.constants, CONSTANT_MODES)
-        _check_choice("texel_channels", self.texel_channels, (1, 2, 4))
-        _check_choice("texel_rows", self.texel_rows, (1, 2))
+        for f in fields(self):
+            if f.metadata.get("choices") and f.name != "kernel":
+                _check_choice(f.name, getattr(self, f.name), f.metadata["choices"])
         if self.texel_rows == 2 and (self.slices_per_pass != 4 or self.source != "image"
                                      or self.texel_channels == 1):
             raise ValueError("texel_rows: two rows hold 4 slices in images, 2 per texel")
@@ -110,6 +122,16 @@ class KernelParams:
     def texel_dtype(self):
         return np.dtype(np.float16 if self.storage == "half" else np.float32)
 
+    @property
+    def texels_per_row(self):
+        """Slices each texel row holds."""
+        return self.slices_per_pass // self.texel_rows
+
+    @property
+    def constant_floats(self):
+        """Floats per angle in the projection table this family reads."""
+        return TEXTURE_CONSTANT_FLOATS
+
     def as_dict(self):
         return asdict(self)
 
@@ -137,7 +159,11 @@ class TextureParams(KernelParams):
             raise ValueError("constants: 'local' caching is a multiproj option (Alg. 5)")
         return self
 
-    # ---- derived quantities -------------------------------------------------------
+    # ---- derived quantities, read by the templates and the runner ------------------
+    tile = TILE
+    projections_in_flight = MULTIPROJ_PROJECTIONS
+    local_constants = LOCAL_CONSTANTS
+
     @property
     def local_size(self):
         return (TILE, TILE)
@@ -147,11 +173,17 @@ class TextureParams(KernelParams):
         return (-(-nx // TILE) * TILE, -(-ny // TILE) * TILE)
 
     @property
+    def approximate(self):
+        """Texture kernels interpolate with the texture engine's weights (8-bit on
+        NVIDIA), or with float32 positions counted from the slice corner elsewhere."""
+        return True
+
+    @property
     def local_memory_bytes(self):
         if self.kernel != "multiproj":
             return 0
         partial_sums = MULTIPROJ_PROJECTIONS * TILE * TILE * 4 * self.slices_per_pass
-        cache = LOCAL_CONSTANTS * 16 if self.constants == "local" else 0
+        cache = LOCAL_CONSTANTS * 4 * TEXTURE_CONSTANT_FLOATS if self.constants == "local" else 0
         return partial_sums + cache
 
     def key(self):
@@ -200,29 +232,31 @@ class AluParams(KernelParams):
     from global memory, cached with the bins, so ``constants`` is ``local``.
     """
 
-    kernel: str = "alu"
-    constants: str = "local"
-    square: int = 64
-    items: int = 256
-    cached_projections: int = 16
-    items_per_row: int = 32
-    cache: str = "pair"
-    rounding: str = "native"
-    offset_cache: str = "hm"
-    cache_storage: str = "float"
-    texture_groups: int = 0
+    kernel: str = _field("alu", "kernel family", KERNELS)
+    constants: str = _field("local", "projection table in __constant or local memory",
+                            CONSTANT_MODES)
+    square: int = _field(64, "n_s: pixels per side of a work-group's square", (32, 64))
+    items: int = _field(256, "work-items per work-group", (128, 256))
+    cached_projections: int = _field(16, "s_d: projections cached per round (1..64)")
+    items_per_row: int = _field(32, "s_t: work-items caching one projection row",
+                                (4, 8, 16, 32, 64))
+    cache: str = _field("pair", "plain, pair (value and slope) or oversample (Sect. 7.2)",
+                        CACHE_MODES)
+    rounding: str = _field("native", "position to bin: native, float (2^23) or fixed point",
+                           ROUNDINGS)
+    offset_cache: str = _field("hm", "hm: offset per projection; hx: per column (Sect. 6.8)",
+                               OFFSET_CACHES)
+    cache_storage: str = _field("float", "values in local memory: float or half (Sect. 6.7)",
+                                STORAGES)
+    texture_groups: int = _field(0, f"hybrid: work-groups of every {HYBRID_PERIOD} on the "
+                                    f"texture path (Sect. 7.1)")
 
     family = "alu"
+    hybrid_period = HYBRID_PERIOD
 
     def validate(self):
         _check_choice("kernel", self.kernel, ALU_KERNELS)
         self._validate_layout()
-        _check_choice("square", self.square, (32, 64))
-        _check_choice("items", self.items, (128, 256))
-        _check_choice("items_per_row", self.items_per_row, (4, 8, 16, 32, 64))
-        _check_choice("cache", self.cache, CACHE_MODES)
-        _check_choice("rounding", self.rounding, ROUNDINGS)
-        _check_choice("offset_cache", self.offset_cache, OFFSET_CACHES)
         if self.constants != "local":
             raise ValueError("constants: the ALU kernel caches constants with the bins ('local')")
         if self.texel_rows != 1:
@@ -232,7 +266,6 @@ class AluParams(KernelParams):
                              f"{self.square} square as 4x4 squares in 4, 8 or 16 steps")
         if not 1 <= self.cached_projections <= 64:
             raise ValueError(f"cached_projections: expected 1..64, got {self.cached_projections}")
-        _check_choice("cache_storage", self.cache_storage, STORAGES)
         if self.cache_storage == "half" and (self.storage != "half" or self.cache != "plain"):
             raise ValueError("cache_storage: half caching keeps half data exactly: it needs "
                              "storage='half' and cache='plain'")
@@ -244,9 +277,11 @@ class AluParams(KernelParams):
             raise ValueError("items_per_row: must divide items")
         if self.cache != "plain" and self.interpolation != "linear":
             raise ValueError(f"cache: '{self.cache}' serves linear interpolation; use 'plain' for nearest")
+        if self.rounding == "fixed" and self.exact_linear and self.cache_width >= 128:
+            raise ValueError("rounding: fixed-point weights need positions below 128 bins")
         return self
 
-    # ---- derived quantities -------------------------------------------------------
+    # ---- derived quantities, read by the templates and the runner ------------------
     @property
     def cache_width(self):
         """Bins cached per projection: 1.5 n_s >= n_s sqrt(2) + the bins interpolation
@@ -254,19 +289,38 @@ class AluParams(KernelParams):
         return self.square * 3 // 2
 
     @property
+    def samples_per_bin(self):
+        """Cached samples per bin: ``OVERSAMPLING`` when oversampling, else 1."""
+        return OVERSAMPLING if self.cache == "oversample" else 1
+
+    @property
+    def squares_per_row(self):
+        """4x4 squares along a row of the work-group's square."""
+        return self.square // ZORDER_SIDE
+
+    @property
     def square_rows_in_flight(self):
         """Rows of 4x4 squares that all work-items cover at once (Fig. 13)."""
-        return (self.items // 16) // (self.square // 4)
+        return (self.items // ZORDER_SIDE ** 2) // self.squares_per_row
 
     @property
     def row_step(self):
         """Pixel rows between the pixels of one work-item."""
-        return 4 * self.square_rows_in_flight
+        return ZORDER_SIDE * self.square_rows_in_flight
 
     @property
     def pixels_per_item(self):
         """n_q."""
         return self.square // self.row_step if self.square_rows_in_flight else 0
+
+    @property
+    def exact_linear(self):
+        """Linear interpolation from the cache (not the oversampled approximation)."""
+        return self.interpolation == "linear" and self.cache != "oversample"
+
+    @property
+    def constant_floats(self):
+        return ALU_CONSTANT_FLOATS
 
     @property
     def local_size(self):
@@ -302,3 +356,11 @@ class AluParams(KernelParams):
         if self.launch_texel_bytes:
             parts.append(f"l{self.launch_texel_bytes >> 20}M")
         return "-".join(parts)
+
+
+FAMILIES = {"texture": TextureParams, "alu": AluParams}
+
+
+def family_of(kernel: str):
+    """The parameter-set class of a kernel name."""
+    return AluParams if kernel in ALU_KERNELS else TextureParams

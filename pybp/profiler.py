@@ -1,8 +1,9 @@
-"""Architecture detection and the table of defaults: picks a texture parameter set.
+"""Architecture detection and the table of defaults: picks a parameter set.
 
-Order of precedence: what the caller forces, then a profile tuned on this exact device
-and driver (``pybp.tuning``), then the first matching row of ``ARCHITECTURES``, whose
-last row is the generic default.
+The profiler owns the whole choice. Order of precedence: what the caller forces, then a
+profile tuned on this exact device and driver (``pybp.profiles``, written by ``pybp
+tune``), then the first matching row of ``ARCHITECTURES``, whose last row is the generic
+default.
 """
 
 from __future__ import annotations
@@ -10,6 +11,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from dataclasses import fields as dataclass_fields
 
+from . import profiles
 from .device import DeviceDescription
 from .params import SLICES_PER_PASS, AluParams, KernelParams, TextureParams
 
@@ -108,10 +110,20 @@ ARCHITECTURES = (
     Architecture("intel-gpu", vendor=("intel",), device_type="gpu",
                  kernels={1: "locality", 2: "locality", 4: "locality"},
                  slices_per_pass={"float": 2, "half": 2}, source="untuned"),
-    # CPU runtimes (PoCL, Intel CPU): images are emulated, so the per-texel address
-    # arithmetic dominates and wide texels amortise it.
-    Architecture("cpu", device_type="cpu", unroll=1,
-                 slices_per_pass={"float": 4, "half": 4}, source="untuned"),
+    # CPU runtimes (PoCL, Intel CPU): images are emulated in software, so the ALU
+    # kernel, which reads each texel once per cached row, runs 10-13x faster than the
+    # texture kernels (PoCL 3.0, 2 cores, 256^3: 0.88 against 0.07 GU/s for one slice,
+    # 3.08 against 0.31 for four; docs/benchmarks.md). Fixed-point positions and the
+    # plain cache won every setting of the study there.
+    Architecture("cpu", device_type="cpu", unroll=1, kernels=ALU,
+                 alu=dict(square=64, items=256, cached_projections=32, items_per_row=32,
+                          cache="plain", rounding="fixed", unroll=1),
+                 alu_settings=(((1, "nearest"), dict(cached_projections=16, unroll=4)),
+                               ((2, None), dict(square=32, items=128, items_per_row=16,
+                                                cached_projections=16)),
+                               ((4, None), dict(square=32, items=128, items_per_row=16,
+                                                cached_projections=16))),
+                 slices_per_pass={"float": 4, "half": 4}, source="docs/benchmarks.md (PoCL)"),
     Architecture("generic", source="safe default"),
 )
 
@@ -145,12 +157,15 @@ def kernel_params(device: DeviceDescription, formats, slices_per_pass: int,
                   tuned: dict | None = None, **overrides) -> KernelParams:
     """The parameter set for this device and setting: texture or ALU family.
 
-    ``tuned`` is a tuned profile entry (``pybp.tuning``); ``overrides`` force any field,
-    as tests and benchmarks do.
+    ``tuned`` is a tuned profile entry; by default this device's saved profile is read
+    (``pybp.profiles``). ``overrides`` force any field, as tests and benchmarks do.
     """
     if slices_per_pass not in SLICES_PER_PASS:
         raise ValueError(f"slices_per_pass: expected 1, 2, 4 or 'auto'; got {slices_per_pass!r}")
     row = architecture(device)
+    if tuned is None:
+        tuned = profiles.load_profile(device).get(
+            profiles.setting_key(slices_per_pass, interpolation, storage))
     tuned = dict(tuned or {})
     if kernel == "auto":
         kernel = tuned.get("kernel", row.kernels[slices_per_pass])

@@ -8,28 +8,9 @@ import numpy as np
 from .filters import filter_numpy
 from .geometry import Geometry
 
-# Relative RMS error allowed against the float64 reference (design section 6).
-RTOL_EXACT = 1e-5  # float32 arithmetic interpolation: buffers, CPU runtimes' images
-RTOL_TEXTURE = 1e-2  # hardware linear filtering with 8-bit weights (NVIDIA)
-RTOL_HALF = 1e-2  # half storage, against the float result
-# Oversampling (4 samples a bin, nearest lookup) against the exact linear FBP of the
-# Shepp-Logan phantom at 255 bins: measured 0.030 on PoCL (0.047 at 129 bins, nearest
-# 0.118). Design section 6 asks for 1e-2; quarter-bin steps on the ramp-filtered sharp
-# edges do not get there (see docs/benchmarks.md).
-RTOL_OVERSAMPLE = 0.04
-# Nearest: float32 positions on a bin boundary may pick the neighbour now and then.
-NEAREST_MISMATCH_SHARE = 0.01  # share of pixels allowed to differ
-NEAREST_PIXEL_RTOL = 1e-4  # what "differ" means, relative to the largest value
-
-
 def relative_rms(got, want) -> float:
     return float(np.linalg.norm(np.asarray(got, np.float64) - want) / np.linalg.norm(want))
 
-
-def mismatch_share(got, want) -> float:
-    """Share of pixels that differ beyond float rounding (nearest interpolation)."""
-    scale = np.abs(want).max()
-    return float(np.mean(np.abs(np.asarray(got, np.float64) - want) > NEAREST_PIXEL_RTOL * scale))
 
 # Modified Shepp-Logan (Toft): value, semi-axes a, b, centre x0, y0, rotation (deg),
 # in units of the phantom radius, y pointing up.
@@ -47,22 +28,31 @@ SHEPP_LOGAN = (
 )
 
 
-def backproject(sinograms, geometry: Geometry, interpolation="linear"):
+def positions(geometry: Geometry, angle: int, rows=None) -> np.ndarray:
+    """Float64 detector position ``h`` of each pixel (of ``rows``, default all) at one angle."""
+    fx, fy = geometry.pixel_offsets()
+    fy = fy if rows is None else fy[rows]
+    theta = geometry.angles[angle]
+    return geometry.center[angle] + fx[None, :] * np.cos(theta) - fy[:, None] * np.sin(theta)
+
+
+def backproject(sinograms, geometry: Geometry, interpolation="linear", rows=None):
     """Float64 back-projection with the library's formula; zero outside the detector.
 
     Nearest picks ``floor(h + 0.5)``; linear blends ``floor(h)`` and the next bin.
+    ``rows`` computes only those rows of the slice (large cases).
     """
     stack = np.asarray(sinograms, np.float64)
     single = stack.ndim == 2
     stack = stack[None] if single else stack
-    fx, fy = geometry.pixel_offsets()
-    ny, nx = geometry.slice_shape
     n_bins = geometry.n_bins
     padded = np.concatenate([np.zeros(stack.shape[:2] + (1,)), stack,
                              np.zeros(stack.shape[:2] + (1,))], axis=2)
-    out = np.zeros((stack.shape[0], ny, nx))
-    for a, theta in enumerate(geometry.angles):
-        h = geometry.center[a] + fx[None, :] * np.cos(theta) - fy[:, None] * np.sin(theta)
+    out = None
+    for a in range(geometry.n_angles):
+        h = positions(geometry, a, rows)
+        if out is None:
+            out = np.zeros((stack.shape[0],) + h.shape)
         if interpolation == "nearest":
             index = np.floor(h + 0.5).astype(np.int64)
             index = np.where((index >= 0) & (index < n_bins), index + 1, 0)
@@ -77,11 +67,23 @@ def backproject(sinograms, geometry: Geometry, interpolation="linear"):
     return out[0] if single else out
 
 
-def fbp(sinograms, geometry: Geometry, filter="ramp", interpolation="linear"):
+def near_boundary(geometry: Geometry, margin: float, rows=None) -> np.ndarray:
+    """Pixels (of ``rows``) whose float64 position at some angle lies within ``margin``
+    bins of a bin boundary, where nearest interpolation may round either way."""
+    near = None
+    for a in range(geometry.n_angles):
+        h = positions(geometry, a, rows)
+        close = np.abs(h + 0.5 - np.round(h + 0.5)) < margin
+        near = close if near is None else near | close
+    return near
+
+
+def fbp(sinograms, geometry: Geometry, filter="ramp", interpolation="linear", padding="zero",
+        rows=None):
     """Float64 filtered back-projection (the library's filter, weights and formula)."""
     stack = np.asarray(sinograms, np.float64)
-    filtered = filter_numpy(stack, filter, geometry.angle_weights())
-    return backproject(filtered, geometry, interpolation)
+    filtered = filter_numpy(stack, filter, geometry.angle_weights(), padding)
+    return backproject(filtered, geometry, interpolation, rows)
 
 
 def _scaled_ellipses(radius):

@@ -4,49 +4,39 @@
 <%namespace name="common" file="common.cl.mako"/>\
 ${common.header(p, "ALU back-projection (local-memory cache)")}
 <%
-    n_v = p["slices_per_pass"]
+    n_v = p.slices_per_pass
     vt = common.attr.vector_type(n_v)
-    square = p["square"]
-    items = p["items"]
-    cached = p["cached_projections"]
-    row_items = p["items_per_row"]
-    width = square * 3 // 2
-    squares_per_row = square // 4
-    rows_in_flight = (items // 16) // squares_per_row
-    row_step = 4 * rows_in_flight
-    pixels = square // row_step
-    linear = p["interpolation"] == "linear"
-    pair = p["cache"] == "pair"
+    linear = p.interpolation == "linear"
+    pair = p.cache == "pair"
     packed_pair = pair and n_v == 1   # value and difference in one float2
-    oversample = p["cache"] == "oversample"
-    samples = 4 if oversample else 1   # cached samples per bin (Sect. 7.2)
-    float_rounding = p["rounding"] == "float"
-    fixed = p["rounding"] == "fixed"
-    column_offsets = p["offset_cache"] == "hx"
-    hybrid = p["texture_groups"] > 0
-    half_cache = p["cache_storage"] == "half"
+    oversample = p.cache == "oversample"
+    samples = p.samples_per_bin
+    float_rounding = p.rounding == "float"
+    fixed = p.rounding == "fixed"
+    column_offsets = p.offset_cache == "hx"
+    hybrid = p.texture_groups > 0
+    half_cache = p.cache_storage == "half"
+    row_step = p.row_step
     # Half caching: each cached row is a flat array of halves, read with vload_half.
     vload = "vload_half" if n_v == 1 else "vload_half%d" % n_v
     vstore = "vstore_half" if n_v == 1 else "vstore_half%d" % n_v
-    # Fixed-point weights OR 1.0f's bits over the bin bits: positions must stay < 128.
-    assert not (fixed and linear and not oversample) or width < 128
 %>
 // The error-free sums below need a*b+c left as written, not contracted to fma.
 #pragma OPENCL FP_CONTRACT OFF
 
 ## Caching reads whole bins (the same fetch, without interpolation), or linearly
 ## interpolated quarter-bin samples when oversampling.
-${common.fetch_function(dict(p, interpolation="linear" if oversample else "nearest"))}
+${common.fetch_function(p, interpolation="linear" if oversample else "nearest")}
 
 % if hybrid:
 ## Hybrid mode: the texture engine interpolates for some work-groups (Sect. 7.1).
 ${common.fetch_function(p, name="filtered")}
 % endif
-#define SQUARE ${square}          /* n_s: pixels per side of a work-group's square */
-#define CACHE_WIDTH ${width * samples}      /* ${samples} sample(s) cached per bin, 1.5 n_s bins */
-#define CACHED ${cached}          /* s_d: projections cached per round */
-#define ROW_ITEMS ${row_items}    /* s_t: work-items caching one projection row */
-#define PIXELS ${pixels}          /* n_q: pixels per work-item, ${row_step} rows apart */
+#define SQUARE ${p.square}          /* n_s: pixels per side of a work-group's square */
+#define CACHE_WIDTH ${p.cache_width * samples}      /* ${samples} sample(s) cached per bin, 1.5 n_s bins */
+#define CACHED ${p.cached_projections}          /* s_d: projections cached per round */
+#define ROW_ITEMS ${p.items_per_row}    /* s_t: work-items caching one projection row */
+#define PIXELS ${p.pixels_per_item}          /* n_q: pixels per work-item, ${row_step} rows apart */
 % if float_rounding:
 // Sect. 6.6: adding 2^23 rounds a small positive float to an integer in the mantissa,
 // read back with a bit cast instead of a conversion instruction.
@@ -61,8 +51,10 @@ ${common.fetch_function(p, name="filtered")}
 % endif
 
 // Position x0 cos - y0 sin + base of a square's first pixel as a float plus the error
-// of rounding it: positions reach thousands of bins, where a float32 is only good to
-// about 1e-4 bin; products' errors come exactly from fma, sums' from two-sum.
+// of rounding it (design 6). Positions reach thousands of bins, where one float32 is
+// only good to about 1e-4 bin, and so is a float32 cos times thousands of pixels: cos,
+// sin and base come as double-floats (hi + lo), products' errors exactly from fma,
+// sums' from two-sum. Once per cached projection, so the cost does not show.
 inline float two_sum(const float a, const float b, float *error)
 {
     const float s = a + b;
@@ -71,47 +63,44 @@ inline float two_sum(const float a, const float b, float *error)
     return s;
 }
 
-inline float square_origin(const int x0, const int y0, const float4 c, float *error)
+inline float square_origin(const int x0, const int y0, const float8 c, float *error)
 {
-    const float px = (float)x0 * c.x;
-    const float py = (float)y0 * c.y;
-    *error = fma((float)x0, c.x, -px) - fma((float)y0, c.y, -py) + c.w;
-    return two_sum(two_sum(px, -py, error), c.z, error);
+    const float x = (float)x0, y = (float)y0;
+    const float px = x * c.s0;
+    const float py = y * c.s1;
+    *error = (fma(x, c.s0, -px) - fma(y, c.s1, -py)) + ((x * c.s4 - y * c.s5) + c.s3);
+    return two_sum(two_sum(px, -py, error), c.s2, error);
 }
 
-__kernel __attribute__((reqd_work_group_size(${items}, 1, 1)))
+__kernel __attribute__((reqd_work_group_size(${p.items}, 1, 1)))
 void backproject(
     ${common.source_arg(p)},           /* interleaved sinograms, read whole when cached */
-    __global const float4 *projection,  /* per angle: cos, sin, base (h = x cos - y sin + base) */
-    const int n_angles,
-    const int n_bins,
-    const int nx,
-    const int ny,
-    const int accumulate,               /* add to `out` (a later piece) or overwrite it */
-    __global float *out)                /* slices_per_pass planes of ny x nx */
+    __global const float8 *projection,  /* per angle: cos, sin, base, base's residual,
+                                           cos's and sin's residuals (h = x cos - y sin + base) */
+${common.tail_args()}
 {
     const int item = get_local_id(0);
     const int x0 = get_group_id(0) * SQUARE;
     const int y0 = get_group_id(1) * SQUARE;
     // Accumulation: 16 work-items walk a 4x4 square in Z-order, squares lie along x and
-    // ${rows_in_flight} row(s) of them are covered at once (Sect. 6.3, Fig. 13).
-    const int lx = ((item >> 4) % ${squares_per_row}) * 4 + ((item & 1) | ((item >> 1) & 2));
-    const int ly = ((item >> 4) / ${squares_per_row}) * 4 + (((item >> 1) & 1) | ((item >> 2) & 2));
+    // ${p.square_rows_in_flight} row(s) of them are covered at once (Sect. 6.3, Fig. 13).
+    const int lx = ((item >> 4) % ${p.squares_per_row}) * 4 + ((item & 1) | ((item >> 1) & 2));
+    const int ly = ((item >> 4) / ${p.squares_per_row}) * 4 + (((item >> 1) & 1) | ((item >> 2) & 2));
 % if hybrid:
-    // Hybrid (Sect. 7.1): ${p["texture_groups"]} of every 8 work-groups, by linear index, take the
+    // Hybrid (Sect. 7.1): ${p.texture_groups} of every ${p.hybrid_period} work-groups, by linear index, take the
     // texture path over the same pixels; the branch is uniform per work-group and this
     // path has no barrier.
-    if ((get_group_id(1) * get_num_groups(0) + get_group_id(0)) % 8 < ${p["texture_groups"]}) {
+    if ((get_group_id(1) * get_num_groups(0) + get_group_id(0)) % ${p.hybrid_period} < ${p.texture_groups}) {
         ${vt} total[PIXELS];
         for (int k = 0; k < PIXELS; k++)
             total[k] = (${vt})(0.0f);
         const float fx = (float)(x0 + lx);
         const float fy = (float)(y0 + ly);
-% if p["unroll"] > 1:
-        #pragma unroll ${p["unroll"]}
+% if p.unroll > 1:
+        #pragma unroll ${p.unroll}
 % endif
         for (int a = 0; a < n_angles; a++) {
-            const float4 c = projection[a];
+            const float4 c = projection[a].s0123;
             const float h = mad(fx, c.x, mad(-fy, c.y, c.z));
             const float step = ${row_step}.0f * c.y;
             #pragma unroll
@@ -160,14 +149,15 @@ ${common.store(p, "total[k]")}
         // Each cached projection's geometry, by one work-item (CACHED <= 64 < items):
         // computed once rather than by every work-item caching its row.
         if (item < count) {
-            const float4 c = projection[round + item];
+            const float8 c = projection[round + item];
             float error;
             const float first_pixel = square_origin(x0, y0, c, &error);
             // The lowest position any pixel of the square reaches, less one bin of
             // margin so that rounding never indexes below the cache (Sect. 6.1: c_m).
             const float lowest = (SQUARE - 1) * fmin(fmin(0.0f, c.x), fmin(-c.y, c.x - c.y));
             const float first_bin = floor(first_pixel + lowest) - 1.0f;
-            // first_pixel - first_bin is exact (Sterbenz); w: the step between a
+            // first_pixel - first_bin: exact once positions pass twice the cache width
+            // (Sterbenz), else rounded at the result's own ulp; w: the step between a
             // work-item's pixels, ${row_step} rows apart${", fixed point" if fixed else ""}.
             const float4 g = ${samples}.0f * (float4)(c.x, c.y, (first_pixel - first_bin) + error, 0.0f);
 % if fixed:
@@ -178,7 +168,7 @@ ${common.store(p, "total[k]")}
             first_bins[item] = first_bin;
         }
         barrier(CLK_LOCAL_MEM_FENCE);
-        for (int r = row_group; r < count; r += ${items // row_items}) {
+        for (int r = row_group; r < count; r += ${p.items // p.items_per_row}) {
             const float first_bin = first_bins[r];
 % if column_offsets:
             // Sect. 6.8: each column's offset, so one FMA per projection finds a pixel.
@@ -188,8 +178,8 @@ ${common.store(p, "total[k]")}
 % endif
             for (int b = row_item; b < CACHE_WIDTH; b += ROW_ITEMS) {
 % if oversample:
-                // Geometry is in quarter bins: sample b sits at bin b / 4.
-                const ${vt} value = fetch(sinogram, n_bins, first_bin + 0.25f * (float)b, round + r);
+                // Geometry is in 1/${samples} bins: sample b sits at bin b / ${samples}.
+                const ${vt} value = fetch(sinogram, n_bins, first_bin + ${repr(1.0 / samples)}f * (float)b, round + r);
 % else:
                 const ${vt} value = fetch(sinogram, n_bins, first_bin + (float)b, round + r);
 % endif
@@ -215,8 +205,8 @@ ${common.store(p, "total[k]")}
             }
         }
         barrier(CLK_LOCAL_MEM_FENCE);
-% if p["unroll"] > 1:
-        #pragma unroll ${p["unroll"]}
+% if p.unroll > 1:
+        #pragma unroll ${p.unroll}
 % endif
         for (int r = 0; r < count; r++) {
             const float4 g = geometry[r];

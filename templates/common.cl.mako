@@ -1,5 +1,5 @@
 ## Shared pieces of the back-projection kernels. Each <%def> is OpenCL with the
-## parameter-dependent parts filled in; Python passes plain values only.
+## parameter-dependent parts filled in; `p` is the parameter set (pybp/params.py).
 <%!
     COMPONENTS = ("x", "y", "z", "w")
 
@@ -7,10 +7,12 @@
         return "float" if n == 1 else "float%d" % n
 %>
 
-<%def name="header(params, title)">\
+<%def name="header(p, title, fields=None)">\
 /* pybp ${title}
-% for name, value in params.items():
+% for name, value in p.as_dict().items():
+% if fields is None or name in fields:
  *   ${name} = ${value}
+% endif
 % endfor
  */
 </%def>
@@ -18,27 +20,32 @@
 
 ## The argument that carries the sinogram texels.
 <%def name="source_arg(p)">\
-% if p["source"] == "image":
+% if p.source == "image":
 __read_only image2d_t sinogram\
-% elif p["storage"] == "half":
+% elif p.storage == "half":
 __global const half *sinogram\
 % else:
-__global const ${vector_type(p["slices_per_pass"])} *sinogram\
+__global const ${vector_type(p.slices_per_pass)} *sinogram\
 % endif
 </%def>
 
 ## name(sinogram, n_bins, h, p) (default `fetch`): the interpolated value of projection p at detector
 ## position h (bins from the first bin's centre), zero outside the detector.
-<%def name="fetch_function(p, name='fetch')">
-<% n = p["slices_per_pass"]; vt = vector_type(n) %>\
-% if p["source"] == "image":
+## `interpolation` overrides the parameter set's (the ALU cache reads whole bins).
+<%def name="fetch_function(p, name='fetch', interpolation=None)">
+<%
+    n = p.slices_per_pass
+    vt = vector_type(n)
+    linear = (interpolation or p.interpolation) == "linear"
+%>\
+% if p.source == "image":
 <% swizzle = {1: ".x", 2: ".xy", 4: ""}[n] %>\
 // Unnormalized coordinates: texel i covers [i, i+1), so its centre is at i + 0.5.
 // CLK_ADDRESS_CLAMP returns zero beyond the detector edges.
 __constant sampler_t ${name}_sampler = CLK_NORMALIZED_COORDS_FALSE | CLK_ADDRESS_CLAMP
-    | ${"CLK_FILTER_LINEAR" if p["interpolation"] == "linear" else "CLK_FILTER_NEAREST"};
+    | ${"CLK_FILTER_LINEAR" if linear else "CLK_FILTER_NEAREST"};
 
-% if p["texel_rows"] == 2:
+% if p.texel_rows == 2:
 // Slices 0-1 in row 2p, slices 2-3 in row 2p+1: two 64-bit fetches filter faster than
 // one 128-bit fetch, and adjacent rows share texture-cache tiles.
 inline float4 ${name}(__read_only image2d_t sinogram, const int n_bins, const float h, const int p)
@@ -55,7 +62,7 @@ inline ${vt} ${name}(__read_only image2d_t sinogram, const int n_bins, const flo
 % endif
 % else:
 <%
-    if p["storage"] == "half":
+    if p.storage == "half":
         load = "vload_half(%s, sinogram)" if n == 1 else "vload_half%d(%%s, sinogram)" % n
         ptr = "__global const half *sinogram"
     else:
@@ -70,7 +77,7 @@ inline ${vt} ${name}_bin(${ptr}, const int n_bins, const int i, const int p)
 
 inline ${vt} ${name}(${ptr}, const int n_bins, const float h, const int p)
 {
-% if p["interpolation"] == "linear":
+% if linear:
     const float left = floor(h);
     const int i = (int)left;
     const ${vt} a = ${name}_bin(sinogram, n_bins, i, p);
@@ -86,16 +93,16 @@ inline ${vt} ${name}(${ptr}, const int n_bins, const float h, const int p)
 ## The pixel (x, y) of this work-item when each 4x4 square of a 16x16 tile is walked
 ## along a Z-order curve: 4 neighbours fetch bins at most 3 apart, and 16 of them need
 ## about 8 bins (Sect. 5.5, Alg. 2).
-<%def name="zorder_pixel()">
-    const int item = get_local_id(1) * 16 + get_local_id(0);
-    const int x = get_group_id(0) * 16 + ((item >> 4) & 3) * 4 + ((item & 1) | ((item >> 1) & 2));
-    const int y = get_group_id(1) * 16 + ((item >> 6) & 3) * 4 + (((item >> 1) & 1) | ((item >> 2) & 2));
+<%def name="zorder_pixel(p)">
+    const int item = get_local_id(1) * ${p.tile} + get_local_id(0);
+    const int x = get_group_id(0) * ${p.tile} + ((item >> 4) & 3) * 4 + ((item & 1) | ((item >> 1) & 2));
+    const int y = get_group_id(1) * ${p.tile} + ((item >> 6) & 3) * 4 + (((item >> 1) & 1) | ((item >> 2) & 2));
 </%def>
 
 ## Write the per-slice components of `total` for pixel (x, y); later detector or angle
 ## pieces of the same slices add to what the first wrote.
 <%def name="store(p, total)">
-<% n = p["slices_per_pass"] %>\
+<% n = p.slices_per_pass %>\
     if (x < nx && y < ny) {
         const int pixel = y * nx + x;
 % for s in range(n):
@@ -103,4 +110,14 @@ inline ${vt} ${name}(${ptr}, const int n_bins, const float h, const int p)
         out[${s} * nx * ny + pixel] = accumulate ? out[${s} * nx * ny + pixel] + ${value} : ${value};
 % endfor
     }
+</%def>
+
+## The kernel arguments after the per-angle table, the same for every family.
+<%def name="tail_args()">\
+    const int n_angles,
+    const int n_bins,
+    const int nx,
+    const int ny,
+    const int accumulate,               /* add to `out` (a later piece) or overwrite it */
+    __global float *out)                /* slices_per_pass planes of ny x nx */\
 </%def>

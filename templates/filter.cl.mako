@@ -1,14 +1,16 @@
 ## FBP row filter: linear convolution of each projection with the real-space taps of
-## the zero-padded Fourier filter, times the projection's angular weight. It equals the
+## the padded Fourier filter, times the projection's angular weight. It equals the
 ## padded FFT product exactly and needs no FFT library, so it runs on any device.
-## Taps: kernel[d + n_bins - 1] for offsets d in (-n_bins, n_bins).
-${"/* pybp FBP row filter, tile %d */" % tile}
+## Taps: kernel[d + n_bins - 1] for offsets d in (-n_bins, n_bins). Edge padding adds
+## the row's first and last values times the taps that meet the padding (`edges`).
+${"/* pybp FBP row filter, tile %d, %s padding */" % (tile, padding)}
 #define TILE ${tile}
 
 __kernel __attribute__((reqd_work_group_size(TILE, 1, 1)))
 void filter_rows(
     __global const float *rows,     /* n_rows rows of n_bins (all slices, all angles) */
     __global const float *taps,     /* 2 n_bins - 1 filter taps */
+    __global const float *edges,    /* edge padding: per bin, the left and right tap sums */
     __global const float *weights,  /* per angle: angular step (radians) */
     const int n_bins,
     const int n_angles,
@@ -32,6 +34,12 @@ void filter_rows(
             sum = mad(values[j], window[item - j + TILE - 1], sum);
         barrier(CLK_LOCAL_MEM_FENCE);
     }
-    if (first + item < n_bins)
-        out[(size_t)row * n_bins + first + item] = sum * weights[row % n_angles];
+    const int i = first + item;
+    if (i < n_bins) {
+% if padding == "edge":
+        const size_t start = (size_t)row * n_bins;
+        sum = mad(rows[start], edges[i], mad(rows[start + n_bins - 1], edges[n_bins + i], sum));
+% endif
+        out[(size_t)row * n_bins + i] = sum * weights[row % n_angles];
+    }
 }

@@ -10,13 +10,19 @@
 ${common.header(p, "texture fetch ceiling probe" if probe else "texture back-projection (multiproj)")}
 ${common.fetch_function(p)}
 <%
-    vt = common.attr.vector_type(p["slices_per_pass"])
-    local_constants = p["constants"] == "local" and not probe
+    vt = common.attr.vector_type(p.slices_per_pass)
+    local_constants = p.constants == "local" and not probe
+    tile = p.tile
+    projections = p.projections_in_flight
+    # Each work-item takes `projections` pixels, `rows_apart` rows apart: the tile's
+    # items split into one group per projection in flight (Fig. 10).
+    items = tile * tile
+    rows_apart = tile // projections
 %>
-#define PROJECTIONS 4   /* projections in flight per work-group */
-#define CACHED 256      /* projection constants cached per round (Alg. 5) */
+#define PROJECTIONS ${projections}   /* projections in flight per work-group */
+#define CACHED ${p.local_constants}      /* projection constants cached per round (Alg. 5) */
 
-__kernel __attribute__((reqd_work_group_size(16, 16, 1)))
+__kernel __attribute__((reqd_work_group_size(${tile}, ${tile}, 1)))
 void ${"fetch_only" if probe else "backproject"}(
     ${common.source_arg(p)},           /* interleaved sinograms, n_angles rows of n_bins texels */
 % if probe:
@@ -26,31 +32,20 @@ void ${"fetch_only" if probe else "backproject"}(
 % else:
     __constant const float4 *projection, /* per angle: cos, sin, base (h = x cos - y sin + base) */
 % endif
-    const int n_angles,
-    const int n_bins,
-    const int nx,
-    const int ny,
-% if probe:
-    __global float *out)
+${common.tail_args()}
 {
-    const int accumulate = 0;
-% else:
-    const int accumulate,               /* add to `out` (a later piece) or overwrite it */
-    __global float *out)                /* slices_per_pass planes of ny x nx */
-{
-% endif
     // Bits 0-3: Z-order place in a 4x4 square (Sect. 5.5); bits 4-5: the square along
     // a 16x4 strip; bits 6-7: the projection, the same for a whole warp so that its
     // constant loads broadcast (Fig. 10). The strip steps down 4 rows at a time.
-    const int item = get_local_id(1) * 16 + get_local_id(0);
+    const int item = get_local_id(1) * ${tile} + get_local_id(0);
     const int qx = ((item >> 4) & 3) * 4 + ((item & 1) | ((item >> 1) & 2));
     const int qy = ((item >> 1) & 1) | ((item >> 2) & 2);
     const int first = item >> 6;
-    const float fx = (float)(get_group_id(0) * 16 + qx);
-    const float fy = (float)(get_group_id(1) * 16 + qy);
+    const float fx = (float)(get_group_id(0) * ${tile} + qx);
+    const float fy = (float)(get_group_id(1) * ${tile} + qy);
 
-    ${vt} sum[4];
-    for (int k = 0; k < 4; k++)
+    ${vt} sum[PROJECTIONS];
+    for (int k = 0; k < PROJECTIONS; k++)
         sum[k] = (${vt})(0.0f);
 
 % if local_constants:
@@ -61,16 +56,16 @@ void ${"fetch_only" if probe else "backproject"}(
         if (item < count)
             cached[item] = projection[round + item];
         barrier(CLK_LOCAL_MEM_FENCE);
-% if p["unroll"] > 1:
-        #pragma unroll ${p["unroll"]}
+% if p.unroll > 1:
+        #pragma unroll ${p.unroll}
 % endif
         for (int q = first; q < count; q += PROJECTIONS) {
             const float4 c = cached[q];
             const int a = round + q;
 % else:
     {
-% if p["unroll"] > 1:
-        #pragma unroll ${p["unroll"]}
+% if p.unroll > 1:
+        #pragma unroll ${p.unroll}
 % endif
         for (int a = first; a < n_angles; a += PROJECTIONS) {
 % if probe:
@@ -82,22 +77,24 @@ void ${"fetch_only" if probe else "backproject"}(
 % endif
 % if not probe:
             const float h = mad(fx, c.x, mad(-fy, c.y, c.z));
-            const float row_step = 4.0f * c.y;   /* h moves by -4 sin per 4 rows */
+            const float row_step = ${rows_apart}.0f * c.y;   /* h moves by -${rows_apart} sin per ${rows_apart} rows */
 % endif
             #pragma unroll
-            for (int k = 0; k < 4; k++)
+            for (int k = 0; k < PROJECTIONS; k++)
                 sum[k] += fetch(sinogram, n_bins, mad(-(float)k, row_step, h), a);
         }
     }
 
     // Partial sums go to local memory in the tile's row-major order, so the reduction
     // that follows also writes the output coalesced.
-    __local ${vt} partial[PROJECTIONS][256];
-    for (int k = 0; k < 4; k++)
-        partial[first][(qy + 4 * k) * 16 + qx] = sum[k];
+    __local ${vt} partial[PROJECTIONS][${items}];
+    for (int k = 0; k < PROJECTIONS; k++)
+        partial[first][(qy + ${rows_apart} * k) * ${tile} + qx] = sum[k];
     barrier(CLK_LOCAL_MEM_FENCE);
-    const ${vt} total = partial[0][item] + partial[1][item] + partial[2][item] + partial[3][item];
-    const int x = get_group_id(0) * 16 + (item & 15);
-    const int y = get_group_id(1) * 16 + (item >> 4);
+    ${vt} total = partial[0][item];
+    for (int k = 1; k < PROJECTIONS; k++)
+        total += partial[k][item];
+    const int x = get_group_id(0) * ${tile} + (item % ${tile});
+    const int y = get_group_id(1) * ${tile} + (item / ${tile});
 ${common.store(p, "total")}
 }

@@ -1,22 +1,17 @@
 ## Texture-engine back-projection, one pixel per work-item (paper Sect. 5.1, Alg. 1).
 ## `locality` only changes which pixel a work-item takes (Sect. 5.5, Alg. 2).
 <%namespace name="common" file="common.cl.mako"/>\
-${common.header(p, "texture back-projection (%s)" % p["kernel"])}
+${common.header(p, "texture back-projection (%s)" % p.kernel)}
 ${common.fetch_function(p)}
-<% vt = common.attr.vector_type(p["slices_per_pass"]) %>
-__kernel __attribute__((reqd_work_group_size(16, 16, 1)))
+<% vt = common.attr.vector_type(p.slices_per_pass) %>
+__kernel __attribute__((reqd_work_group_size(${p.tile}, ${p.tile}, 1)))
 void backproject(
     ${common.source_arg(p)},           /* interleaved sinograms, n_angles rows of n_bins texels */
     __constant const float4 *projection, /* per angle: cos, sin, base (h = x cos - y sin + base) */
-    const int n_angles,
-    const int n_bins,
-    const int nx,
-    const int ny,
-    const int accumulate,               /* add to `out` (a later piece) or overwrite it */
-    __global float *out)                /* slices_per_pass planes of ny x nx */
+${common.tail_args()}
 {
-% if p["kernel"] == "locality":
-${common.zorder_pixel()}
+% if p.kernel == "locality":
+${common.zorder_pixel(p)}
 % else:
     const int x = get_global_id(0);
     const int y = get_global_id(1);
@@ -24,8 +19,8 @@ ${common.zorder_pixel()}
     const float fx = (float)x;
     const float fy = (float)y;
     ${vt} sum = (${vt})(0.0f);
-% if p["unroll"] > 1:
-    #pragma unroll ${p["unroll"]}
+% if p.unroll > 1:
+    #pragma unroll ${p.unroll}
 % endif
     for (int a = 0; a < n_angles; a++) {
         const float4 c = projection[a];

@@ -1,13 +1,27 @@
 """One fixture picks the device: ``PYBP_DEVICE`` when set (the GPU machine), else the
-default (PoCL on a machine with no GPU). Tolerances are named constants per mode."""
+default (PoCL on a machine with no GPU). Results are judged by ``pybp.verify``, one rule
+and one table of tolerances for tests, ``pybp tune`` and ``pybp bench``."""
 
+import functools
 import zlib
 
 import numpy as np
 import pytest
 
-from pybp import reference
+from pybp import verify
 from pybp.device import describe, select_device
+
+
+@functools.lru_cache(maxsize=1)
+def device_is_gpu():
+    """Whether the test device is a GPU: the large cases run there only (at collection
+    time, so that the CPU suite lists no combination it would only skip)."""
+    return describe(select_device()).type == "gpu"
+
+
+def real_sizes():
+    """Detector widths of the exactness cases: where float32 positions go wrong."""
+    return (1024, 2048, 4096) if device_is_gpu() else (1024,)
 
 
 @pytest.fixture(scope="session")
@@ -15,25 +29,17 @@ def cl_device():
     return select_device()
 
 
-@pytest.fixture(scope="session")
-def exact_images(cl_device):
-    """CPU runtimes interpolate images in float arithmetic; GPUs use 8-bit weights."""
-    return describe(cl_device).type == "cpu"
-
-
-@pytest.fixture(scope="session")
-def linear_tolerance(exact_images):
-    """Relative RMS allowed for a linear-interpolation result (design section 6)."""
-
-    def tolerance(params):
-        if params.source == "buffer" or exact_images:
-            return reference.RTOL_EXACT
-        return reference.RTOL_TEXTURE
-
-    return tolerance
-
-
 @pytest.fixture
 def rng(request):
     # Fresh data per test, the same in every run (str hash() is salted per process).
     return np.random.default_rng(zlib.crc32(request.node.name.encode()))
+
+
+def assert_verified(got, data, bp, rows=None, filter=None, padding="zero"):
+    """Judge a result by the one rule (pybp.verify) and fail with the verdict."""
+    count = 1 if np.ndim(data) == 2 else len(data)
+    params = bp.plan.passes[bp.plan.width_for(min(count, bp.slices_per_pass))].params
+    verdict = verify.judge(got, data, bp.geometry, params, filter=filter, padding=padding,
+                           rows=rows)
+    assert verdict.passed, f"{params.key()}: {verdict}"
+    return verdict

@@ -91,3 +91,21 @@ def test_render_command_writes_and_never_overwrites(tmp_path, capsys):
                  "-o", str(alu)]) == 0
     assert "square = 32" in alu.read_text() and "cache = pair" in alu.read_text()
     assert main(["render", "--kernel", "alu", "--interpolation", "nearest"]) == 2  # pair
+
+
+def test_render_offers_every_field_of_the_parameter_sets(capsys):
+    """`pybp render` derives its options from the dataclasses: nothing to keep in step."""
+    from dataclasses import fields
+
+    from pybp.params import AluParams
+
+    with pytest.raises(SystemExit):
+        main(["render", "--help"])
+    text = capsys.readouterr().out
+    for f in fields(AluParams):
+        assert "--" + f.name.replace("_", "-") in text, f.name
+    assert main(["render", "--kernel", "alu", "--texture-groups", "2", "--cache-storage",
+                 "float", "--launch-texel-bytes", "1048576"]) == 0
+    source = capsys.readouterr().out
+    assert "texture_groups = 2" in source and "launch_texel_bytes = 1048576" in source
+    assert main(["render", "--kernel", "standard", "--square", "32"]) == 2  # an ALU field

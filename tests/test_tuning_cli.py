@@ -5,7 +5,7 @@ import json
 import numpy as np
 import pytest
 
-from pybp import tuning
+from pybp import profiles, tuning
 from pybp.cli import main
 from pybp.device import describe
 
@@ -18,13 +18,13 @@ def cache(tmp_path, monkeypatch):
 
 def test_profile_round_trip_and_other_device_refused(cl_device, cache):
     device = describe(cl_device)
-    key = tuning.setting_key(2, "linear", "float")
-    path = tuning.save_profile(device, {key: {"params": {"kernel": "locality"}, "gups": 1.0}})
-    assert tuning.load_profile(device) == {key: {"kernel": "locality"}}
+    key = profiles.setting_key(2, "linear", "float")
+    path = profiles.save_profile(device, {key: {"params": {"kernel": "locality"}, "gups": 1.0}})
+    assert profiles.load_profile(device) == {key: {"kernel": "locality"}}
     data = json.loads(path.read_text())
     data["device"] = "another device"
     path.write_text(json.dumps(data))
-    assert tuning.load_profile(device) == {}
+    assert profiles.load_profile(device) == {}
 
 
 def test_tune_picks_a_verified_winner_and_it_is_used(cl_device, cache):
@@ -32,7 +32,7 @@ def test_tune_picks_a_verified_winner_and_it_is_used(cl_device, cache):
 
     winners = tuning.tune(device=cl_device, size=48, settings=[(1, "linear", "float")],
                           repeats=1, families=("texture",), log=lambda *_: None)
-    key = tuning.setting_key(1, "linear", "float")
+    key = profiles.setting_key(1, "linear", "float")
     assert winners[key]["gups"] > 0
     bp = pybp.Backprojector(48, np.linspace(0, np.pi, 8, endpoint=False), device=cl_device,
                             slices_per_pass=1)

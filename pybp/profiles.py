@@ -1,0 +1,64 @@
+"""Tuned profiles: the winners of ``pybp tune`` per device, as JSON files.
+
+A profile lives in the user's cache directory (``PYBP_CACHE_DIR`` overrides), named
+after the device; its header holds the full device identity, so a profile made for
+another device or driver is ignored. Files are written atomically. The profiler reads
+them (``pybp.profiler``), the tuner writes them (``pybp.tuning``).
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+from pathlib import Path
+
+from .codegen import write_text_new
+
+FORMAT_VERSION = 1
+
+
+def setting_key(slices_per_pass, interpolation, storage) -> str:
+    return f"v{slices_per_pass}-{interpolation}-{storage}"
+
+
+def cache_dir() -> Path:
+    if os.environ.get("PYBP_CACHE_DIR"):
+        return Path(os.environ["PYBP_CACHE_DIR"])
+    import platformdirs  # a pyopencl dependency
+
+    return Path(platformdirs.user_cache_dir("pybp"))
+
+
+def profile_path(device) -> Path:
+    digest = hashlib.sha1(device.identity.encode()).hexdigest()[:12]
+    safe = "".join(c if c.isalnum() else "_" for c in device.name)[:40]
+    return cache_dir() / f"profile-{safe}-{digest}.json"
+
+
+def load_profile(device) -> dict:
+    """Tuned settings for exactly this device and driver, or ``{}``."""
+    path = profile_path(device)
+    try:
+        data = json.loads(path.read_text())
+    except (OSError, ValueError):
+        return {}
+    if data.get("format") != FORMAT_VERSION or data.get("device") != device.identity:
+        return {}
+    return {key: entry["params"] for key, entry in data.get("settings", {}).items()}
+
+
+def save_profile(device, settings: dict) -> Path:
+    """Merge ``settings`` (key -> {"params": ..., "gups": ...}) into the device's profile."""
+    path = profile_path(device)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    try:
+        data = json.loads(path.read_text())
+        if data.get("device") != device.identity:
+            data = {}
+    except (OSError, ValueError):
+        data = {}
+    merged = dict(data.get("settings", {}), **settings)
+    text = json.dumps({"format": FORMAT_VERSION, "device": device.identity,
+                       "settings": merged}, indent=2, sort_keys=True)
+    return write_text_new(path, text, overwrite=True)
