@@ -107,7 +107,6 @@ class DeviceFilter:
 
     def __init__(self, context, name, n_bins, weights, padding="zero"):
         self.n_bins, self.n_angles = n_bins, len(weights)
-        self.padding = padding
         flags = cl.mem_flags.READ_ONLY | cl.mem_flags.COPY_HOST_PTR
         self.taps = cl.Buffer(context, flags, hostbuf=filter_taps(name, n_bins).astype(np.float32))
         self.weights = cl.Buffer(context, flags, hostbuf=np.asarray(weights, np.float32))

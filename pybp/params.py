@@ -173,12 +173,6 @@ class TextureParams(KernelParams):
         return (-(-nx // TILE) * TILE, -(-ny // TILE) * TILE)
 
     @property
-    def approximate(self):
-        """Texture kernels interpolate with the texture engine's weights (8-bit on
-        NVIDIA), or with float32 positions counted from the slice corner elsewhere."""
-        return True
-
-    @property
     def local_memory_bytes(self):
         if self.kernel != "multiproj":
             return 0
@@ -331,11 +325,6 @@ class AluParams(KernelParams):
         return (-(-nx // self.square) * self.items, -(-ny // self.square))
 
     @property
-    def approximate(self):
-        """Whether results differ from the formula by more than float rounding."""
-        return self.cache == "oversample" or self.texture_groups > 0
-
-    @property
     def local_memory_bytes(self):
         value = (2 if self.cache_storage == "half" else 4) * self.slices_per_pass
         per_bin = {"plain": 1, "pair": 2, "oversample": OVERSAMPLING}[self.cache] * value
@@ -356,9 +345,6 @@ class AluParams(KernelParams):
         if self.launch_texel_bytes:
             parts.append(f"l{self.launch_texel_bytes >> 20}M")
         return "-".join(parts)
-
-
-FAMILIES = {"texture": TextureParams, "alu": AluParams}
 
 
 def family_of(kernel: str):

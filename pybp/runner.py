@@ -76,7 +76,6 @@ class Backprojector:
         self.plan = Plan.create(self.geometry, self.device, self.formats, slices_per_pass,
                                 self.interpolation, self.precision, self.kernel, overrides,
                                 piece_shape)
-        self.params = self.plan.params
         flags = cl.mem_flags.READ_ONLY | cl.mem_flags.COPY_HOST_PTR
         self._tables = {width: [cl.Buffer(self.context, flags, hostbuf=table) for table in p.tables]
                         for width, p in self.plan.passes.items()}
@@ -89,6 +88,11 @@ class Backprojector:
         self._allocate()
         self.last_kernel_seconds = 0.0  # back-projection launches of the last call
         self.last_filter_seconds = 0.0  # FBP filtering of the last call
+
+    @property
+    def params(self):
+        """The parameter set of full passes (``self.plan`` holds every width's)."""
+        return self.plan.params
 
     # ---- set-up ---------------------------------------------------------------------
     def _allocate(self):
