@@ -9,12 +9,17 @@ yardstick. Kernel time only, median of ``repeats`` runs after a warm-up.
 
 from __future__ import annotations
 
-
 import numpy as np
 import pyopencl as cl
 
 from . import codegen
-from .device import CHANNEL_ORDERS, CHANNEL_TYPES, describe, select_device, usable_image_formats
+from .device import (
+    CHANNEL_ORDERS,
+    CHANNEL_TYPES,
+    describe,
+    select_device,
+    usable_image_formats,
+)
 from .params import HYBRID_PERIOD, SETTINGS, TextureParams
 from .profiler import architecture, choose_texel
 from .runner import Backprojector
@@ -64,9 +69,18 @@ def texture_ceiling(cl_device, params: TextureParams, size, n_angles, repeats):
                        np.float32(0.0),  # row_slope
                        np.int32(n_angles), np.int32(size), np.int32(size), np.int32(size),
                        np.int32(0),  # accumulate
+                       np.int32(0),  # first_plane
                        out),
         repeats)
     return size * size * n_angles / seconds
+
+
+def silx_platform_device(cl_device):
+    """silx's (platform id, device id) of ``cl_device``."""
+    platforms = cl.get_platforms()
+    pid = next(i for i, p in enumerate(platforms) if p.int_ptr == cl_device.platform.int_ptr)
+    did = next(i for i, d in enumerate(platforms[pid].get_devices()) if d.int_ptr == cl_device.int_ptr)
+    return pid, did
 
 
 def silx_seconds(cl_device, angles, data, repeats):
@@ -75,9 +89,7 @@ def silx_seconds(cl_device, angles, data, repeats):
         from silx.opencl.backprojection import Backprojection
     except Exception:  # not installed, or broken
         return None
-    platforms = cl.get_platforms()
-    pid = next(i for i, p in enumerate(platforms) if p.int_ptr == cl_device.platform.int_ptr)
-    did = next(i for i, d in enumerate(platforms[pid].get_devices()) if d.int_ptr == cl_device.int_ptr)
+    pid, did = silx_platform_device(cl_device)
     silx = Backprojection(data.shape, angles=angles, platformid=pid, deviceid=did, profile=True)
     silx._transfer_to_texture(data)
     kernel = silx.kernels.backproj_kernel if silx._use_textures else silx.kernels.backproj_cpu_kernel

@@ -9,13 +9,21 @@ from dataclasses import fields as dataclass_fields
 
 import numpy as np
 
-from . import bench, codegen, reference, tuning
+from . import bench, bench_pipeline, codegen, reference, tuning
 from .device import devices
 from .filters import FILTERS
 from .geometry import Geometry
 from .imagefile import write_slice
-from .params import (INTERPOLATIONS, KERNELS, SETTINGS, SLICES_PER_PASS, STORAGES, AluParams,
-                     TextureParams, family_of)
+from .params import (
+    INTERPOLATIONS,
+    KERNELS,
+    SETTINGS,
+    SLICES_PER_PASS,
+    STORAGES,
+    AluParams,
+    TextureParams,
+    family_of,
+)
 from .runner import Backprojector
 
 
@@ -119,6 +127,13 @@ def _selected(args, settings=SETTINGS):
 
 
 def cmd_bench(args):
+    if args.pipeline:
+        bench_pipeline.run(device=args.device, size=args.size, n_angles=args.angles,
+                           rows=args.rows, n_flats=args.flats,
+                           interpolation=(args.interpolation or ["linear"])[0],
+                           precision=(args.storage or ["float"])[0], repeats=args.repeats,
+                           with_silx=not args.no_silx)
+        return 0
     if args.hybrid_sweep:
         bench.hybrid_sweep(device=args.device, size=args.size, repeats=args.repeats,
                            settings=_selected(args, bench.HYBRID_SETTINGS))
@@ -184,6 +199,14 @@ def build_parser():
     bench_.add_argument("--no-silx", action="store_true", help="skip the silx yardstick")
     bench_.add_argument("--hybrid-sweep", action="store_true",
                         help="only: GU/s of the hybrid mode for each texture/ALU split")
+    bench_.add_argument("--pipeline", action="store_true",
+                        help="only: a whole volume from uint16 projections with flats and darks "
+                             "in memory to float32 slices in memory, beside the kernel-only "
+                             "speed and silx's filtered_backprojection")
+    bench_.add_argument("--rows", type=int, default=2048,
+                        help="with --pipeline: detector rows, i.e. slices (default: 2048)")
+    bench_.add_argument("--flats", type=int, default=20,
+                        help="with --pipeline: flat and dark frames each (default: 20)")
     bench_.set_defaults(func=cmd_bench)
 
     tune = sub.add_parser("tune", help="search kernel parameters for this device; save a profile")
@@ -200,7 +223,7 @@ def build_parser():
 
 def main(argv=None):
     args = build_parser().parse_args(argv)
-    for name in ("size", "angles", "repeats"):
+    for name in ("size", "angles", "repeats", "rows", "flats"):
         value = getattr(args, name, None)
         if value is not None and value < 1:
             print(f"pybp {args.command}: --{name} must be positive, got {value}", file=sys.stderr)

@@ -82,6 +82,22 @@ def render_filter(padding: str = "zero") -> str:
     return _render("filter.cl.mako", tile=FILTER_TILE, padding=padding)
 
 
+@functools.lru_cache(maxsize=16)
+def render_fft(size: int, items: int, padding: str, first: int, paired: bool) -> str:
+    """Source of ``filter_rows`` by FFT: ``size`` points (a power of two) on ``items``
+    work-items; rows start at padded position ``first`` (edge padding); ``paired``
+    exchanges whole complex values through local memory (2 ``size`` floats)."""
+    return _render("fft.cl.mako", size=size, items=items, padding=padding, first=first,
+                   paired=paired)
+
+
+@functools.lru_cache(maxsize=16)
+def render_normalize(raw_type: str, real: str = "float") -> str:
+    """Source of ``mean_frames`` and ``sinograms_from_projections`` for input of the
+    OpenCL type ``raw_type``, with arithmetic in ``real`` (``float`` or ``double``)."""
+    return _render("normalize.cl.mako", raw_type=raw_type, real=real)
+
+
 def write_text_new(path, text: str, overwrite: bool = False) -> Path:
     """Write ``text`` to ``path`` atomically, refusing to replace a file unless asked."""
     path = Path(path)

@@ -4,10 +4,13 @@ The ramp is built in real space and transformed (Kak & Slaney, Ch. 3, Eq. 61), w
 avoids the DC error of a sampled ``|f|``; projections are padded to at least twice their
 width, with zeros (``padding="zero"``) or with their first and last values (``"edge"``,
 for truncated scans: an object wider than the detector does not drop to zero at its
-edges, and zeros there bring cupping and a bright rim). The device applies the filter as
-a linear convolution with the real-space taps of the padded filter, which equals the
-padded FFT product exactly; edge padding adds the first and last values times the sums
-of the taps that meet the padding, known in advance.
+edges, and zeros there bring cupping and a bright rim).
+
+On the device, :class:`FftFilter` filters two rows per complex FFT in local memory
+(templates/fft.cl.mako); where the padded row does not fit a device's local memory,
+:class:`ConvolutionFilter` convolves with the real-space taps of the padded filter,
+which equals the padded FFT product exactly (edge padding adds the first and last
+values times the sums of the taps that meet the padding, known in advance).
 """
 
 from __future__ import annotations
@@ -45,6 +48,15 @@ def fourier_filter(name: str, size: int) -> np.ndarray:
     elif name == "hann":
         response *= np.fft.fftshift(np.hanning(size))
     return response
+
+
+def even_response(name: str, size: int) -> np.ndarray:
+    """The response's even part, (H[k] + H[-k]) / 2. The windows are sampled symmetric
+    about (size - 1) / 2, not about size / 2, so they are not quite even; filtering a
+    real row and keeping the real part (scikit-image's way, and ``filter_numpy``'s)
+    applies exactly this even part, which two rows sharing one transform need."""
+    response = fourier_filter(name, size)
+    return 0.5 * (response + np.roll(response[::-1], 1))
 
 
 def _padded_kernel(name: str, n_bins: int) -> np.ndarray:
@@ -100,10 +112,48 @@ def filter_numpy(sinograms, name: str, weights, padding: str = "zero") -> np.nda
     return filtered * np.asarray(weights)[:, None]
 
 
-class DeviceFilter:
-    """Filters rows of sinograms on the device (any OpenCL device; no FFT library).
+FFT_ITEMS = 256  # work-items per transform, fewer for short rows
+
+
+class FftFilter:
+    """Filters rows of sinograms on the device by FFT, in place if asked: two rows per
+    complex transform, one work-group each (radix-2 Stockham in local memory).
 
     ``weights`` are the angle weights (the geometry's, or the caller's)."""
+
+    def __init__(self, context, name, n_bins, weights, padding="zero", paired=None):
+        size = padded_size(n_bins)
+        self.n_angles = len(weights)
+        self.items = min(FFT_ITEMS, size // 2, context.devices[0].max_work_group_size)
+        first = edge_padding(n_bins)[0] if padding == "edge" else 0
+        flags = cl.mem_flags.READ_ONLY | cl.mem_flags.COPY_HOST_PTR
+        twiddles = np.exp(-2j * np.pi * np.arange(size // 2) / size).astype(np.complex64)
+        self.twiddles = cl.Buffer(context, flags, hostbuf=twiddles)
+        self.response = cl.Buffer(context, flags,
+                                  hostbuf=(even_response(name, size) / size).astype(np.float32))
+        self.weights = cl.Buffer(context, flags, hostbuf=np.asarray(weights, np.float32))
+        if paired is None:  # whole complex values through local memory, where they fit
+            paired = 8 * size <= context.devices[0].local_mem_size
+        source = codegen.render_fft(size, self.items, padding, first, paired)
+        self.kernel = cl.Program(context, source).build().filter_rows
+        self.n_bins = n_bins
+
+    @staticmethod
+    def fits(device, n_bins) -> bool:
+        """Whether a padded row fits the device's local memory (one float per point)."""
+        return 4 * padded_size(n_bins) <= device.local_memory
+
+    def __call__(self, queue, source, destination, n_slices, wait_for=None):
+        rows = n_slices * self.n_angles
+        return self.kernel(queue, (-(-rows // 2) * self.items,), (self.items,),
+                           source, self.twiddles, self.response, self.weights,
+                           np.int32(self.n_bins), np.int32(self.n_angles), np.int32(rows),
+                           destination, wait_for=wait_for)
+
+
+class ConvolutionFilter:
+    """Filters rows of sinograms on the device by direct convolution (any row length;
+    not in place). ``weights`` are the angle weights."""
 
     def __init__(self, context, name, n_bins, weights, padding="zero"):
         self.n_bins, self.n_angles = n_bins, len(weights)
@@ -115,9 +165,25 @@ class DeviceFilter:
         source = codegen.render_filter(padding)
         self.kernel = cl.Program(context, source).build().filter_rows
 
-    def __call__(self, queue, source, destination, n_slices):
+    def __call__(self, queue, source, destination, n_slices, wait_for=None):
         tile = codegen.FILTER_TILE
         rows = n_slices * self.n_angles
         return self.kernel(queue, (-(-self.n_bins // tile) * tile, rows), (tile, 1),
                            source, self.taps, self.edges, self.weights,
-                           np.int32(self.n_bins), np.int32(self.n_angles), destination)
+                           np.int32(self.n_bins), np.int32(self.n_angles), destination,
+                           wait_for=wait_for)
+
+
+def device_filter(context, device, name, n_bins, weights, padding="zero", method="auto"):
+    """The FBP filter for a device: FFT where a padded row fits its local memory, else
+    direct convolution; ``method`` ("fft" or "convolution") forces one."""
+    if method == "auto":
+        method = "fft" if FftFilter.fits(device, n_bins) else "convolution"
+    if method == "fft":
+        if not FftFilter.fits(device, n_bins):
+            raise ValueError(f"filter_method: a padded row of {padded_size(n_bins)} points does "
+                             f"not fit {device.name}'s local memory; use convolution")
+        return FftFilter(context, name, n_bins, weights, padding)
+    if method != "convolution":
+        raise ValueError(f"filter_method: expected auto, fft or convolution; got {method!r}")
+    return ConvolutionFilter(context, name, n_bins, weights, padding)

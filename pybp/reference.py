@@ -8,6 +8,7 @@ import numpy as np
 from .filters import filter_numpy
 from .geometry import Geometry
 
+
 def relative_rms(got, want) -> float:
     return float(np.linalg.norm(np.asarray(got, np.float64) - want) / np.linalg.norm(want))
 

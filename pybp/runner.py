@@ -1,17 +1,18 @@
-"""``Backprojector``: device buffers, images, interleaving, launches, splitting large work."""
+"""``Backprojector``: the one-shot API over a plan (pybp/plan.py) and an executor
+(pybp/executor.py), streaming a stack of sinograms from the caller's array to the
+caller's output."""
 
 from __future__ import annotations
-
-import sys
 
 import numpy as np
 import pyopencl as cl
 
-from . import codegen, filters, profiler, scaling
-from .device import CHANNEL_ORDERS, CHANNEL_TYPES, describe, select_device, usable_image_formats
+from . import filters, pipeline, profiler, scaling
+from .device import describe, select_device, usable_image_formats
+from .executor import Executor
 from .geometry import Geometry, as_sinogram_stack, check_output
-from .params import INTERPOLATIONS, KERNELS, PACK_ITEMS, SLICES_PER_PASS, STORAGES
-from .plan import Plan
+from .params import INTERPOLATIONS, KERNELS, SLICES_PER_PASS, STORAGES
+from .plan import MemoryPlan, Plan
 
 
 def _choice(name, value, choices):
@@ -20,11 +21,15 @@ def _choice(name, value, choices):
     return value
 
 
-def _float4(values):
-    """Up to 4 per-slice values as a kernel's float4 argument (the rest 1)."""
-    padded = np.ones(4, np.float32)
-    padded[:len(values)] = values
-    return padded.view(cl.cltypes.float4)[0]
+def open_device(device=None, context=None, queue=None):
+    """``(cl_device, context, queue or None)`` from what the caller gave: a queue, a
+    context, or a device choice (see :func:`pybp.device.select_device`)."""
+    if queue is not None:
+        return queue.device, queue.context, queue
+    if context is not None:
+        return context.devices[0], context, None
+    cl_device = select_device(device)
+    return cl_device, cl.Context([cl_device]), None
 
 
 class Backprojector:
@@ -41,17 +46,22 @@ class Backprojector:
     projection (radians it stands for; see :meth:`pybp.geometry.Geometry.angle_weights`
     for the default rule). ``overrides`` forces parameter-set fields (tests, benchmarks,
     tuning); ``piece_shape`` caps the ``(angles, bins)`` read by one launch.
-    ``progress`` prints the slices done to standard error when a call takes several
-    passes.
+    ``progress`` shows the slices done, GU/s and time left on standard error when a
+    call runs longer than 2 s. ``device``, ``context`` or ``queue`` (then the compute
+    queue) choose the device; ``filter_method`` forces ``"fft"`` or ``"convolution"``.
 
     The parameter set and pieces of every pass width are chosen and checked here
-    (``self.plan``); a call checks its data before it writes anything to ``out``.
+    (``self.plan``); a call checks its data before it writes anything to ``out``, then
+    streams the stack through ``self.executor`` in chunks. ``close()``, or leaving a
+    ``with`` block, releases device memory. One thread at a time: use one
+    ``Backprojector`` per thread, or a lock.
     """
 
     def __init__(self, n_bins, angles, center=None, slice_shape=None, device=None,
                  interpolation="linear", slices_per_pass="auto", precision="float",
                  kernel="auto", filter=None, slice_offset=None, overrides=None,
-                 piece_shape=None, progress=False, padding="zero", angle_weights=None):
+                 piece_shape=None, progress=False, padding="zero", angle_weights=None,
+                 context=None, queue=None, filter_method="auto"):
         self.geometry = Geometry.create(n_bins, angles, center, slice_shape, slice_offset,
                                         angle_weights)
         self.interpolation = _choice("interpolation", interpolation, INTERPOLATIONS)
@@ -64,10 +74,7 @@ class Backprojector:
             raise ValueError("padding: pads the rows of the FBP filter; give a filter too")
         self.progress = progress
 
-        self.cl_device = select_device(device)
-        self.context = cl.Context([self.cl_device])
-        self.queue = cl.CommandQueue(
-            self.context, properties=cl.command_queue_properties.PROFILING_ENABLE)
+        self.cl_device, self.context, queue = open_device(device, context, queue)
         self.device = describe(self.cl_device)
         self.formats = usable_image_formats(self.context)
         if slices_per_pass == "auto":
@@ -76,16 +83,12 @@ class Backprojector:
         self.plan = Plan.create(self.geometry, self.device, self.formats, slices_per_pass,
                                 self.interpolation, self.precision, self.kernel, overrides,
                                 piece_shape)
-        flags = cl.mem_flags.READ_ONLY | cl.mem_flags.COPY_HOST_PTR
-        self._tables = {width: [cl.Buffer(self.context, flags, hostbuf=table) for table in p.tables]
-                        for width, p in self.plan.passes.items()}
-        self._weights = self.geometry.angle_weights()
+        weights = self.geometry.angle_weights()
         gain = None if self.filter is None else filters.gain(self.filter, self.geometry.n_bins)
-        self._texel_bound, self._result_bound = scaling.bounds_per_peak(
-            self.geometry.n_angles, self._weights, gain)
-        self._programs = {}
-        self._images = {}
-        self._allocate()
+        self._result_bound = scaling.result_bound(self.geometry.n_angles, weights, gain)
+        self.executor = Executor(self.plan, self.device, self.context, queue, self.filter,
+                                 self.padding, weights, filter_method=filter_method)
+        self.queue = self.executor.queue
         self.last_kernel_seconds = 0.0  # back-projection launches of the last call
         self.last_filter_seconds = 0.0  # FBP filtering of the last call
 
@@ -94,119 +97,52 @@ class Backprojector:
         """The parameter set of full passes (``self.plan`` holds every width's)."""
         return self.plan.params
 
-    # ---- set-up ---------------------------------------------------------------------
-    def _allocate(self):
-        g, n = self.geometry, self.slices_per_pass
-        ny, nx = g.slice_shape
-        rw = cl.mem_flags.READ_WRITE
-        self._sinograms = cl.Buffer(self.context, rw, n * g.n_angles * g.n_bins * 4)
-        self._filtered = None
-        if self.filter is not None:
-            self._filtered = cl.Buffer(self.context, rw, n * g.n_angles * g.n_bins * 4)
-            self._row_filter = filters.DeviceFilter(self.context, self.filter, g.n_bins,
-                                                    self._weights, self.padding)
-        self._texels = cl.Buffer(self.context, rw, self.plan.texel_bytes)
-        self._slices = cl.Buffer(self.context, rw, n * ny * nx * 4)
-
-    def _kernel(self, source, name):
-        """Kernel ``name`` of ``source``: each program built once, each kernel made once."""
-        if (source, name) not in self._programs:
-            if source not in self._programs:
-                self._programs[source] = cl.Program(self.context, source).build()
-            self._programs[source, name] = cl.Kernel(self._programs[source], name)
-        return self._programs[source, name]
-
-    def _kernels(self, width):
-        """The ``pack``, ``unscale`` and ``backproject`` kernels of a pass width."""
-        params = self.plan.passes[width].params
-        packing = codegen.render_pack(params)
-        return (self._kernel(packing, "pack"), self._kernel(packing, "unscale"),
-                self._kernel(codegen.render(params), "backproject"))
-
-    def _load_image(self, params, piece):
-        """Copy the packed texels of a piece into its image, made once per shape.
-
-        Images are exactly the piece's size: their clamp-to-zero border is the edge."""
-        shape = (piece.n_bins, piece.n_angles * params.texel_rows)
-        key = (params.texel_channels, params.storage, shape)
-        if key not in self._images:
-            fmt = cl.ImageFormat(CHANNEL_ORDERS[params.texel_channels], CHANNEL_TYPES[params.storage])
-            self._images[key] = cl.create_image(self.context, cl.mem_flags.READ_ONLY, fmt, shape=shape)
-        cl.enqueue_copy(self.queue, self._images[key], self._texels, offset=0, origin=(0, 0),
-                        region=shape)
-        return self._images[key]
-
-    # ---- one pass: up to slices_per_pass slices ---------------------------------------
-    def _run_pass(self, stack, peaks, result):
-        g, count = self.geometry, stack.shape[0]
-        ny, nx = g.slice_shape
-        width = self.plan.width_for(count)
-        plan = self.plan.passes[width]
-        params = plan.params
-        scales = np.ones(count)
-        if params.storage == "half":
-            scales = scaling.half_scales(peaks * self._texel_bound)
-        cl.enqueue_copy(self.queue, self._sinograms, stack, is_blocking=False)
-        sinograms = self._sinograms
-        filtering = None
-        if self.filter is not None:
-            filtering = self._row_filter(self.queue, self._sinograms, self._filtered, count)
-            sinograms = self._filtered
-        pack, unscale, backproject = self._kernels(width)
-        events = []
-        for index, (piece, table) in enumerate(zip(plan.pieces, self._tables[width])):
-            pack(self.queue, (-(-piece.n_bins // PACK_ITEMS) * PACK_ITEMS, piece.n_angles),
-                 (PACK_ITEMS, 1),
-                 sinograms, np.int32(count), np.int32(g.n_angles), np.int32(g.n_bins),
-                 np.int32(piece.first_angle), np.int32(piece.first_bin),
-                 np.int32(piece.n_angles), np.int32(piece.n_bins), _float4(scales), self._texels)
-            texels = self._load_image(params, piece) if params.source == "image" else self._texels
-            events.append(backproject(
-                self.queue, params.global_size(g.slice_shape), params.local_size,
-                texels,                       # interleaved sinogram texels: image or buffer
-                table,                        # per angle: cos, sin, base (+ residuals)
-                np.int32(piece.n_angles),
-                np.int32(piece.n_bins),
-                np.int32(nx), np.int32(ny),
-                np.int32(index > 0),          # later pieces accumulate
-                self._slices))
-        if (scales != 1).any():  # half texels held each slice times its scale
-            events.append(unscale(self.queue, (nx * ny, count), None,
-                                  self._slices, np.int32(nx * ny), _float4(1.0 / scales)))
-        cl.enqueue_copy(self.queue, result, self._slices, is_blocking=True)
-        self.last_kernel_seconds += sum(
-            (e.profile.end - e.profile.start) * 1e-9 for e in events)
-        if filtering is not None:
-            self.last_filter_seconds += (filtering.profile.end - filtering.profile.start) * 1e-9
-
-    # ---- the API ----------------------------------------------------------------------
     def __call__(self, sinograms, out=None):
         stack, single, peaks = as_sinogram_stack(sinograms, self.geometry)
         g = self.geometry
         scaling.check_range(peaks * self._result_bound)
         ny, nx = g.slice_shape
-        shape = (ny, nx) if single else (stack.shape[0], ny, nx)
+        n = stack.shape[0]
+        shape = (ny, nx) if single else (n, ny, nx)
         if out is None:
             out = np.empty(shape, np.float32)
         else:
             check_output(out, shape)
         target = out[None] if single and isinstance(out, np.ndarray) else out
-        n = self.slices_per_pass
-        passes = [(start, min(n, stack.shape[0] - start)) for start in range(0, stack.shape[0], n)]
-        for width in {self.plan.width_for(count) for _, count in passes}:
-            self._kernels(width)  # a build error comes before anything is written
-        self.last_kernel_seconds = self.last_filter_seconds = 0.0
-        result = np.empty((n, ny, nx), np.float32)
-        for done, (start, count) in enumerate(passes):
-            self._run_pass(stack[start:start + count], peaks[start:start + count], result[:count])
+        self.executor.reserve(MemoryPlan.create(self.plan, self.device, 0, n))
+        self.executor.stage_seconds.clear()
+        reading, writing = pipeline.copy_pools()
+
+        def read(start, count, staging):
+            pipeline.copy_blocks(reading, staging, stack[start:start + count])
+
+        def write(start, count, slices):
             if single and not isinstance(out, np.ndarray):
-                target[...] = result[0]
+                target[...] = slices[0]
+            elif isinstance(target, np.ndarray):
+                pipeline.copy_blocks(writing, target[start:start + count], slices)
             else:
-                target[start:start + count] = result[:count]
-            if self.progress and len(passes) > 1:
-                print(f"\rpybp: {min(start + count, stack.shape[0])}/{stack.shape[0]} slices",
-                      end="" if done + 1 < len(passes) else "\n", file=sys.stderr, flush=True)
+                target[start:start + count] = slices
+
+        progress = pipeline.Progress(n, g.updates(), self.progress)
+        try:
+            pipeline.stream(self.executor, n, read, write, progress)
+        finally:
+            reading.shutdown()
+            writing.shutdown()
+        self.last_kernel_seconds = self.executor.stage_seconds["backproject"]
+        self.last_filter_seconds = self.executor.stage_seconds["filter"]
         return out
+
+    def close(self):
+        """Release device memory now (also on leaving a ``with`` block)."""
+        self.executor.close()
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc):
+        self.close()
 
 
 def _n_bins(sinograms):

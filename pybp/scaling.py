@@ -3,7 +3,8 @@
 Half floats hold 11 significant bits between 6.1e-5 and 65504. Sinograms scaled by 1e-4
 (or FBP's angular weight of pi/n times a small signal) fall into half's subnormals and
 lose their bits; values over 65504 become inf. So each slice is multiplied by a power of
-two before packing, chosen so that its largest possible texel lands near ``HALF_TARGET``,
+two before packing, chosen on the device from its largest texel (after filtering) so
+that it lands near ``HALF_TARGET``,
 and the back-projection is multiplied back by its inverse: both exact, and any finite
 float32 sinogram keeps half's precision. What float32 itself cannot hold (a
 back-projection summing past 3.4e38) is refused before any work.
@@ -48,12 +49,11 @@ def check_range(bounds, name="sinograms", what="back-projection"):
                          f"(up to {worst:.3g}, float32 holds 3.4e38); scale the data down")
 
 
-def bounds_per_peak(n_angles, weights=None, filter_gain=None) -> tuple[float, float]:
-    """Per unit of a slice's largest absolute value: the largest texel and the largest
-    value any stage of the back-projection can reach. Filtering grows a row by at most
-    the filter's gain (its kernel's L1 norm) before each angle's weight; a plain
-    back-projection sums at most ``n_angles`` values."""
+def result_bound(n_angles, weights=None, filter_gain=None) -> float:
+    """Per unit of a slice's largest absolute value, the largest value any stage of
+    the back-projection can reach. Filtering grows a row by at most the filter's gain
+    (its kernel's L1 norm) before each angle's weight; a plain back-projection sums at
+    most ``n_angles`` values."""
     if filter_gain is None:
-        return 1.0, float(n_angles)
-    weights = np.asarray(weights, np.float64)
-    return filter_gain * float(weights.max()), filter_gain * max(1.0, float(weights.sum()))
+        return float(n_angles)
+    return filter_gain * max(1.0, float(np.asarray(weights, np.float64).sum()))

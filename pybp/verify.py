@@ -76,14 +76,10 @@ def stored(sinograms, geometry: Geometry, storage: str, filter=None, padding="ze
     single = data.ndim == 2
     data = data[None] if single else data
     weights = geometry.angle_weights()
-    gain = None
     if filter is not None:
-        gain = filters.gain(filter, geometry.n_bins)
         data = filters.filter_numpy(data, filter, weights, padding)
-    if storage == "half":
-        peaks = np.abs(np.asarray(sinograms, np.float32)).reshape(len(data), -1).max(axis=1)
-        texel_bound, _ = scaling.bounds_per_peak(geometry.n_angles, weights, gain)
-        data = scaling.half_round(data, scaling.half_scales(peaks * texel_bound))
+    if storage == "half":  # each slice scaled by its largest texel, as on the device
+        data = scaling.half_round(data, scaling.half_scales(np.abs(data).reshape(len(data), -1).max(axis=1)))
     return data[0] if single else data
 
 

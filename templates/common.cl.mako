@@ -107,7 +107,8 @@ inline ${vt} ${name}(${ptr}, const int n_bins, const float h, const int p)
         const int pixel = y * nx + x;
 % for s in range(n):
 <% value = total if n == 1 else "%s.%s" % (total, COMPONENTS[s]) %>\
-        out[${s} * nx * ny + pixel] = accumulate ? out[${s} * nx * ny + pixel] + ${value} : ${value};
+        out[(size_t)(first_plane + ${s}) * nx * ny + pixel] = accumulate ?
+            out[(size_t)(first_plane + ${s}) * nx * ny + pixel] + ${value} : ${value};
 % endfor
     }
 </%def>
@@ -119,5 +120,6 @@ inline ${vt} ${name}(${ptr}, const int n_bins, const float h, const int p)
     const int nx,
     const int ny,
     const int accumulate,               /* add to `out` (a later piece) or overwrite it */
-    __global float *out)                /* slices_per_pass planes of ny x nx */\
+    const int first_plane,              /* this pass's first slice in `out` */
+    __global float *out)                /* planes of ny x nx (a chunk's slices) */\
 </%def>

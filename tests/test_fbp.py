@@ -1,12 +1,16 @@
 """Filtering, padding and FBP scale: the exact Radon transform of the Shepp-Logan
 phantom."""
 
+import dataclasses
+
 import numpy as np
+import pyopencl as cl
 import pytest
 from conftest import assert_verified
 
 import pybp
 from pybp import filters, reference
+from pybp.device import describe
 from pybp.geometry import Geometry
 
 N = 129  # odd: skimage's rotation centre n//2 is ours, (n-1)/2
@@ -28,6 +32,61 @@ def test_device_filter_matches_numpy(cl_device, rng, name, padding):
     bp = pybp.Backprojector(50, angles, device=cl_device, filter=name, padding=padding,
                             kernel="alu")
     assert_verified(bp(data), data, bp, filter=name, padding=padding)
+
+
+FILTER_RTOL = 1e-6  # the device filter against the float64 NumPy filter, relative RMS
+
+
+@pytest.mark.parametrize("method", ["fft", "convolution"])
+@pytest.mark.parametrize("padding", filters.PADDINGS)
+@pytest.mark.parametrize("name", pybp.FILTERS)
+def test_filter_stage_matches_numpy(cl_device, rng, name, padding, method):
+    """The filter alone at a real size (1024 bins; 33 rows: an odd count leaves one
+    FFT with a single row), in place for the FFT."""
+    context = cl.Context([cl_device])
+    queue = cl.CommandQueue(context)
+    n_bins, n_angles = 1024, 33
+    weights = rng.uniform(0.5, 1.5, n_angles) * np.pi / n_angles
+    data = (rng.standard_normal((1, n_angles, n_bins)) + 3).astype(np.float32)
+    stage = filters.device_filter(context, describe(cl_device), name, n_bins, weights, padding,
+                                  method)
+    source = cl.Buffer(context, cl.mem_flags.READ_WRITE | cl.mem_flags.COPY_HOST_PTR, hostbuf=data)
+    target = source if method == "fft" else cl.Buffer(context, cl.mem_flags.READ_WRITE, data.nbytes)
+    stage(queue, source, target, 1)
+    got = np.empty_like(data)
+    cl.enqueue_copy(queue, got, target)
+    want = filters.filter_numpy(data, name, weights, padding)
+    assert reference.relative_rms(got, want) < FILTER_RTOL
+
+
+@pytest.mark.parametrize("padding", filters.PADDINGS)
+def test_fft_exchange_of_one_component_at_a_time(cl_device, rng, padding):
+    """Where 2N floats do not fit local memory (8192 points on the H100), the FFT
+    exchanges real and imaginary parts in turn: the same result."""
+    context = cl.Context([cl_device])
+    queue = cl.CommandQueue(context)
+    n_bins, n_angles = 1024, 5
+    weights = np.full(n_angles, np.pi / n_angles)
+    data = (rng.standard_normal((1, n_angles, n_bins)) + 3).astype(np.float32)
+    stage = filters.FftFilter(context, "hann", n_bins, weights, padding, paired=False)
+    buffer = cl.Buffer(context, cl.mem_flags.READ_WRITE | cl.mem_flags.COPY_HOST_PTR, hostbuf=data)
+    stage(queue, buffer, buffer, 1)
+    got = np.empty_like(data)
+    cl.enqueue_copy(queue, got, buffer)
+    want = filters.filter_numpy(data, "hann", weights, padding)
+    assert reference.relative_rms(got, want) < FILTER_RTOL
+
+
+def test_fft_filter_is_chosen_where_it_fits(cl_device):
+    device = describe(cl_device)
+    context = cl.Context([cl_device])
+    stage = filters.device_filter(context, device, "ramp", 1024, np.ones(4))
+    assert isinstance(stage, filters.FftFilter)
+    huge = dataclasses.replace(device, local_memory=16 << 10)  # 8192 points need 32 KiB
+    assert isinstance(filters.device_filter(context, huge, "ramp", 4096, np.ones(4)),
+                      filters.ConvolutionFilter)
+    with pytest.raises(ValueError, match="filter_method: a padded row of 8192 points"):
+        filters.device_filter(context, huge, "ramp", 4096, np.ones(4), method="fft")
 
 
 def test_edge_padding_is_the_padded_row():

@@ -1,0 +1,361 @@
+"""The executor (design section 3): one device's context, queues and memory, running a
+plan's passes on chunks of slices.
+
+A chunk goes up on the upload queue, through the device stages on the compute queue
+(projections to sinograms, FFT filter, half scaling, packing and back-projection), and
+down on the download queue; each of ``slots`` chunks in flight has its own device
+buffers and page-locked staging buffers, so the transfers of one chunk run while the
+kernels of another do (paper Sect. 4, Fig. 4). ``pybp.pipeline`` orders the steps of a
+chunk from three threads, which wait on the events of the step before, and copies
+between the caller's arrays and the staging buffers.
+
+Thread safety: the uploads, the computes and the downloads may each be driven by one
+thread (as the pipeline does); anything else (a second pipeline, ``Backprojector``
+calls) needs an executor of its own per thread, or a lock.
+"""
+
+from __future__ import annotations
+
+import threading
+from collections import defaultdict
+
+import numpy as np
+import pyopencl as cl
+
+from . import codegen, filters
+from .device import CHANNEL_ORDERS, CHANNEL_TYPES
+from .params import PACK_ITEMS
+from .plan import MemoryPlan, Plan
+from .scaling import HALF_TARGET
+
+# OpenCL types of the inputs the device converts itself; others become float32 on the host.
+RAW_TYPES = {np.dtype(np.uint8): "uchar", np.dtype(np.int8): "char",
+             np.dtype(np.uint16): "ushort", np.dtype(np.int16): "short",
+             np.dtype(np.uint32): "uint", np.dtype(np.int32): "int",
+             np.dtype(np.float32): "float"}
+FLOOR_TRANSMISSION = 1e-6  # what a non-positive normalised value becomes before -log
+PEAK_ITEMS = 256           # templates/pack.cl.mako
+
+
+def raw_dtype(dtype) -> np.dtype:
+    """The dtype projections of ``dtype`` travel to the device in."""
+    dtype = np.dtype(dtype)
+    return dtype if dtype in RAW_TYPES else np.dtype(np.float32)
+
+
+class Slot:
+    """One chunk in flight: device buffers, page-locked staging, and its last events."""
+
+    def __init__(self, executor, memory: MemoryPlan):
+        e, g, chunk = executor, executor.plan.geometry, memory.chunk_slices
+        rw = cl.mem_flags.READ_WRITE
+        ny, nx = g.slice_shape
+        self.sinograms = cl.Buffer(e.context, rw, chunk * g.n_angles * g.n_bins * 4)
+        self.slices = cl.Buffer(e.context, rw, chunk * ny * nx * 4)
+        self.raw = None
+        if e.raw_dtype is not None:
+            self.raw = cl.Buffer(e.context, rw, chunk * g.n_angles * g.n_bins * e.raw_dtype.itemsize)
+            self.clipped = cl.Buffer(e.context, rw, 4)
+            self.clipped_host = np.zeros(1, np.uint32)
+        self.peaks = cl.Buffer(e.context, rw, chunk * 4)
+        self.scales = cl.Buffer(e.context, rw, chunk * 4)
+        in_dtype = e.raw_dtype or np.dtype(np.float32)
+        self._maps = []
+        self.staging_in = self._staging(e, chunk * g.n_angles * g.n_bins, in_dtype)
+        self.staging_out = self._staging(e, chunk * ny * nx, np.dtype(np.float32))
+        self.events = {}  # the last chunk's compute event
+
+    def _staging(self, e, count, dtype):
+        """A flat page-locked host array (a buffer allocated by the runtime and kept
+        mapped): DMA reaches it directly, at several times pageable memory's speed."""
+        buffer = cl.Buffer(e.context, cl.mem_flags.READ_WRITE | cl.mem_flags.ALLOC_HOST_PTR,
+                           max(1, count * dtype.itemsize))
+        array, _ = cl.enqueue_map_buffer(e.upload_queue, buffer,
+                                         cl.map_flags.READ | cl.map_flags.WRITE, 0,
+                                         (count,), dtype, is_blocking=True)
+        self._maps.append((buffer, array))
+        return array
+
+    def release(self, queue):
+        for _, array in self._maps:
+            array.base.release(queue)
+        queue.finish()
+        self._maps = []
+
+
+class Executor:
+    """Runs ``plan`` on the device of ``context`` (or of ``queue``, then the compute
+    queue), chunk by chunk.
+
+    ``filter``/``padding``/``weights``: the FBP filter (None: back-project as given).
+    Chunks are sinograms until :meth:`take_projections` says otherwise.
+    """
+
+    def __init__(self, plan: Plan, device, context=None, queue=None, filter=None,
+                 padding="zero", weights=None, filter_method="auto"):
+        self.plan, self.device = plan, device
+        self.context = queue.context if queue is not None else context
+        profiling = cl.command_queue_properties.PROFILING_ENABLE
+        self.queue = queue or cl.CommandQueue(self.context, properties=profiling)
+        self.upload_queue = cl.CommandQueue(self.context, properties=profiling)
+        self.download_queue = cl.CommandQueue(self.context, properties=profiling)
+        self.raw_dtype, self.log = None, True
+        # Normalisation in double where the device has it (templates/normalize.cl.mako).
+        self.real = "double" if "cl_khr_fp64" in device.extensions else "float"
+        self.real_dtype = np.dtype(np.float64 if self.real == "double" else np.float32)
+        g = plan.geometry
+        flags = cl.mem_flags.READ_ONLY | cl.mem_flags.COPY_HOST_PTR
+        self._tables = {width: [cl.Buffer(self.context, flags, hostbuf=table) for table in p.tables]
+                        for width, p in plan.passes.items()}
+        self._filter = None
+        if filter is not None:
+            self._filter = filters.device_filter(self.context, device, filter, g.n_bins,
+                                                 weights, padding, filter_method)
+        self._programs = {}
+        self._images = {}
+        self._texels = cl.Buffer(self.context, cl.mem_flags.READ_WRITE, plan.texel_bytes)
+        self._references = None  # dark and flat means, (rows, n_bins) each
+        self.memory = None
+        self.slots = []
+        for width in plan.passes:  # a build error comes before any work
+            self._kernels(width)
+        self.stage_seconds = defaultdict(float)  # device time per stage, since reset
+        self._lock = threading.Lock()
+
+    # ---- set-up ---------------------------------------------------------------------
+    def _kernel(self, source, name):
+        """Kernel ``name`` of ``source``: each program built once, each kernel made once."""
+        if (source, name) not in self._programs:
+            if source not in self._programs:
+                self._programs[source] = cl.Program(self.context, source).build()
+            self._programs[source, name] = cl.Kernel(self._programs[source], name)
+        return self._programs[source, name]
+
+    def _kernels(self, width):
+        """The packing program's kernels and ``backproject`` of a pass width."""
+        params = self.plan.passes[width].params
+        packing = codegen.render_pack(params)
+        return ({name: self._kernel(packing, name)
+                 for name in ("pack", "slice_peaks", "half_scales", "unscale")},
+                self._kernel(codegen.render(params), "backproject"))
+
+    def take_projections(self, dtype, log=True):
+        """From now on chunks are projections ``(angle, row, bin)`` of ``dtype`` (see
+        :func:`raw_dtype`), normalised on the device with the references of
+        :meth:`set_references` and, with ``log``, taken ``-log`` of; None: sinograms."""
+        dtype = None if dtype is None else np.dtype(dtype)
+        if dtype != self.raw_dtype:
+            self._release_slots()
+        self.raw_dtype, self.log = dtype, log
+        if dtype is not None:
+            self._normalize = self._kernel(codegen.render_normalize(RAW_TYPES[dtype], self.real),
+                                           "sinograms_from_projections")
+
+    def reserve(self, memory: MemoryPlan):
+        """Allocate the slots of ``memory`` (kept while they are large enough)."""
+        if (self.memory is not None and self.memory.chunk_slices >= memory.chunk_slices
+                and len(self.slots) >= memory.slots):
+            return
+        self._release_slots()
+        self.memory = memory
+        self.slots = [Slot(self, memory) for _ in range(memory.slots)]
+
+    def set_references(self, dark, flat):
+        """Upload dark and flat means (``(rows, n_bins)`` each, rows from the first of the
+        range reconstructed); None for data already normalised."""
+        if dark is None:
+            self._references = None
+            return
+        self._references = tuple(self._upload_now(np.ascontiguousarray(a, self.real_dtype))
+                                 for a in (dark, flat))
+
+    def mean_frames(self, frames) -> np.ndarray:
+        """The mean of ``frames`` (n_frames, rows, n_bins), computed on the device."""
+        frames = np.ascontiguousarray(frames, raw_dtype(frames.dtype))
+        plane = frames[0].size
+        source = self._upload_now(frames)
+        mean = cl.Buffer(self.context, cl.mem_flags.WRITE_ONLY, plane * self.real_dtype.itemsize)
+        kernel = self._kernel(codegen.render_normalize(RAW_TYPES[frames.dtype], self.real),
+                              "mean_frames")
+        kernel(self.queue, (-(-plane // 256) * 256,), (256,), source, np.int32(len(frames)),
+               np.int32(plane), mean)
+        result = np.empty(frames.shape[1:], self.real_dtype)
+        cl.enqueue_copy(self.queue, result, mean)
+        return result
+
+    def _upload_now(self, array):
+        """A device copy of ``array`` by an enqueued copy: a buffer made with
+        ``COPY_HOST_PTR`` from pageable memory filled at 1.5 GB/s on the H100, an
+        enqueued copy at 8.9 (tuning/host_copies.py)."""
+        buffer = cl.Buffer(self.context, cl.mem_flags.READ_ONLY, max(1, array.nbytes))
+        cl.enqueue_copy(self.queue, buffer, array)
+        return buffer
+
+    # ---- one chunk --------------------------------------------------------------------
+    def staging_in(self, slot: int, count: int) -> np.ndarray:
+        """Where the caller puts chunk data for ``slot``: projections ``(n_angles, count,
+        n_bins)`` of ``raw_dtype``, or sinograms ``(count, n_angles, n_bins)`` float32.
+        Fill it only after :meth:`input_free` of the slot."""
+        g = self.plan.geometry
+        shape = ((g.n_angles, count, g.n_bins) if self.raw_dtype is not None
+                 else (count, g.n_angles, g.n_bins))
+        return self.slots[slot].staging_in[:int(np.prod(shape))].reshape(shape)
+
+    def staging_out(self, slot: int, count: int) -> np.ndarray:
+        """The slices of the chunk last run in ``slot``, once its download is done."""
+        ny, nx = self.plan.geometry.slice_shape
+        return self.slots[slot].staging_out[:count * ny * nx].reshape(count, ny, nx)
+
+    # Each step of a chunk enqueues on its own queue with no event of another queue in
+    # its wait list: NVIDIA's OpenCL blocks the calling thread in such an enqueue until
+    # the event completes, so a download enqueued behind its chunk's kernels held up
+    # the thread for the whole chunk (measured: 1.6 s of 4.1 s). The pipeline's threads
+    # order the steps instead, each waiting on the host for what its step needs.
+    def input_free(self, slot: int):
+        """Wait until the slot's last chunk has been computed: its device input buffer
+        and input staging may then take the next chunk."""
+        event = self.slots[slot].events.get("compute")
+        if event is not None:
+            event.wait()
+
+    def upload(self, slot: int, count: int):
+        """Enqueue the upload of the chunk staged in ``slot`` (after :meth:`input_free`);
+        returns its event and stages (for :meth:`record`)."""
+        s = self.slots[slot]
+        target = s.raw if self.raw_dtype is not None else s.sinograms
+        event = cl.enqueue_copy(self.upload_queue, target, self.staging_in(slot, count),
+                                is_blocking=False)
+        self.upload_queue.flush()
+        return event, [("upload", event)]
+
+    def compute(self, slot: int, count: int, first_row: int = 0):
+        """Enqueue the device stages of the chunk uploaded to ``slot`` (its upload done,
+        the slot's last download done); ``first_row``: the chunk's first row among the
+        reference means. Returns the last event and the stages."""
+        s, g, q = self.slots[slot], self.plan.geometry, self.queue
+        stages = []
+        if self.raw_dtype is not None:
+            dark, flat = self._references or (s.sinograms, s.sinograms)  # unread then
+            stages.append(("normalise", cl.enqueue_fill_buffer(q, s.clipped, np.uint32(0), 0, 4)))
+            stages.append(("normalise", self._normalize(
+                q, (-(-g.n_bins // 64) * 64, g.n_angles, count), (64, 1, 1),
+                s.raw, dark, flat, np.int32(first_row),
+                np.int32(g.n_angles), np.int32(count), np.int32(g.n_bins),
+                np.int32(self._references is not None), np.int32(self.log),
+                np.float32(FLOOR_TRANSMISSION), s.clipped, s.sinograms)))
+        if self._filter is not None:
+            stages.append(("filter", self._filter(q, s.sinograms, s.sinograms, count)))
+        stages += self._backproject(s, count)
+        q.flush()
+        s.events["compute"] = stages[-1][1]
+        return stages[-1][1], stages
+
+    def download(self, slot: int, count: int):
+        """Enqueue the download of the slot's computed chunk into its output staging
+        (drained by the caller); returns the last event and the stages."""
+        s = self.slots[slot]
+        event = cl.enqueue_copy(self.download_queue, self.staging_out(slot, count), s.slices,
+                                is_blocking=False)
+        last = event
+        if self.raw_dtype is not None:
+            last = cl.enqueue_copy(self.download_queue, s.clipped_host, s.clipped,
+                                   is_blocking=False)
+        self.download_queue.flush()
+        return last, [("download", event)]
+
+    def record(self, stages):
+        """Add the device time of finished ``stages`` to ``stage_seconds`` (any thread)."""
+        with self._lock:
+            for name, event in stages:
+                self.stage_seconds[name] += (event.profile.end - event.profile.start) * 1e-9
+
+    def clipped(self, slot: int) -> int:
+        """How many values the normalisation of the slot's last downloaded chunk replaced
+        (see FLOOR_TRANSMISSION)."""
+        return int(self.slots[slot].clipped_host[0]) if self.raw_dtype is not None else 0
+
+    def _backproject(self, s, count):
+        """Passes of the plan over ``count`` slices of ``s``: half scales, packing,
+        back-projection of each piece, unscaling."""
+        g, plan = self.plan.geometry, self.plan
+        ny, nx = g.slice_shape
+        q, stages = self.queue, []
+        width = plan.slices_per_pass
+        half = plan.params.storage == "half"
+        if half:  # the scale of each slice's texels, from their largest value
+            kernels, _ = self._kernels(plan.width_for(min(count, width)))
+            plane = g.n_angles * g.n_bins
+            stages.append(("half", cl.enqueue_fill_buffer(q, s.peaks, np.uint32(0), 0, 4 * count)))
+            groups = min(64, -(-plane // PEAK_ITEMS))
+            stages.append(("half", kernels["slice_peaks"](
+                q, (groups * PEAK_ITEMS, count), (PEAK_ITEMS, 1), s.sinograms, np.int32(plane),
+                s.peaks)))
+            stages.append(("half", kernels["half_scales"](
+                q, (count,), None, s.peaks, np.float32(1.0), np.float32(HALF_TARGET),
+                np.int32(count), s.scales)))
+        for start in range(0, count, width):
+            n = min(width, count - start)
+            pass_width = plan.width_for(n)
+            pass_plan = plan.passes[pass_width]
+            params = pass_plan.params
+            kernels, backproject = self._kernels(pass_width)
+            for index, (piece, table) in enumerate(zip(pass_plan.pieces, self._tables[pass_width])):
+                stages.append(("pack", kernels["pack"](
+                    q, (-(-piece.n_bins // PACK_ITEMS) * PACK_ITEMS, piece.n_angles),
+                    (PACK_ITEMS, 1),
+                    s.sinograms, np.int32(start), np.int32(n), np.int32(g.n_angles),
+                    np.int32(g.n_bins), np.int32(piece.first_angle), np.int32(piece.first_bin),
+                    np.int32(piece.n_angles), np.int32(piece.n_bins), s.scales, self._texels)))
+                texels = self._texels
+                if params.source == "image":
+                    texels, copy = self._load_image(params, piece)
+                    stages.append(("pack", copy))
+                stages.append(("backproject", backproject(
+                    q, params.global_size(g.slice_shape), params.local_size,
+                    texels,                       # interleaved sinogram texels: image or buffer
+                    table,                        # per angle: cos, sin, base (+ residuals)
+                    np.int32(piece.n_angles),
+                    np.int32(piece.n_bins),
+                    np.int32(nx), np.int32(ny),
+                    np.int32(index > 0),          # later pieces accumulate
+                    np.int32(start),              # the pass's first slice in the chunk
+                    s.slices)))
+        if half:
+            stages.append(("backproject", kernels["unscale"](
+                q, (-(-nx * ny // 256) * 256, count), (256, 1), s.slices, np.int32(nx * ny),
+                s.scales)))
+        return stages
+
+    def _load_image(self, params, piece):
+        """Copy the packed texels of a piece into its image, made once per shape.
+
+        Images are exactly the piece's size: their clamp-to-zero border is the edge."""
+        shape = (piece.n_bins, piece.n_angles * params.texel_rows)
+        key = (params.texel_channels, params.storage, shape)
+        if key not in self._images:
+            fmt = cl.ImageFormat(CHANNEL_ORDERS[params.texel_channels], CHANNEL_TYPES[params.storage])
+            self._images[key] = cl.create_image(self.context, cl.mem_flags.READ_ONLY, fmt, shape=shape)
+        copy = cl.enqueue_copy(self.queue, self._images[key], self._texels, offset=0,
+                               origin=(0, 0), region=shape)
+        return self._images[key], copy
+
+    # ---- life -------------------------------------------------------------------------
+    def _release_slots(self):
+        for s in self.slots:
+            s.release(self.upload_queue)
+        self.slots = []
+        self.memory = None
+
+    def close(self):
+        """Release device memory and staging now (also on leaving a ``with`` block)."""
+        for queue in (self.queue, self.upload_queue, self.download_queue):
+            queue.finish()
+        self._release_slots()
+        self._images.clear()
+        self._texels = self._references = None
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc):
+        self.close()

@@ -1,0 +1,189 @@
+"""Streaming slices through one executor (design section 3; paper Sect. 4, Fig. 4).
+
+A reader thread copies each chunk from the caller's input into the executor's
+page-locked staging, the calling thread enqueues the chunk's device work, and a writer
+thread copies finished slices into the caller's output. Bounded hand-offs keep at most
+the executor's slots in flight, so host memory stays a few chunks beyond the caller's
+arrays. Copies of NumPy arrays are split over a few threads (NumPy releases the GIL
+while copying): one thread copies pageable memory at a fraction of what the device's
+DMA and the host's memory can do.
+"""
+
+from __future__ import annotations
+
+import os
+import queue
+import sys
+import threading
+import time
+from concurrent.futures import ThreadPoolExecutor
+
+import numpy as np
+
+COPY_THREADS = max(1, min(8, (os.cpu_count() or 2) // 2))  # per direction
+PARALLEL_COPY_BYTES = 8 << 20  # smaller copies are not worth the threads
+POLL_SECONDS = 0.1
+
+
+class Stopped(Exception):
+    """Another stage of the stream failed or was interrupted."""
+
+
+def copy_blocks(pool, destination, source):
+    """``destination[...] = source`` (NumPy arrays of one shape), in blocks of the first
+    axis on ``pool`` when it is large; casts as needed."""
+    if pool is None or destination.nbytes < PARALLEL_COPY_BYTES or len(destination) < 2:
+        np.copyto(destination, source, casting="unsafe")
+        return
+    edges = np.linspace(0, len(destination), min(len(destination), 4 * COPY_THREADS) + 1).astype(int)
+    futures = [pool.submit(np.copyto, destination[a:b], source[a:b], casting="unsafe")
+               for a, b in zip(edges[:-1], edges[1:]) if b > a]
+    for future in futures:
+        future.result()
+
+
+class Progress:
+    """Slices done, GU/s and time left on standard error, once work has run for
+    ``delay`` seconds (short calls print nothing); ``enabled=False`` silences it."""
+
+    def __init__(self, total, updates_per_slice, enabled=True, delay=2.0, stream=sys.stderr):
+        self.total, self.per_slice, self.enabled = total, updates_per_slice, enabled
+        self.delay, self.stream = delay, stream
+        self.done, self.start, self.shown, self.last = 0, time.perf_counter(), False, 0.0
+
+    def update(self, count):
+        self.done += count
+        now = time.perf_counter()
+        elapsed = now - self.start
+        finished = self.done >= self.total
+        if not self.enabled or elapsed < self.delay or (now - self.last < 0.25 and not finished):
+            return
+        self.last, self.shown = now, True
+        rate = self.done * self.per_slice / elapsed * 1e-9
+        left = elapsed / self.done * (self.total - self.done)
+        print(f"\rpybp: {self.done}/{self.total} slices, {rate:.0f} GU/s, "
+              f"{left:.0f} s left ", end="\n" if finished else "", file=self.stream, flush=True)
+
+    def close(self):
+        if self.shown and self.done < self.total:
+            print(file=self.stream, flush=True)
+
+
+def _get(hand_off, stop):
+    while True:
+        try:
+            return hand_off.get(timeout=POLL_SECONDS)
+        except queue.Empty:
+            if stop.is_set():
+                raise Stopped from None
+
+
+def _put(hand_off, item, stop):
+    while True:
+        try:
+            return hand_off.put(item, timeout=POLL_SECONDS)
+        except queue.Full:
+            if stop.is_set():
+                raise Stopped from None
+
+
+def _acquire(semaphore, stop):
+    while not semaphore.acquire(timeout=POLL_SECONDS):
+        if stop.is_set():
+            raise Stopped
+
+
+def stream(executor, n_slices, read, write, progress=None, timings=None) -> int:
+    """Run ``n_slices`` slices through ``executor`` (its slots reserved) in chunks.
+
+    ``read(start, count, staging)`` fills a chunk's input staging and the reader thread
+    uploads it; the calling thread enqueues its device stages; the writer thread
+    downloads it and hands its slices to ``write(start, count, slices)``. Returns how
+    many values normalisation replaced. ``timings`` (a dict) gets the seconds the
+    writer waited for the device (``wait_device``). An exception in any thread, or
+    Ctrl-C, stops all of them and is raised here once the device work in flight ends.
+    """
+    chunk, slots = executor.memory.chunk_slices, len(executor.slots)
+    chunks = [(i, start, min(chunk, n_slices - start))
+              for i, start in enumerate(range(0, n_slices, chunk))]
+    ready, done = queue.Queue(maxsize=slots), queue.Queue(maxsize=slots)
+    input_free = [threading.Semaphore(1) for _ in range(slots)]
+    output_free = [threading.Semaphore(1) for _ in range(slots)]
+    stop, errors, clipped = threading.Event(), [], [0]
+    spent = dict(wait_device=0.0)
+
+    def guarded(work):
+        def run():
+            try:
+                work()
+            except Stopped:
+                pass
+            except BaseException as exc:  # handed to the calling thread
+                errors.append(exc)
+                stop.set()
+        return run
+
+    @guarded
+    def reader():
+        for i, start, count in chunks:
+            slot = i % slots
+            _acquire(input_free[slot], stop)  # the slot's last chunk was enqueued ...
+            executor.input_free(slot)         # ... and computed
+            read(start, count, executor.staging_in(slot, count))
+            event, stages = executor.upload(slot, count)
+            event.wait()
+            executor.record(stages)
+            _put(ready, (i, start, count), stop)
+
+    @guarded
+    def writer():
+        for _ in chunks:
+            i, start, count, computed, stages = _get(done, stop)
+            slot = i % slots
+            tick = time.perf_counter()
+            computed.wait()
+            event, downloaded = executor.download(slot, count)
+            event.wait()
+            spent["wait_device"] += time.perf_counter() - tick
+            executor.record(stages + downloaded)
+            clipped[0] += executor.clipped(slot)
+            write(start, count, executor.staging_out(slot, count))
+            output_free[slot].release()
+            if progress is not None:
+                progress.update(count)
+
+    threads = [threading.Thread(target=reader, name="pybp-reader", daemon=True),
+               threading.Thread(target=writer, name="pybp-writer", daemon=True)]
+    for thread in threads:
+        thread.start()
+    try:
+        for _ in chunks:
+            i, start, count = _get(ready, stop)
+            slot = i % slots
+            _acquire(output_free[slot], stop)  # the slot's last slices are downloaded
+            computed, stages = executor.compute(slot, count, start)
+            input_free[slot].release()
+            _put(done, (i, start, count, computed, stages), stop)
+        threads[1].join()
+    except Stopped:
+        pass
+    finally:
+        if errors or threads[1].is_alive():  # failed or interrupted: stop the others
+            stop.set()
+        for thread in threads:
+            thread.join()
+        for q in (executor.queue, executor.upload_queue, executor.download_queue):
+            q.finish()
+        if progress is not None:
+            progress.close()
+    if timings is not None:
+        timings.update(spent)
+    if errors:
+        raise errors[0]
+    return clipped[0]
+
+
+def copy_pools():
+    """Two pools (reading, writing) of :data:`COPY_THREADS` threads each."""
+    return (ThreadPoolExecutor(COPY_THREADS, thread_name_prefix="pybp-read"),
+            ThreadPoolExecutor(COPY_THREADS, thread_name_prefix="pybp-write"))

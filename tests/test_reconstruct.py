@@ -1,0 +1,190 @@
+"""``pybp.reconstruct`` (pybp/reconstruct.py, pipeline.py, executor.py): detector
+projections with flats and darks to a volume, streamed through the device.
+
+The reference is the same FBP (``Backprojector``) of sinograms normalised on the host in
+float64: the device's normalisation, transpose and chunking add at most
+``PIPELINE_RTOL`` of relative RMS error."""
+
+import io
+import warnings
+
+import h5py
+import numpy as np
+import pytest
+
+import pybp
+from pybp import reference
+from pybp.geometry import Geometry
+from pybp.pipeline import Progress
+
+PIPELINE_RTOL = 1e-6  # float32 normalisation and -log on the device
+
+
+def make_scan(n_bins, n_angles, n_rows, seed=0, dtype=np.uint16):
+    """Projections of the Shepp-Logan phantom's sinogram, row by row more attenuating,
+    between noisy darks (~100 counts) and flats (~20000), with Poisson-like noise."""
+    rng = np.random.default_rng(seed)
+    angles = np.linspace(0, np.pi, n_angles, endpoint=False)
+    sinogram = reference.shepp_logan_radon(Geometry.create(n_bins, angles)) * (4.0 / n_bins)
+    flats = rng.normal(20000, 140, (5, n_rows, n_bins))
+    darks = rng.normal(100, 10, (4, n_rows, n_bins))
+    dark, flat = darks.mean(0), flats.mean(0)
+    attenuation = sinogram[:, None, :] * (0.5 + np.arange(n_rows) / n_rows)[None, :, None]
+    counts = dark + (flat - dark) * np.exp(-attenuation)
+    counts = counts + rng.normal(0, 1, counts.shape) * np.sqrt(counts)
+    as_type = (lambda a: np.round(a).astype(dtype)) if np.dtype(dtype).kind in "iu" else \
+        (lambda a: a.astype(dtype))
+    return angles, as_type(counts), as_type(flats), as_type(darks)
+
+
+def host_fbp(projections, angles, flats, darks, cl_device, **options):
+    """The reference: normalised on the host (float64), then ``Backprojector`` FBP."""
+    dark = np.asarray(darks, np.float64).mean(0)
+    flat = np.asarray(flats, np.float64).mean(0)
+    normalised = -np.log((np.asarray(projections, np.float64) - dark) / (flat - dark))
+    sinograms = np.ascontiguousarray(normalised.transpose(1, 0, 2), np.float32)
+    bp = pybp.Backprojector(projections.shape[2], angles, device=cl_device, filter="ramp",
+                            **options)
+    return bp(sinograms)
+
+
+def relative_rms(got, want):
+    return float(np.sqrt(np.mean((got - want) ** 2) / np.mean(want.astype(np.float64) ** 2)))
+
+
+@pytest.mark.parametrize("n_bins, n_angles, n_rows", [(1024, 64, 5), (130, 90, 9)])
+def test_reconstruct_equals_fbp_of_normalised_sinograms(cl_device, n_bins, n_angles, n_rows):
+    angles, projections, flats, darks = make_scan(n_bins, n_angles, n_rows)
+    got = pybp.reconstruct(projections, angles, flats, darks, device=cl_device, progress=False)
+    want = host_fbp(projections, angles, flats, darks, cl_device)
+    assert got.shape == (n_rows, n_bins, n_bins) and got.dtype == np.float32
+    assert relative_rms(got, want) < PIPELINE_RTOL
+
+
+def test_one_chunk_equals_many(cl_device):
+    """Chunks of one pass and one chunk of all rows give the same volume, bit for bit:
+    no seams at chunk boundaries, whatever the number of slots in flight."""
+    angles, projections, flats, darks = make_scan(96, 60, 11)
+    whole = pybp.reconstruct(projections, angles, flats, darks, device=cl_device,
+                             progress=False, slices_per_pass=2)
+    stats = {}
+    chunked = pybp.reconstruct(projections, angles, flats, darks, device=cl_device,
+                               progress=False, slices_per_pass=2, chunk_slices=2, stats=stats)
+    assert stats["chunk_slices"] == 2 and stats["slots"] == 3
+    np.testing.assert_array_equal(chunked, whole)
+    part = pybp.reconstruct(projections, angles, flats, darks, rows=(3, 9), device=cl_device,
+                            progress=False, slices_per_pass=2, chunk_slices=4)
+    np.testing.assert_array_equal(part, whole[3:9])
+
+
+@pytest.mark.parametrize("kind", ["uint16", "float32", "int32", "float64", "memmap"])
+def test_input_types(cl_device, tmp_path, kind):
+    dtype = np.uint16 if kind == "memmap" else np.dtype(kind)
+    angles, projections, flats, darks = make_scan(64, 48, 6, dtype=dtype)
+    want = host_fbp(projections, angles, flats, darks, cl_device)
+    if kind == "memmap":
+        path = tmp_path / "projections.npy"
+        np.save(path, projections)
+        projections = np.load(path, mmap_mode="r")
+    got = pybp.reconstruct(projections, angles, flats, darks, device=cl_device, progress=False,
+                           chunk_slices=4)
+    assert relative_rms(got, want) < PIPELINE_RTOL
+
+
+def test_h5py_input_and_output(cl_device, tmp_path):
+    angles, projections, flats, darks = make_scan(64, 40, 7)
+    want = host_fbp(projections, angles, flats, darks, cl_device)
+    with h5py.File(tmp_path / "scan.h5", "w") as f:
+        f["exchange/data"], f["exchange/data_white"], f["exchange/data_dark"] = projections, flats, darks
+    with h5py.File(tmp_path / "scan.h5", "r") as scan, h5py.File(tmp_path / "out.h5", "w") as out:
+        volume = out.create_dataset("volume", (7, 64, 64), np.float32, chunks=(1, 64, 64))
+        result = pybp.reconstruct(scan["exchange/data"], angles, scan["exchange/data_white"],
+                                  scan["exchange/data_dark"], out=volume, device=cl_device,
+                                  progress=False, chunk_slices=2)
+        assert result is volume
+        assert relative_rms(volume[...], want) < PIPELINE_RTOL
+        # A row range lands at its own rows of a full-height output.
+        full = out.create_dataset("full", (7, 64, 64), np.float32, fillvalue=np.nan)
+        pybp.reconstruct(scan["exchange/data"], angles, scan["exchange/data_white"],
+                         scan["exchange/data_dark"], rows=(2, 5), out=full, device=cl_device,
+                         progress=False)
+        assert np.isnan(full[:2]).all() and np.isnan(full[5:]).all()
+        assert relative_rms(full[2:5], want[2:5]) < PIPELINE_RTOL
+
+
+def test_normalised_sinograms_without_log(cl_device):
+    """Data already normalised: no flats or darks, ``log=False``: the FBP of the values."""
+    rng = np.random.default_rng(5)
+    angles = np.linspace(0, np.pi, 50, endpoint=False)
+    sinograms = rng.random((3, 50, 80)).astype(np.float32)
+    got = pybp.reconstruct(sinograms.transpose(1, 0, 2), angles, log=False, device=cl_device,
+                           progress=False)
+    want = pybp.fbp(sinograms, angles, device=cl_device)
+    assert relative_rms(got, want) < PIPELINE_RTOL
+
+
+def test_values_without_transmission_are_counted_once(cl_device):
+    angles, projections, flats, darks = make_scan(64, 40, 4)
+    projections[3, 1, :10] = 0       # below the dark: not positive after normalisation
+    with pytest.warns(RuntimeWarning, match="projections: 10 of 10240 normalised values"):
+        volume = pybp.reconstruct(projections, angles, flats, darks, device=cl_device,
+                                  progress=False)
+    assert np.isfinite(volume).all()
+
+
+def test_bad_inputs_name_the_argument_and_write_nothing(cl_device):
+    angles, projections, flats, darks = make_scan(48, 30, 4)
+    out = np.full((4, 48, 48), np.nan, np.float32)
+    cases = [
+        (dict(flats=flats[:, :3]), "flats: frames of 3x48"),
+        (dict(darks=None), "darks: give flats and darks together"),
+        (dict(angles=angles[:-1]), r"angles: expected one per projection \(30"),
+        (dict(rows=(2, 9)), r"rows: expected 0 <= first < stop <= 4"),
+        (dict(rows=(3, 3)), "rows:"),
+        (dict(flats=darks, darks=flats), "flats: every flat pixel is at or below its dark"),
+        (dict(filter=None), "filter:"),
+        (dict(out=np.zeros((4, 48, 47), np.float32)), "out: expected shape"),
+    ]
+    for change, message in cases:
+        arguments = dict(projections=projections, angles=angles, flats=flats, darks=darks,
+                         out=out, device=cl_device, progress=False)
+        arguments.update(change)
+        with pytest.raises(ValueError, match=message):
+            pybp.reconstruct(**arguments)
+        assert np.isnan(out).all(), change
+    with pytest.raises(TypeError, match="projections: expected an array"):
+        pybp.reconstruct([[[1.0]]], angles)
+    with pytest.raises(ValueError, match="projections: expected 3-D"):
+        pybp.reconstruct(projections[0], angles)
+
+
+def test_caller_queue_and_closing(cl_device):
+    """A caller's queue is used as the compute queue; ``with`` releases device memory,
+    and a closed back-projector's executor holds no slots."""
+    import pyopencl as cl
+    context = cl.Context([cl_device])
+    queue = cl.CommandQueue(context, properties=cl.command_queue_properties.PROFILING_ENABLE)
+    angles = np.linspace(0, np.pi, 40, endpoint=False)
+    data = np.random.default_rng(2).random((3, 40, 64)).astype(np.float32)
+    with pybp.Backprojector(64, angles, queue=queue, filter="ramp") as bp:
+        assert bp.queue is queue and bp.context == context
+        first = bp(data)
+        assert bp.executor.slots
+    assert not bp.executor.slots
+    np.testing.assert_array_equal(pybp.fbp(data, angles, context=context), first)
+
+
+def test_progress_shows_rows_speed_and_time_left():
+    text = io.StringIO()
+    progress = Progress(10, 1e9, delay=0.0, stream=text)
+    progress.update(4)
+    progress.update(6)
+    lines = text.getvalue()
+    assert "10/10 slices" in lines and "GU/s" in lines and "s left" in lines
+    quiet = io.StringIO()
+    Progress(10, 1e9, enabled=False, delay=0.0, stream=quiet).update(10)
+    assert quiet.getvalue() == ""
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        Progress(10, 1e9, delay=3600.0, stream=quiet).update(10)  # short work: silent
+    assert quiet.getvalue() == ""
