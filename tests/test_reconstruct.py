@@ -188,3 +188,18 @@ def test_progress_shows_rows_speed_and_time_left():
         warnings.simplefilter("error")
         Progress(10, 1e9, delay=3600.0, stream=quiet).update(10)  # short work: silent
     assert quiet.getvalue() == ""
+
+
+def test_half_storage_scales_on_the_device(cl_device):
+    """Half texels are scaled per slice from their largest value, found on the device
+    after filtering: any data scale keeps half's precision (rule ``half``)."""
+    from pybp import verify
+    angles, projections, flats, darks = make_scan(128, 64, 4)
+    results = {}
+    for precision in ("float", "half"):
+        results[precision] = pybp.reconstruct(projections, angles, flats, darks,
+                                              device=cl_device, progress=False,
+                                              precision=precision, slices_per_pass=4)
+    for half, full in zip(results["half"], results["float"]):
+        verdict = verify.judge_half(half, full)
+        assert verdict.passed, verdict
