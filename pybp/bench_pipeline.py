@@ -71,10 +71,9 @@ def run(device=None, size=2048, n_angles=None, rows=2048, n_flats=20, interpolat
     tick = time.perf_counter()
     angles, projections, flats, darks = make_scan(size, n_angles, rows, n_flats)
     out = np.empty((rows, size, size), np.float32)
-    reading, _ = pipeline.copy_pools()
-    for future in [reading.submit(block.fill, 0.0) for block in np.array_split(out, 64)]:
-        future.result()  # touched, as a caller's array is: no page faults on the clock
-    reading.shutdown()
+    with pipeline.copy_pools() as (pool, _):  # touched, as a caller's array is: no page
+        for future in [pool.submit(block.fill, 0.0) for block in np.array_split(out, 64)]:
+            future.result()                  # faults on the clock
     log(f"scan: {n_angles} x {rows} x {size} uint16 ({projections.nbytes / 2**30:.2f} GiB), "
         f"{n_flats} flats and darks; volume {rows} x {size} x {size} float32 "
         f"({out.nbytes / 2**30:.2f} GiB); made in {time.perf_counter() - tick:.1f} s")

@@ -21,6 +21,7 @@ KERNEL_TEMPLATES = {
     "alu": "alu.cl.mako",
 }
 FILTER_TILE = 64
+PEAK_ITEMS = 256  # work-items of `slice_peaks` (pack.cl.mako)
 
 
 def templates_dir() -> Path:
@@ -66,7 +67,7 @@ def render_pack(params: KernelParams) -> str:
 
 @functools.lru_cache(maxsize=64)
 def _render_pack(params: KernelParams) -> str:
-    return _render("pack.cl.mako", p=params, fields=PACK_FIELDS)
+    return _render("pack.cl.mako", p=params, fields=PACK_FIELDS, peak_items=PEAK_ITEMS)
 
 
 @functools.lru_cache(maxsize=64)

@@ -34,7 +34,6 @@ RAW_TYPES = {np.dtype(np.uint8): "uchar", np.dtype(np.int8): "char",
              np.dtype(np.uint32): "uint", np.dtype(np.int32): "int",
              np.dtype(np.float32): "float"}
 FLOOR_TRANSMISSION = 1e-6  # what a non-positive normalised value becomes before -log
-PEAK_ITEMS = 256           # templates/pack.cl.mako
 
 
 def raw_dtype(dtype) -> np.dtype:
@@ -44,7 +43,8 @@ def raw_dtype(dtype) -> np.dtype:
 
 
 class Slot:
-    """One chunk in flight: device buffers, page-locked staging, and its last events."""
+    """One chunk in flight: device buffers, page-locked staging, and the last event of
+    its last chunk's device work."""
 
     def __init__(self, executor, memory: MemoryPlan):
         e, g, chunk = executor, executor.plan.geometry, memory.chunk_slices
@@ -63,7 +63,7 @@ class Slot:
         self._maps = []
         self.staging_in = self._staging(e, chunk * g.n_angles * g.n_bins, in_dtype)
         self.staging_out = self._staging(e, chunk * ny * nx, np.dtype(np.float32))
-        self.events = {}  # the last chunk's compute event
+        self.computed = None
 
     def _staging(self, e, count, dtype):
         """A flat page-locked host array (a buffer allocated by the runtime and kept
@@ -111,7 +111,7 @@ class Executor:
         if filter is not None:
             self._filter = filters.device_filter(self.context, device, filter, g.n_bins,
                                                  weights, padding, filter_method)
-        self._programs = {}
+        self._programs, self._pass_kernels = {}, {}
         self._images = {}
         self._texels = cl.Buffer(self.context, cl.mem_flags.READ_WRITE, plan.texel_bytes)
         self._references = None  # dark and flat means, (rows, n_bins) each
@@ -133,11 +133,14 @@ class Executor:
 
     def _kernels(self, width):
         """The packing program's kernels and ``backproject`` of a pass width."""
-        params = self.plan.passes[width].params
-        packing = codegen.render_pack(params)
-        return ({name: self._kernel(packing, name)
+        if width not in self._pass_kernels:
+            params = self.plan.passes[width].params
+            packing = codegen.render_pack(params)
+            self._pass_kernels[width] = (
+                {name: self._kernel(packing, name)
                  for name in ("pack", "slice_peaks", "half_scales", "unscale")},
                 self._kernel(codegen.render(params), "backproject"))
+        return self._pass_kernels[width]
 
     def take_projections(self, dtype, log=True):
         """From now on chunks are projections ``(angle, row, bin)`` of ``dtype`` (see
@@ -214,9 +217,8 @@ class Executor:
     def input_free(self, slot: int):
         """Wait until the slot's last chunk has been computed: its device input buffer
         and input staging may then take the next chunk."""
-        event = self.slots[slot].events.get("compute")
-        if event is not None:
-            event.wait()
+        if self.slots[slot].computed is not None:
+            self.slots[slot].computed.wait()
 
     def upload(self, slot: int, count: int):
         """Enqueue the upload of the chunk staged in ``slot`` (after :meth:`input_free`);
@@ -247,7 +249,7 @@ class Executor:
             stages.append(("filter", self._filter(q, s.sinograms, s.sinograms, count)))
         stages += self._backproject(s, count)
         q.flush()
-        s.events["compute"] = stages[-1][1]
+        s.computed = stages[-1][1]
         return stages[-1][1], stages
 
     def download(self, slot: int, count: int):
@@ -286,9 +288,10 @@ class Executor:
             kernels, _ = self._kernels(plan.width_for(min(count, width)))
             plane = g.n_angles * g.n_bins
             stages.append(("half", cl.enqueue_fill_buffer(q, s.peaks, np.uint32(0), 0, 4 * count)))
-            groups = min(64, -(-plane // PEAK_ITEMS))
+            groups = min(64, -(-plane // codegen.PEAK_ITEMS))
             stages.append(("half", kernels["slice_peaks"](
-                q, (groups * PEAK_ITEMS, count), (PEAK_ITEMS, 1), s.sinograms, np.int32(plane),
+                q, (groups * codegen.PEAK_ITEMS, count), (codegen.PEAK_ITEMS, 1), s.sinograms,
+                np.int32(plane),
                 s.peaks)))
             stages.append(("half", kernels["half_scales"](
                 q, (count,), None, s.peaks, np.float32(1.0), np.float32(HALF_TARGET),

@@ -11,6 +11,7 @@ DMA and the host's memory can do.
 
 from __future__ import annotations
 
+import contextlib
 import os
 import queue
 import sys
@@ -183,7 +184,19 @@ def stream(executor, n_slices, read, write, progress=None, timings=None) -> int:
     return clipped[0]
 
 
+@contextlib.contextmanager
 def copy_pools():
-    """Two pools (reading, writing) of :data:`COPY_THREADS` threads each."""
-    return (ThreadPoolExecutor(COPY_THREADS, thread_name_prefix="pybp-read"),
-            ThreadPoolExecutor(COPY_THREADS, thread_name_prefix="pybp-write"))
+    """Two pools (reading, writing) of :data:`COPY_THREADS` threads each, shut down on
+    leaving the block."""
+    with ThreadPoolExecutor(COPY_THREADS, thread_name_prefix="pybp-read") as reading, \
+            ThreadPoolExecutor(COPY_THREADS, thread_name_prefix="pybp-write") as writing:
+        yield reading, writing
+
+
+def put_rows(pool, out, at, slices):
+    """``out[at:at + len(slices)] = slices``: split over ``pool`` for NumPy arrays and
+    memmaps, one assignment for anything else (an h5py dataset)."""
+    if isinstance(out, np.ndarray):
+        copy_blocks(pool, out[at:at + len(slices)], slices)
+    else:
+        out[at:at + len(slices)] = slices

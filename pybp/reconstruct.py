@@ -112,8 +112,8 @@ def reconstruct(projections, angles, flats=None, darks=None, center=None, rows=N
     if (flats is None) != (darks is None):
         raise ValueError(f"{'darks' if darks is None else 'flats'}: give flats and darks "
                          "together, or neither for normalised data")
-    if filter is None or filter not in filters.FILTERS:
-        raise ValueError(f"filter: expected one of {', '.join(filters.FILTERS)}; got {filter!r}")
+    if filter is None:
+        raise ValueError(f"filter: reconstruct is FBP; expected one of {', '.join(filters.FILTERS)}")
     first, stop = _row_range(rows, n_rows)
     if flats is not None:
         flats = _frames(flats, "flats", (n_rows, n_bins))
@@ -144,18 +144,18 @@ def reconstruct(projections, angles, flats=None, darks=None, center=None, rows=N
         lap("plan")
         memory = MemoryPlan.create(bp.plan, bp.device, n_angles * n_bins * dtype.itemsize, n,
                                    chunk_slices)
-        if flats is not None:
-            # The means on the device while the host pins the staging memory.
-            with ThreadPoolExecutor(1) as helper:
+        with ThreadPoolExecutor(1) as helper:  # the means on the device while the host
+            means = None                       # pins the staging memory
+            if flats is not None:
                 means = helper.submit(lambda: (_means(executor, darks, first, stop),
                                                _means(executor, flats, first, stop)))
-                executor.reserve(memory)
-                dark, flat = means.result()
+            executor.reserve(memory)
+        if means is not None:
+            dark, flat = means.result()
             if not (flat > dark).any():
                 raise ValueError("flats: every flat pixel is at or below its dark in the rows "
                                  "reconstructed (flats and darks swapped?)")
             executor.set_references(dark, flat)
-        executor.reserve(memory)
         lap("references_and_staging")
         clipped = _stream(executor, projections, first, n, out, offset, progress, stats)
         lap("stream")
@@ -172,7 +172,6 @@ def reconstruct(projections, angles, flats=None, darks=None, center=None, rows=N
 
 def _stream(executor, projections, first, n, out, offset, progress, stats):
     g = executor.plan.geometry
-    reading, writing = pipeline.copy_pools()
     host = dict(read=0.0, write=0.0)
     whole = isinstance(projections, np.ndarray)
 
@@ -185,21 +184,14 @@ def _stream(executor, projections, first, n, out, offset, progress, stats):
 
     def write(start, count, slices):
         tick = time.perf_counter()
-        at = offset + start
-        if isinstance(out, np.ndarray):
-            pipeline.copy_blocks(writing, out[at:at + count], slices)
-        else:
-            out[at:at + count] = slices
+        pipeline.put_rows(writing, out, offset + start, slices)
         host["write"] += time.perf_counter() - tick
 
     bar = pipeline.Progress(n, g.updates(), progress)
     tick = time.perf_counter()
     timings = {}
-    try:
+    with pipeline.copy_pools() as (reading, writing):
         clipped = pipeline.stream(executor, n, read, write, bar, timings)
-    finally:
-        reading.shutdown()
-        writing.shutdown()
     if stats is not None:
         stats.update(wall=time.perf_counter() - tick, chunk_slices=executor.memory.chunk_slices,
                      slots=len(executor.slots), host_read=host["read"], host_write=host["write"],

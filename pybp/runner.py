@@ -111,25 +111,18 @@ class Backprojector:
         target = out[None] if single and isinstance(out, np.ndarray) else out
         self.executor.reserve(MemoryPlan.create(self.plan, self.device, 0, n))
         self.executor.stage_seconds.clear()
-        reading, writing = pipeline.copy_pools()
-
         def read(start, count, staging):
             pipeline.copy_blocks(reading, staging, stack[start:start + count])
 
         def write(start, count, slices):
             if single and not isinstance(out, np.ndarray):
                 target[...] = slices[0]
-            elif isinstance(target, np.ndarray):
-                pipeline.copy_blocks(writing, target[start:start + count], slices)
             else:
-                target[start:start + count] = slices
+                pipeline.put_rows(writing, target, start, slices)
 
-        progress = pipeline.Progress(n, g.updates(), self.progress)
-        try:
-            pipeline.stream(self.executor, n, read, write, progress)
-        finally:
-            reading.shutdown()
-            writing.shutdown()
+        with pipeline.copy_pools() as (reading, writing):
+            pipeline.stream(self.executor, n, read, write,
+                            pipeline.Progress(n, g.updates(), self.progress))
         self.last_kernel_seconds = self.executor.stage_seconds["backproject"]
         self.last_filter_seconds = self.executor.stage_seconds["filter"]
         return out

@@ -57,7 +57,7 @@ __kernel void pack(
 
 // Per plane, its largest absolute value, as float bits: non-negative floats order as
 // their bits, so an integer atomic max finds it. `peaks` start at zero.
-#define PEAK_ITEMS 256
+#define PEAK_ITEMS ${peak_items}
 __kernel __attribute__((reqd_work_group_size(PEAK_ITEMS, 1, 1)))
 void slice_peaks(
     __global const float *planes,
