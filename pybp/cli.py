@@ -1,15 +1,20 @@
-"""The ``pybp`` command: devices, demo, render, bench, tune."""
+"""pybp: parallel-beam filtered back-projection on any OpenCL device.
+
+Commands: reconstruct, center, preview, demo, devices, bench, tune, render."""
 
 from __future__ import annotations
 
 import argparse
+import os
+import shlex
 import sys
 import time
 from dataclasses import fields as dataclass_fields
+from pathlib import Path
 
 import numpy as np
 
-from . import bench, bench_pipeline, codegen, reference, tuning
+from . import bench, bench_pipeline, cli_files, codegen, reference, tuning
 from .device import devices
 from .filters import FILTERS
 from .geometry import Geometry
@@ -37,7 +42,26 @@ def cmd_devices(args):
     return 0
 
 
+def cmd_write_scan(args):
+    from .io.demo import phantom_scan, write_dxchange
+
+    path = args.write_scan
+    if os.path.exists(path) and not args.overwrite:
+        raise FileExistsError(f"write-scan: {path} exists; choose another name or pass --overwrite")
+    n_bins = args.size if args.size_given else 256
+    degrees, projections, flats, darks, center, _ = phantom_scan(
+        n_bins, n_rows=max(1, n_bins // 4), n_angles=args.angles)
+    write_dxchange(path, projections, flats, darks, degrees, overwrite=args.overwrite)
+    print(f"wrote {path}: DXchange scan of the 3-D Shepp-Logan phantom, {len(degrees)} "
+          f"projections over 180 degrees of {projections.shape[1]} x {n_bins} (uint16), "
+          f"{len(flats)} flats and darks; rotation axis at {center:.2f}")
+    print(f"next: pybp reconstruct {path} -o {Path(path).stem}-slices")
+    return 0
+
+
 def cmd_demo(args):
+    if args.write_scan:
+        return cmd_write_scan(args)
     n = args.size
     angles = np.linspace(0, np.pi, args.angles or n, endpoint=False)
     geometry = Geometry.create(n, angles)
@@ -162,14 +186,27 @@ def cmd_tune(args):
     return 0
 
 
+class _SizeAction(argparse.Action):
+    def __call__(self, parser, namespace, values, option_string=None):
+        setattr(namespace, self.dest, values)
+        namespace.size_given = True
+
+
 def build_parser():
-    parser = argparse.ArgumentParser(prog="pybp", description=__doc__)
+    parser = argparse.ArgumentParser(prog="pybp", description=__doc__,
+                                     formatter_class=argparse.RawDescriptionHelpFormatter)
+    common = argparse.ArgumentParser(add_help=False)
+    common.add_argument("--debug", action="store_true",
+                        help="show the traceback of an error instead of one line")
     sub = parser.add_subparsers(dest="command", required=True)
+    cli_files.add_parsers(sub, common)
 
     sub.add_parser("devices", help="list OpenCL devices").set_defaults(func=cmd_devices)
 
-    demo = sub.add_parser("demo", help="reconstruct the built-in phantom, print speed and error")
-    demo.add_argument("--size", type=int, default=512, help="detector bins and slice width")
+    demo = sub.add_parser("demo", parents=[common],
+                          help="reconstruct the built-in phantom, print speed and error")
+    demo.add_argument("--size", type=int, default=512, action=_SizeAction,
+                      help="detector bins and slice width (default: 512; 256 with --write-scan)")
     demo.add_argument("--angles", type=int, default=None, help="projections (default: size)")
     demo.add_argument("--filter", choices=FILTERS, default="ramp")
     demo.add_argument("--interpolation", choices=INTERPOLATIONS, default="linear")
@@ -177,7 +214,11 @@ def build_parser():
     demo.add_argument("--device", default=None, help="index or name substring (see `pybp devices`)")
     demo.add_argument("--output", default="pybp-demo.png", help=".png, .npy or .tif")
     demo.add_argument("--overwrite", action="store_true", help="replace an existing output file")
-    demo.set_defaults(func=cmd_demo)
+    demo.add_argument("--write-scan", metavar="FILE.h5",
+                      help="instead: write a DXchange scan of the 3-D phantom (size/4 rows, "
+                           "flats, darks, noise, axis 3.7 pixels off the middle) to try "
+                           "`pybp reconstruct` on")
+    demo.set_defaults(func=cmd_demo, size_given=False)
 
     render = sub.add_parser("render", help="write a kernel's OpenCL source",
                             description="Write the OpenCL source of one parameter set: every "
@@ -222,13 +263,24 @@ def build_parser():
 
 
 def main(argv=None):
+    argv = sys.argv[1:] if argv is None else list(argv)
     args = build_parser().parse_args(argv)
-    for name in ("size", "angles", "repeats", "rows", "flats"):
+    args.command_line = shlex.join(["pybp"] + argv)
+    for name in ("size", "angles", "repeats", "rows", "flats", "chunk_slices"):
         value = getattr(args, name, None)
-        if value is not None and value < 1:
+        if isinstance(value, int) and value < 1:
             print(f"pybp {args.command}: --{name} must be positive, got {value}", file=sys.stderr)
             return 2
-    return args.func(args)
+    try:
+        return args.func(args)
+    except KeyboardInterrupt:
+        print(f"\npybp {args.command}: interrupted", file=sys.stderr)
+        return cli_files.EXIT_INTERRUPTED
+    except Exception as exc:
+        if getattr(args, "debug", False) or not cli_files.is_expected(exc):
+            raise
+        print(f"pybp {args.command}: {exc}", file=sys.stderr)
+        return 2
 
 
 if __name__ == "__main__":

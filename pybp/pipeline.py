@@ -200,3 +200,61 @@ def put_rows(pool, out, at, slices):
         copy_blocks(pool, out[at:at + len(slices)], slices)
     else:
         out[at:at + len(slices)] = slices
+
+
+ROW_BLOCK_BYTES = 1 << 30  # rows read from a file at once (capped by the host's memory)
+
+
+class RowBlocks:
+    """Rows ``[first, stop)`` of a ``(n_angles, n_rows, n_bins)`` input that is not a
+    NumPy array (an h5py dataset, TIFF files), read in large blocks of rows, the next
+    block on a thread of its own while the current one is used.
+
+    A file holding projections keeps each frame together (HDF5 chunks of one frame,
+    one TIFF per frame), so a chunk of a few rows is one small read per frame, each
+    with a fixed cost: 8 rows at a time read a 4 GiB DXchange file at 80 MB/s on the
+    H100 machine. Blocks of ``block_bytes`` make those reads few and long. The first
+    block is ``first_rows`` rows, so the device starts early; ``rows(start, count)``
+    is called with increasing ``start``."""
+
+    def __init__(self, source, first, stop, first_rows, block_bytes=None):
+        self.source = source
+        frame_row = int(np.prod(source.shape[::2])) * np.dtype(source.dtype).itemsize
+        try:
+            memory = os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES")
+        except (ValueError, OSError, AttributeError):
+            memory = 16 << 30
+        block_bytes = block_bytes or min(ROW_BLOCK_BYTES, memory // 16)
+        size = max(first_rows, block_bytes // frame_row)
+        edges = [first] + list(range(min(stop, first + first_rows), stop, size)) + [stop]
+        self.blocks = [(a, b) for a, b in zip(edges[:-1], edges[1:]) if b > a]
+        self.pool = ThreadPoolExecutor(1, thread_name_prefix="pybp-read-ahead")
+        self.loaded = {}  # block index -> future of its rows
+        self.index = 0
+
+    def _load(self, k):
+        if k < len(self.blocks) and k not in self.loaded:
+            a, b = self.blocks[k]
+            self.loaded[k] = self.pool.submit(lambda: np.asarray(self.source[:, a:b]))
+
+    def rows(self, start, count):
+        """Rows ``[start, start + count)`` (absolute), as an array or a view of one."""
+        parts = []
+        while count > 0:
+            while self.blocks[self.index][1] <= start:
+                self.loaded.pop(self.index, None)  # used up
+                self.index += 1
+            self._load(self.index)
+            self._load(self.index + 1)
+            a, b = self.blocks[self.index]
+            block = self.loaded[self.index].result()
+            take = min(count, b - start)
+            parts.append(block[:, start - a:start - a + take])
+            start, count = start + take, count - take
+        return parts[0] if len(parts) == 1 else np.concatenate(parts, axis=1)
+
+    def close(self):
+        for future in self.loaded.values():
+            future.cancel()
+        self.pool.shutdown(wait=True)
+        self.loaded.clear()

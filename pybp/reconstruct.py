@@ -173,12 +173,13 @@ def reconstruct(projections, angles, flats=None, darks=None, center=None, rows=N
 def _stream(executor, projections, first, n, out, offset, progress, stats):
     g = executor.plan.geometry
     host = dict(read=0.0, write=0.0)
-    whole = isinstance(projections, np.ndarray)
+    blocks = None if isinstance(projections, np.ndarray) else pipeline.RowBlocks(
+        projections, first, first + n, executor.memory.chunk_slices)
 
     def read(start, count, staging):
         tick = time.perf_counter()
-        rows = slice(first + start, first + start + count)
-        block = projections[:, rows] if whole else np.asarray(projections[:, rows])
+        block = projections[:, first + start:first + start + count] if blocks is None \
+            else blocks.rows(first + start, count)
         pipeline.copy_blocks(reading, staging, block)
         host["read"] += time.perf_counter() - tick
 
@@ -190,8 +191,12 @@ def _stream(executor, projections, first, n, out, offset, progress, stats):
     bar = pipeline.Progress(n, g.updates(), progress)
     tick = time.perf_counter()
     timings = {}
-    with pipeline.copy_pools() as (reading, writing):
-        clipped = pipeline.stream(executor, n, read, write, bar, timings)
+    try:
+        with pipeline.copy_pools() as (reading, writing):
+            clipped = pipeline.stream(executor, n, read, write, bar, timings)
+    finally:
+        if blocks is not None:
+            blocks.close()
     if stats is not None:
         stats.update(wall=time.perf_counter() - tick, chunk_slices=executor.memory.chunk_slices,
                      slots=len(executor.slots), host_read=host["read"], host_write=host["write"],

@@ -15,7 +15,7 @@ import pytest
 import pybp
 from pybp import reference
 from pybp.geometry import Geometry
-from pybp.pipeline import Progress
+from pybp.pipeline import Progress, RowBlocks
 
 PIPELINE_RTOL = 1e-6  # float32 normalisation and -log on the device
 
@@ -203,3 +203,33 @@ def test_half_storage_scales_on_the_device(cl_device):
     for half, full in zip(results["half"], results["float"]):
         verdict = verify.judge_half(half, full)
         assert verdict.passed, verdict
+
+
+class CountedReads:
+    """An input that is not a NumPy array and counts the reads made of it."""
+
+    def __init__(self, data):
+        self.data, self.shape, self.dtype, self.reads = data, data.shape, data.dtype, []
+
+    def __getitem__(self, key):
+        self.reads.append(key[1])
+        return self.data[key]
+
+
+def test_files_are_read_in_large_row_blocks(cl_device):
+    """Inputs that are not arrays are read a block of rows at a time, ahead of the
+    device (pipeline.RowBlocks): few reads, the same volume as from the array."""
+    angles, projections, flats, darks = make_scan(64, 40, 13)
+    want = pybp.reconstruct(projections, angles, flats, darks, device=cl_device,
+                            progress=False, chunk_slices=2, rows=(1, 12))
+    source, stats = CountedReads(projections), {}
+    got = pybp.reconstruct(source, angles, flats, darks, device=cl_device, progress=False,
+                           chunk_slices=2, rows=(1, 12), stats=stats)
+    np.testing.assert_array_equal(got, want)
+    chunk = stats["chunk_slices"]  # the first block is one chunk, so the device starts early
+    assert [(r.start, r.stop) for r in source.reads] == [(1, 1 + chunk), (1 + chunk, 12)]
+    blocks = RowBlocks(projections, 2, 13, 2, block_bytes=3 * 40 * 64 * 2)
+    assert blocks.blocks == [(2, 4), (4, 7), (7, 10), (10, 13)]
+    np.testing.assert_array_equal(blocks.rows(3, 6), projections[:, 3:9])  # spans blocks
+    np.testing.assert_array_equal(blocks.rows(9, 4), projections[:, 9:13])
+    blocks.close()

@@ -1,0 +1,235 @@
+"""Rotation-axis estimation (design section 1: ``center`` is the axis' detector column,
+0-based at the first pixel's centre).
+
+- :func:`vo_center`: Vo's Fourier method (N. T. Vo et al., Opt. Express 22, 2014). A 180
+  degree sinogram joined to its mirror (the 180-360 degree half it implies for a trial
+  axis) is a consistent 360 degree sinogram only for the right axis; a wrong axis puts
+  energy into the double wedge of the 2-D Fourier plane where a consistent sinogram has
+  none. The search runs coarse to fine (detector binned for the wide coarse window, full
+  resolution near the minimum, a parabola through the best three for the last step).
+- :func:`registration_center`: the projection at 180 degrees is the one at 0 mirrored
+  about the axis; their cross-correlation's peak gives the axis (a cross-check).
+"""
+
+from __future__ import annotations
+
+import numpy as np
+from scipy import ndimage
+
+COARSE_BINS = 256      # detector columns of the coarse search
+MAX_ANGLES = 720       # sinogram rows used by the metric (more are averaged in groups)
+WEDGE_RATIO = 0.5      # the object's width over the detector's (Vo's "ratio")
+WEDGE_DROP = 20        # rows around zero angular frequency left out (Vo's "drop")
+FINE_STEP = 0.125      # pixels, last search step before the parabola
+EDGE_MARGIN = 0.1      # share of the detector not searched at each edge by default
+SHADOW_LEVEL = 0.02    # of the largest mean absorption: where the object's shadow ends
+
+
+def _wedge_mask(n_rows, n_cols, radius, drop):
+    """The inverse double wedge: 1 where a consistent 360 degree sinogram has no
+    energy (angular frequency beyond what an object of ``radius`` can make)."""
+    du, dv = 1.0 / n_cols, (n_rows - 1.0) / (n_rows * 2.0 * np.pi)
+    centre_row, centre_col = int(np.ceil(n_rows / 2.0) - 1), int(np.ceil(n_cols / 2.0) - 1)
+    drop = min(drop, int(np.ceil(0.05 * n_rows)))
+    mask = np.zeros((n_rows, n_cols), np.float32)
+    for i in range(n_rows):
+        pos = int(np.round(((i - centre_row) * dv / radius) / du))
+        low, high = np.clip(np.sort((-pos + centre_col, pos + centre_col)), 0, n_cols - 1)
+        mask[i, low:high + 1] = 1.0
+    mask[centre_row - drop:centre_row + drop + 1, :] = 0.0
+    mask[:, centre_col - 1:centre_col + 2] = 0.0
+    return mask
+
+
+def _metric(sinogram, mirrored, fill, mask, axis):
+    """Energy in the wedge for a trial ``axis`` (columns of ``sinogram``)."""
+    n_cols = sinogram.shape[1]
+    shift = 2.0 * (axis - (n_cols - 1) / 2.0)
+    moved = ndimage.shift(mirrored, (0, shift), order=3, mode="nearest") \
+        if shift != np.round(shift) else np.roll(mirrored, int(shift), axis=1)
+    whole = int(np.ceil(abs(shift)))
+    if shift > 0:
+        moved[:, :whole] = fill[:, :whole]
+    elif shift < 0:
+        moved[:, n_cols - whole:] = fill[:, n_cols - whole:]
+    spectrum = np.abs(np.fft.fftshift(np.fft.fft2(np.vstack((sinogram, moved)))))
+    # Per column of real overlap: a trial axis near an edge shifts the mirror off the
+    # detector, and the filled columns (the sinogram reversed in angle, to avoid sharp
+    # edges) carry little wedge energy: unscaled, far axes would look best.
+    return float(np.mean(spectrum * mask)) / max(1.0 - whole / n_cols, 1.0 / n_cols)
+
+
+class _Search:
+    def __init__(self, sinogram):
+        self.sinogram = sinogram
+        self.mirrored = np.ascontiguousarray(sinogram[:, ::-1])
+        self.fill = np.ascontiguousarray(sinogram[::-1])  # avoids false minima at edges
+        self.mask = _wedge_mask(2 * sinogram.shape[0], sinogram.shape[1],
+                                0.5 * WEDGE_RATIO * sinogram.shape[1], WEDGE_DROP)
+
+    def best(self, axes):
+        values = np.array([_metric(self.sinogram, self.mirrored, self.fill, self.mask, a)
+                           for a in axes])
+        return int(np.argmin(values)), values
+
+
+def _bin(sinogram, factor):
+    if factor <= 1:
+        return sinogram
+    n = sinogram.shape[1] // factor * factor
+    return sinogram[:, :n].reshape(sinogram.shape[0], -1, factor).mean(axis=2)
+
+
+def half_turn(sinogram, angles):
+    """The rows of a 0-180 degree span (a 360 degree scan's first half), at most
+    :data:`MAX_ANGLES` of them (neighbours averaged)."""
+    angles = np.asarray(angles, np.float64)
+    span = angles - angles.min()
+    keep = span < np.pi - 1e-9
+    sino = sinogram[keep][np.argsort(span[keep])]
+    group = int(np.ceil(len(sino) / MAX_ANGLES))
+    if group > 1:
+        n = len(sino) // group * group
+        sino = sino[:n].reshape(-1, group, sino.shape[1]).mean(axis=1)
+    return sino
+
+
+def default_window(sinogram):
+    """Where the axis can be, from the data. A half turn's shadow of the object spans
+    ``[c - w, c + w]`` about the axis ``c``; where its edges ``L, R`` are on the
+    detector, ``c = (L + R) / 2 >= R / 2`` and ``c <= (n - 1 + L) / 2``. Where the
+    object runs off one edge, only the other edge bounds ``c``: below ``R / 2`` when
+    it runs off the left, above ``(n - 1 + L) / 2`` off the right. Trial axes outside
+    mirror the object off the detector, where Vo's metric is small and so falsely
+    best. Within the detector less :data:`EDGE_MARGIN` at each edge."""
+    n_bins = sinogram.shape[1]
+    low, high = EDGE_MARGIN * (n_bins - 1), (1 - EDGE_MARGIN) * (n_bins - 1)
+    profile = np.abs(sinogram).mean(axis=0)
+    shadow = np.flatnonzero(profile > SHADOW_LEVEL * profile.max())
+    if len(shadow):
+        left, right = shadow[0] > 0, shadow[-1] < n_bins - 1  # edges on the detector
+        mirror_low, mirror_high = shadow[-1] / 2.0, (n_bins - 1 + shadow[0]) / 2.0
+        if left and right:
+            bounds = (mirror_low, mirror_high)
+        elif right:
+            bounds = (low, mirror_low)
+        elif left:
+            bounds = (mirror_high, high)
+        else:
+            bounds = (low, high)
+        if min(high, bounds[1]) > max(low, bounds[0]):
+            low, high = max(low, bounds[0]), min(high, bounds[1])
+    return low, high
+
+
+def vo_center(sinogram, angles, search=None) -> float:
+    """The axis of one (normalised, ``-log``) sinogram ``(n_angles, n_bins)`` of a 180
+    or 360 degree scan. ``search=(low, high)`` bounds it (default:
+    :func:`default_window`)."""
+    sinogram = np.asarray(sinogram, np.float64)
+    sino = half_turn(sinogram, angles)
+    low, high = search if search is not None else default_window(sino)
+    coarse_sino = ndimage.gaussian_filter(sino, (3, 1), mode="reflect")
+    fine_sino = ndimage.gaussian_filter(sino, (2, 2), mode="reflect")
+    # Coarse: detector binned to about COARSE_BINS columns, every binned column.
+    factor = max(1, sino.shape[1] // COARSE_BINS)
+    binned = _bin(coarse_sino, factor)
+    to_binned = lambda c: (c - (factor - 1) / 2.0) / factor  # noqa: E731
+    axes = np.arange(np.ceil(to_binned(low)), np.floor(to_binned(high)) + 1)
+    if not len(axes):
+        raise ValueError(f"search: the window {low}..{high} holds no candidate axis")
+    i, _ = _Search(binned).best(axes)
+    guess = axes[i] * factor + (factor - 1) / 2.0
+    # Fine: full resolution around the guess, halving the step down to FINE_STEP.
+    search, step, radius = _Search(fine_sino), max(1.0, factor / 2.0), factor + 1.0
+    while True:
+        axes = np.clip(np.arange(guess - radius, guess + radius + step / 2, step), low, high)
+        i, values = search.best(axes)
+        guess = axes[i]
+        if step <= FINE_STEP:
+            break
+        radius, step = step, step / 2
+    if 0 < i < len(axes) - 1:  # the vertex of the parabola through the best three
+        left, mid, right = values[i - 1:i + 2]
+        curvature = left - 2 * mid + right
+        if curvature > 0:
+            guess += 0.5 * step * (left - right) / curvature
+    return float(np.clip(guess, low, high))
+
+
+def _angle_index(angles, target):
+    gaps = np.abs(np.angle(np.exp(1j * (np.asarray(angles) - target))))
+    i = int(np.argmin(gaps))
+    return i, float(gaps[i])
+
+
+def registration_center(projections_0, projections_180) -> float:
+    """The axis from two normalised (``-log``) frames ``(n_rows, n_bins)`` 180 degrees
+    apart: the second mirrored is the first shifted by ``2 * center - (n_bins - 1)``.
+    Correlates the detector-direction gradients (edges, not the background) of all rows
+    and fits a parabola to the peak."""
+    a = np.gradient(np.atleast_2d(np.asarray(projections_0, np.float64)), axis=1)
+    b = np.gradient(np.atleast_2d(np.asarray(projections_180, np.float64))[:, ::-1], axis=1)
+    n_bins = a.shape[1]
+    size = 2 * n_bins
+    spectrum = np.conj(np.fft.rfft(a, size, axis=1)) * np.fft.rfft(b, size, axis=1)
+    correlation = np.fft.irfft(spectrum.sum(axis=0), size)
+    peak = int(np.argmax(correlation))
+    left, mid, right = correlation[[(peak - 1) % size, peak, (peak + 1) % size]]
+    curvature = left - 2 * mid + right
+    offset = 0.5 * (left - right) / curvature if curvature < 0 else 0.0
+    shift = peak + offset
+    shift = shift - size if shift > size / 2 else shift
+    # b(h) = a(h + d) with d = 2 c - (n - 1); the correlation peaks at -d.
+    return float(((n_bins - 1) - shift) / 2.0)
+
+
+def opposite_frames(angles):
+    """Indices of the projections nearest 0 and 180 degrees (from the first angle), and
+    how far (radians) the pair is from exactly opposite."""
+    first, _ = _angle_index(angles, angles[0])
+    second, miss = _angle_index(angles, angles[0] + np.pi)
+    return first, second, miss
+
+
+VO_ROWS = 10            # detector rows averaged into the sinogram Vo's method reads
+REGISTRATION_ROWS = 64  # detector rows the 0/180 degree registration compares
+DISAGREE_PIXELS = 1.0   # estimates further apart than this are reported as such
+
+
+def normalised_rows(projections, flats, darks, first, stop, frames=slice(None), log=True):
+    """``-log((p - dark) / (flat - dark))`` of detector rows ``[first, stop)`` of the
+    ``frames`` asked for, in float64 on the host: ``(n_frames, stop - first, n_bins)``."""
+    data = np.asarray(projections[frames, first:stop] if isinstance(frames, slice)
+                      else np.stack([projections[i][first:stop] for i in frames]), np.float64)
+    if flats is not None:
+        mean = lambda f: np.asarray(f[:, first:stop] if len(f.shape) == 3  # noqa: E731
+                                    else np.asarray(f)[None, first:stop], np.float64).mean(0)
+        dark = mean(darks)
+        data = (data - dark) / np.maximum(mean(flats) - dark, 1e-6)
+    if log:
+        data = -np.log(np.clip(data, 1e-6, None))
+    return data
+
+
+def estimate_center(projections, angles, flats=None, darks=None, rows=None, search=None,
+                    log=True) -> dict:
+    """The axis of a scan (arrays as :func:`pybp.reconstruct` takes them): Vo's method
+    on the mean sinogram of :data:`VO_ROWS` rows in the middle of ``rows=(first,
+    stop)`` (default all), and, where the scan has frames 180 degrees apart (within 2
+    degrees), their registration as a cross-check. Returns ``dict(center, vo,
+    registration, row)``; ``registration`` is None without such a pair."""
+    n_rows = projections.shape[1]
+    first, stop = rows if rows is not None else (0, n_rows)
+    middle = (first + stop) // 2
+    a, b = max(first, middle - VO_ROWS // 2), min(stop, middle + (VO_ROWS + 1) // 2)
+    sinogram = normalised_rows(projections, flats, darks, a, b, log=log).mean(axis=1)
+    vo = vo_center(sinogram, angles, search)
+    zero, half, miss = opposite_frames(np.asarray(angles, np.float64))
+    registration = None
+    if miss <= np.deg2rad(2.0):
+        a, b = (max(first, middle - REGISTRATION_ROWS // 2),
+                min(stop, middle + REGISTRATION_ROWS // 2))
+        pair = normalised_rows(projections, flats, darks, a, b, frames=(zero, half), log=log)
+        registration = registration_center(pair[0], pair[1])
+    return dict(center=vo, vo=vo, registration=registration, row=middle)

@@ -1,0 +1,332 @@
+"""``pybp reconstruct``, ``pybp center`` and ``pybp preview``: from projection files to
+slices on disk (pybp/io), with the axis found (pybp/centre.py)."""
+
+from __future__ import annotations
+
+import argparse
+import errno
+import hashlib
+import sys
+import time
+from pathlib import Path
+
+import numpy as np
+
+from . import __version__, centre
+from .filters import FILTERS, PADDINGS
+from .imagefile import contact_sheet, display_range, label, to_8bit, write_png
+from .io.readers import open_scan
+from .io.writers import (
+    DTYPES,
+    check_output_path,
+    open_output,
+    output_kind,
+    read_slices,
+    stored_metadata,
+)
+from .params import INTERPOLATIONS, SLICES_PER_PASS, STORAGES
+from .reconstruct import reconstruct
+from .runner import Backprojector, open_device
+
+EXIT_INTERRUPTED = 130
+SHEET_TILE = 256  # pixels of one slice on the contact sheet
+
+
+def _range(text, name, limit):
+    """``A:B`` (either end may be left out) within ``0..limit``."""
+    try:
+        a, b = text.split(":")
+        first, stop = int(a) if a else 0, int(b) if b else limit
+    except ValueError:
+        raise ValueError(f"{name}: expected FIRST:STOP, got {text!r}") from None
+    if not 0 <= first < stop <= limit:
+        raise ValueError(f"{name}: expected 0 <= FIRST < STOP <= {limit}, got {text!r}")
+    return first, stop
+
+
+def _sweep(text):
+    try:
+        a, b, step = (float(v) for v in text.split(":"))
+    except ValueError:
+        raise ValueError(f"center-sweep: expected FIRST:LAST:STEP, got {text!r}") from None
+    if step <= 0 or b < a:
+        raise ValueError(f"center-sweep: expected FIRST <= LAST and STEP > 0, got {text!r}")
+    return np.arange(a, b + step / 2, step)
+
+
+def _open(args):
+    scan = open_scan(args.input, flats=args.flats, darks=args.darks, angles=args.angles,
+                     angle_range=args.angle_range)
+    n_rows = scan.shape[1]
+    rows = _range(args.rows, "rows", n_rows) if args.rows else (0, n_rows)
+    return scan, rows
+
+
+def _say(args, text):
+    if not args.quiet:
+        print(text, flush=True)
+
+
+def _estimate(args, scan, rows):
+    search = None
+    if getattr(args, "center_search", None):
+        search = tuple(float(v) for v in _range(args.center_search, "center-search",
+                                                 scan.shape[2]))
+    tick = time.perf_counter()
+    found = centre.estimate_center(scan.projections, scan.angles, scan.flats, scan.darks,
+                                   rows, search, log=not args.no_log)
+    seconds = time.perf_counter() - tick
+    cross = found["registration"]
+    text = (f"center: {found['center']:.2f} (Vo's method, rows around {found['row']}; "
+            f"{seconds:.1f} s)")
+    if cross is not None:
+        text += f"; registration of the 0 and 180 degree projections: {cross:.2f}"
+        if abs(cross - found["center"]) > centre.DISAGREE_PIXELS:
+            text += " (they disagree: check with --center-sweep)"
+    return found["center"], text
+
+
+def cmd_center(args):
+    with _open(args)[0] as scan:
+        rows = _range(args.rows, "rows", scan.shape[1]) if args.rows else None
+        _, text = _estimate(args, scan, rows)
+        print(text)
+    return 0
+
+
+def _metadata(args, scan, rows, center):
+    n_bins = scan.shape[2]
+    digest = hashlib.sha1(np.ascontiguousarray(scan.angles, np.float64).tobytes()).hexdigest()
+    return dict(input=str(Path(args.input).resolve()), center=round(float(center), 6),
+                first_row=rows[0], rows=list(rows), angles_sha1=digest, n_angles=scan.shape[0],
+                angle_span_degrees=float(np.degrees(np.ptp(scan.angles))),
+                filter=args.filter, padding=args.padding, interpolation=args.interpolation,
+                precision=args.precision, slice_shape=[n_bins, n_bins],
+                log=not args.no_log, command=args.command_line, pybp=__version__,
+                source=scan.source)
+
+
+def _center_sweep(args, scan, rows):
+    """One slice per candidate centre (the middle row), as labelled PNGs and a contact
+    sheet in the folder ``args.output``."""
+    folder = Path(args.output)
+    candidates = _sweep(args.center_sweep)
+    names = [folder / f"center_{c:.2f}.png" for c in candidates] + [folder / "contact_sheet.png"]
+    if not args.overwrite and any(p.exists() for p in names):
+        raise FileExistsError(f"output: {folder} already holds a centre sweep; pass --overwrite")
+    folder.mkdir(parents=True, exist_ok=True)
+    row = (rows[0] + rows[1]) // 2
+    sinogram = centre.normalised_rows(scan.projections, scan.flats, scan.darks, row, row + 1,
+                                      log=not args.no_log)[:, 0].astype(np.float32)
+    cl_device, context, _ = open_device(args.device)
+    slices = []
+    for c in candidates:
+        with Backprojector(scan.shape[2], scan.angles, center=c, filter=args.filter,
+                           padding=args.padding, interpolation=args.interpolation,
+                           context=context) as bp:
+            slices.append(bp(sinogram))
+    low, high = display_range(slices)
+    tiles = []
+    for c, image, path in zip(candidates, slices, names):
+        write_png(path, label(to_8bit(image, low, high), f"c={c:.2f}"), overwrite=True)
+        step = max(1, int(np.ceil(image.shape[0] / SHEET_TILE)))
+        tiles.append(label(to_8bit(image[::step, ::step], low, high), f"{c:.2f}"))
+    write_png(names[-1], contact_sheet(tiles), overwrite=True)
+    print(f"wrote {len(candidates)} slices of row {row} for centres {candidates[0]:.2f}.."
+          f"{candidates[-1]:.2f} and {names[-1]}")
+    return 0
+
+
+def cmd_reconstruct(args):
+    if not args.center_sweep:
+        check_output_path(args.output, args.overwrite, args.resume)
+    scan, rows = _open(args)
+    with scan:
+        n_angles, _, n_bins = scan.shape
+        _say(args, f"input: {scan.source['projections']} ({scan.source['format']}): "
+                   f"{n_angles} projections of {scan.shape[1]} x {n_bins}, rows "
+                   f"{rows[0]}..{rows[1] - 1}")
+        if args.center_sweep:
+            return _center_sweep(args, scan, rows)
+        check_output_path(args.output, args.overwrite, args.resume)
+        stored = stored_metadata(args.output) if args.resume else None
+        if args.center != "auto":
+            try:
+                center = float(args.center)
+            except ValueError:
+                raise ValueError(f"center: expected a number or 'auto', got {args.center!r}") \
+                    from None
+        elif stored and "center" in stored:
+            center = stored["center"]
+            _say(args, f"center: {center:.2f} (from the run being resumed)")
+        else:
+            center, text = _estimate(args, scan, rows)
+            _say(args, text)
+        n = rows[1] - rows[0]
+        output = open_output(args.output, (n, n_bins, n_bins), args.dtype,
+                             _metadata(args, scan, rows, center), overwrite=args.overwrite,
+                             resume=args.resume)
+        try:
+            missing = int((~output.done).sum())
+            runs = output.remaining(align=max(SLICES_PER_PASS))
+            todo = sum(b - a for a, b in runs)
+            if missing < n:
+                _say(args, f"resume: {n - missing} of {n} slices are already in {args.output}")
+            tick = time.perf_counter()
+            for a, b in runs:
+                reconstruct(scan.projections, scan.angles, scan.flats, scan.darks,
+                            center=center, rows=(rows[0] + a, rows[0] + b),
+                            out=output.view(a, b), filter=args.filter, padding=args.padding,
+                            log=not args.no_log, progress=not args.quiet,
+                            chunk_slices=args.chunk_slices, device=args.device,
+                            interpolation=args.interpolation, precision=args.precision,
+                            slices_per_pass=args.slices_per_pass)
+            seconds = time.perf_counter() - tick
+            output.finish()
+        except KeyboardInterrupt:
+            done = int(output.done.sum())
+            print(f"\npybp reconstruct: interrupted after {done} of {n} slices; the same "
+                  "command with --resume finishes the job", file=sys.stderr)
+            return EXIT_INTERRUPTED
+        except OSError as exc:
+            if exc.errno == errno.ENOSPC:
+                done = int(output.done.sum())
+                raise OSError(f"output: the disk is full ({done} of {n} slices are complete); "
+                              "free some space and run again with --resume") from exc
+            raise
+        finally:
+            output.close()
+        gups = todo * n_bins * n_bins * n_angles / max(seconds, 1e-9) * 1e-9
+        _say(args, f"reconstructed {todo} slices of {n_bins} x {n_bins} in {seconds:.1f} s "
+                   f"({gups:.3g} GU/s, {todo / max(seconds, 1e-9):.1f} slices/s) into "
+                   f"{args.output} ({output_kind(args.output)}, {args.dtype})")
+        if args.preview:
+            _say(args, f"preview: {write_preview(args.output, args.preview, args.overwrite)}")
+    return 0
+
+
+def write_preview(path, png=None, overwrite=False, row=None):
+    """A PNG of the middle slice (or of detector row ``row``) of a reconstruction."""
+    slices, metadata = read_slices(path)
+    first = int(metadata.get("first_row", 0))
+    index = len(slices) // 2 if row is None else row - first
+    if not 0 <= index < len(slices):
+        raise ValueError(f"row: {path} holds rows {first}..{first + len(slices) - 1}, "
+                         f"not {row}")
+    image = np.asarray(slices[index], np.float32)
+    low, high = display_range([image])
+    path = Path(path)
+    png = Path(png) if png else path.with_name((path.name if path.is_dir() else path.stem)
+                                               + "-preview.png")
+    return write_png(png, label(to_8bit(image, low, high), f"r={first + index}"), overwrite)
+
+
+def cmd_preview(args):
+    print(f"wrote {write_preview(args.input, args.output, args.overwrite, args.row)}")
+    return 0
+
+
+def _input_options(parser):
+    group = parser.add_argument_group("input")
+    group.add_argument("input", help="HDF5 file (DXchange /exchange/data, or NXtomo found by "
+                                     "its NX class; FILE:/ENTRY picks one entry), .npy stack "
+                                     "(angles, rows, bins), or a folder or glob of TIFF "
+                                     "projections")
+    group.add_argument("--flats", help="flat fields: .npy, or a TIFF folder or glob "
+                                       "(default: from the HDF5 file)")
+    group.add_argument("--darks", help="dark fields, as --flats")
+    group.add_argument("--angles", help="text file of angles in degrees, one per projection "
+                                        "(default: from the HDF5 file)")
+    group.add_argument("--angle-range", type=float, metavar="DEG",
+                       help="angles in even steps over DEG degrees from 0, e.g. 180 or 360")
+    group.add_argument("--rows", metavar="A:B", help="detector rows A to B-1 (default: all)")
+    group.add_argument("--no-log", action="store_true",
+                       help="the data are already normalised line integrals: no flat/dark "
+                            "correction, no -log")
+
+
+def _center_options(parser):
+    parser.add_argument("--center-search", metavar="A:B",
+                        help="with --center auto: search the axis between detector columns "
+                             "A and B (default: all but 10%% at each edge)")
+
+
+def add_parsers(sub, common):
+    rec = sub.add_parser(
+        "reconstruct", parents=[common], formatter_class=argparse.RawDescriptionHelpFormatter,
+        help="projection files to slices on disk (FBP), the axis found",
+        description="Reconstruct a parallel-beam scan from files to slices on disk by "
+                    "filtered back-projection.",
+        epilog="""examples:
+  pybp reconstruct scan.h5 -o slices/              TIFF slices, axis found (Vo's method)
+  pybp reconstruct scan.h5 -o slices/ --resume     finish an interrupted run
+  pybp reconstruct scan.h5 -o rec.h5 --rows 100:200 --center 1021.5 --dtype float16
+  pybp reconstruct 'proj/*.tif' --flats flats/ --darks darks/ --angle-range 180 -o slices/
+  pybp reconstruct scan.h5 -o sweep/ --center-sweep 1015:1025:0.5   pick the axis by eye
+
+outputs: a folder gets one 32-bit float TIFF per slice, named by detector row
+(slice_00042.tif); .h5/.hdf5/.nxs a dataset /slices chunked per slice; .npy one stack.
+What the slices are (input, centre, filter, command) is stored with them. An existing
+output is never replaced without --overwrite; each slice is written whole (temporary
+name, then rename); Ctrl-C stops after the slices in flight; --resume reconstructs only
+what is missing. Exit status: 0 done, 2 an error (one line; --debug shows the
+traceback), 130 interrupted.""")
+    _input_options(rec)
+    rec.add_argument("-o", "--output", required=True,
+                     help="folder for TIFF slices, or a .h5/.hdf5/.nxs or .npy file")
+    rec.add_argument("--center", default="auto",
+                     help="rotation axis: detector column, 0-based at the first pixel's centre, "
+                          "or 'auto' to estimate it (default: auto)")
+    _center_options(rec)
+    rec.add_argument("--center-sweep", metavar="A:B:STEP",
+                     help="instead of a volume: the middle row for each centre A, A+STEP, .., "
+                          "B as PNGs labelled with their centre, and contact_sheet.png, in "
+                          "the output folder")
+    rec.add_argument("--filter", choices=FILTERS, default="ramp", help="FBP window (default: ramp)")
+    rec.add_argument("--padding", choices=PADDINGS, default="zero",
+                     help="rows padded with zeros, or with their edge values for truncated "
+                          "scans (default: zero)")
+    rec.add_argument("--interpolation", choices=INTERPOLATIONS, default="linear",
+                     help="(default: linear)")
+    rec.add_argument("--precision", choices=STORAGES, default="float",
+                     help="sinograms on the device in float or half (default: float)")
+    rec.add_argument("--slices-per-pass", default="auto",
+                     type=lambda v: v if v == "auto" else int(v),
+                     help=f"sinograms per kernel pass, auto or one of {SLICES_PER_PASS} "
+                          "(default: auto)")
+    rec.add_argument("--dtype", choices=DTYPES, default="float32",
+                     help="of the slices on disk; float16 halves the space (default: float32)")
+    rec.add_argument("--device", default=None,
+                     help="index or name substring (see `pybp devices`; default: the fastest)")
+    rec.add_argument("--chunk-slices", type=int, default=None,
+                     help="slices per chunk through the device (default: from its memory)")
+    rec.add_argument("--overwrite", action="store_true", help="replace an existing output")
+    rec.add_argument("--resume", action="store_true",
+                     help="finish an interrupted run: reconstruct only the slices missing")
+    rec.add_argument("--preview", metavar="PNG", help="also write the middle slice as a PNG")
+    rec.add_argument("--quiet", action="store_true", help="print errors only")
+    rec.set_defaults(func=cmd_reconstruct)
+
+    cen = sub.add_parser("center", parents=[common], help="estimate the rotation axis of a scan",
+                         description="Print the rotation axis of a scan: Vo's Fourier method on "
+                                     "the middle rows, and the registration of the 0 and 180 "
+                                     "degree projections as a cross-check.")
+    _input_options(cen)
+    _center_options(cen)
+    cen.set_defaults(func=cmd_center, quiet=False)
+
+    pre = sub.add_parser("preview", parents=[common], help="a PNG of a reconstruction's middle slice",
+                         description="Write a PNG of the middle slice (or --row) of slices "
+                                     "written by pybp reconstruct (folder, .h5 or .npy), grey "
+                                     "levels from its 0.5 and 99.5 percentiles.")
+    pre.add_argument("input", help="the reconstruction: folder of TIFF slices, .h5 or .npy")
+    pre.add_argument("-o", "--output", help="PNG file (default: INPUT-preview.png)")
+    pre.add_argument("--row", type=int, help="detector row of the slice (default: the middle)")
+    pre.add_argument("--overwrite", action="store_true", help="replace an existing PNG")
+    pre.set_defaults(func=cmd_preview)
+
+
+def is_expected(exc) -> bool:
+    """Mistakes a user can act on: one line, no traceback (``--debug`` shows it)."""
+    return isinstance(exc, (ValueError, TypeError, OSError, RuntimeError)) and \
+        not isinstance(exc, (NotImplementedError, RecursionError))

@@ -1,0 +1,42 @@
+"""A scan to try the file path on: the 3-D Shepp-Logan phantom (pybp/reference.py) seen
+by a detector with flats, darks and noise, its axis off the detector's middle, written
+as DXchange HDF5 (what ``pybp demo --write-scan`` makes)."""
+
+from __future__ import annotations
+
+import numpy as np
+
+from .. import reference
+from ..geometry import Geometry
+from .readers import _need
+
+ATTENUATION = 2.0  # largest line integral, so that the flats' counts stay well above dark
+
+
+def phantom_scan(n_bins=256, n_rows=64, n_angles=None, span_degrees=180.0, axis_offset=3.7,
+                 n_frames=10, seed=0):
+    """``(angles_degrees, projections, flats, darks, center, scale)``: uint16 counts of
+    the phantom with its axis at ``(n_bins - 1) / 2 + axis_offset``; ``scale`` is the
+    attenuation per pixel of phantom value 1 (the reconstruction is the phantom times it)."""
+    n_angles = n_angles or int(round(n_bins * span_degrees / 180.0))
+    degrees = np.arange(n_angles) * (span_degrees / n_angles)
+    center = (n_bins - 1) / 2.0 + axis_offset
+    geometry = Geometry.create(n_bins, np.deg2rad(degrees), center=center)
+    radius = n_bins / 2.0 * 0.9
+    scale = ATTENUATION / (2 * 0.92 * radius)  # the longest chord through value 1
+    line_integrals = reference.shepp_logan_3d_radon(geometry, n_rows, radius) * scale
+    projections, flats, darks = reference.detector_counts(line_integrals, n_frames, seed=seed)
+    return degrees, projections, flats, darks, center, scale
+
+
+def write_dxchange(path, projections, flats, darks, degrees, overwrite=False):
+    """A DXchange file: ``/exchange/data``, ``data_white``, ``data_dark`` and
+    ``theta`` (degrees), projections chunked a frame at a time."""
+    h5py = _need("h5py")
+    with h5py.File(path, "w" if overwrite else "w-") as f:
+        f.create_dataset("exchange/data", data=projections,
+                         chunks=(1,) + projections.shape[1:])
+        f.create_dataset("exchange/data_white", data=flats)
+        f.create_dataset("exchange/data_dark", data=darks)
+        f.create_dataset("exchange/theta", data=np.asarray(degrees, np.float64))
+        f["exchange/theta"].attrs["units"] = "degrees"

@@ -1,0 +1,201 @@
+"""What goes wrong with files: every mistake gives one line naming what to change and a
+non-zero exit, nothing a user has is replaced, and an interrupted run (killed, Ctrl-C,
+disk full) leaves only whole slices that ``--resume`` completes to the same volume."""
+
+import errno
+import signal
+import subprocess
+import sys
+import time
+
+import h5py
+import numpy as np
+import pytest
+import tifffile
+from test_files import make_input, read_tiff_folder, run, scan, write_nxtomo  # noqa: F401
+
+import pybp
+from pybp.io import open_output
+from pybp.io.demo import phantom_scan, write_dxchange
+from pybp.io.writers import TiffFolder
+
+LONG_ROWS = 48  # a run of one slice per chunk, long enough on PoCL to stop in the middle
+
+
+def assert_one_line(capsys, code, *words):
+    printed = capsys.readouterr()
+    assert code == 2
+    lines = printed.err.strip().splitlines()
+    assert len(lines) == 1 and lines[0].startswith("pybp "), printed.err
+    for word in words:
+        assert word in lines[0], lines[0]
+    return lines[0]
+
+
+def test_reader_errors_name_what_is_there(scan, tmp_path, capsys):  # noqa: F811
+    with h5py.File(tmp_path / "other.h5", "w") as f:
+        f["entry/images"] = np.zeros((3, 4, 5), np.uint16)
+    assert_one_line(capsys, run([str(tmp_path / "other.h5"), "-o", str(tmp_path / "o")])[0],
+                    "/exchange/data", "/entry/images (3, 4, 5) uint16")
+    write_nxtomo(tmp_path / "two.nxs", scan, entries=2)
+    assert_one_line(capsys, run([str(tmp_path / "two.nxs"), "-o", str(tmp_path / "o")])[0],
+                    "2 NXtomo entries", "/scan0", "/scan1")
+    argv = make_input("tiff", scan, tmp_path)
+    no_angles = argv[:5]
+    assert_one_line(capsys, run(no_angles + ["-o", str(tmp_path / "o")])[0], "--angles")
+    np.savetxt(tmp_path / "short.txt", scan["degrees"][:-1])
+    assert_one_line(capsys, run(no_angles + ["--angles", str(tmp_path / "short.txt"), "-o",
+                                             str(tmp_path / "o")])[0], "119 angles", "120")
+    assert_one_line(capsys, run(argv[:3] + argv[5:] + ["-o", str(tmp_path / "o")])[0],
+                    "darks", "--darks")
+    assert_one_line(capsys, run([str(tmp_path / "none.h5"), "-o", str(tmp_path / "o")])[0],
+                    "does not exist")
+    assert_one_line(capsys, run([str(tmp_path / "empty"), "-o", str(tmp_path / "o")])[0],
+                    "does not exist")
+    assert not (tmp_path / "o").exists()
+
+
+def test_output_errors_before_any_work(scan, tmp_path, capsys):  # noqa: F811
+    argv = make_input("dxchange", scan, tmp_path) + ["--center", str(scan["center"])]
+    (tmp_path / "old").mkdir()
+    tifffile.imwrite(tmp_path / "old" / "slice_00000.tif", np.ones((2, 2), np.float32))
+    assert_one_line(capsys, run(argv + ["-o", str(tmp_path / "old")])[0], "--overwrite",
+                    "--resume")
+    assert tifffile.imread(tmp_path / "old" / "slice_00000.tif").sum() == 4  # untouched
+    (tmp_path / "rec.h5").write_bytes(b"precious")
+    assert_one_line(capsys, run(argv + ["-o", str(tmp_path / "rec.h5")])[0], "exists")
+    assert (tmp_path / "rec.h5").read_bytes() == b"precious"
+    assert_one_line(capsys, run(argv + ["-o", str(tmp_path / "x"), "--overwrite",
+                                        "--resume"])[0], "exclude")
+    (tmp_path / "file").write_text("")
+    assert_one_line(capsys, run(argv + ["-o", str(tmp_path / "file" / "slices")])[0],
+                    "is a file")
+    assert_one_line(capsys, run(argv + ["-o", str(tmp_path / "file")])[0], "is a file")
+    assert_one_line(capsys, run(argv + ["-o", str(tmp_path / "missing" / "r.h5")])[0],
+                    "does not exist")
+    assert_one_line(capsys, run(argv + ["-o", str(tmp_path / "a.tif")])[0], "folder")
+    with pytest.raises(OSError, match="free"):
+        open_output(tmp_path / "huge", (10 ** 6, 10 ** 4, 10 ** 4))
+
+
+def test_debug_shows_the_traceback(scan, tmp_path):  # noqa: F811
+    with pytest.raises(ValueError, match="does not exist"):
+        run([str(tmp_path / "none.h5"), "-o", str(tmp_path / "o"), "--debug"])
+
+
+def test_resume_must_match(scan, tmp_path, cl_device, capsys):  # noqa: F811
+    argv = make_input("dxchange", scan, tmp_path) + ["-o", str(tmp_path / "s"), "--device",
+                                                     cl_device.name, "--rows", "0:2"]
+    assert run(argv + ["--center", "51.8"], capsys)[0] == 0
+    assert_one_line(capsys, run(argv + ["--center", "50", "--resume"])[0], "center=51.8",
+                    "--overwrite")
+    code, printed = run(argv + ["--center", "51.8", "--resume"], capsys)
+    assert code == 0 and "2 of 2 slices are already in" in printed.out
+
+
+def test_disk_full_leaves_whole_slices(scan, tmp_path, cl_device, capsys, monkeypatch):  # noqa: F811
+    """A write that fails for want of space (injected after 3 slices) stops the run with
+    one line; the slices before it are whole, and --resume completes the volume."""
+    written, real_write = [], TiffFolder._write
+
+    def write(self, index, image):
+        if len(written) >= 3:
+            raise OSError(errno.ENOSPC, "No space left on device")
+        written.append(index)
+        real_write(self, index, image)
+
+    argv = make_input("dxchange", scan, tmp_path) + [
+        "-o", str(tmp_path / "s"), "--device", cl_device.name, "--center", str(scan["center"]),
+        "--chunk-slices", "1"]
+    with monkeypatch.context() as patch:
+        patch.setattr(TiffFolder, "_write", write)
+        line = assert_one_line(capsys, run(argv)[0], "disk is full", "--resume")
+    assert "3 of 6 slices are complete" in line
+    assert sorted(p.name for p in (tmp_path / "s").iterdir()) == \
+        ["pybp.json", "slice_00000.tif", "slice_00001.tif", "slice_00002.tif"]
+    assert run(argv + ["--resume"], capsys)[0] == 0
+    want = pybp.reconstruct(scan["projections"], np.deg2rad(scan["degrees"]), scan["flats"],
+                            scan["darks"], center=scan["center"], device=cl_device,
+                            progress=False)
+    np.testing.assert_array_equal(read_tiff_folder(tmp_path / "s"), want)
+
+
+@pytest.fixture(scope="module")
+def long_scan(tmp_path_factory, cl_device):
+    """A DXchange file of LONG_ROWS rows and its volume reconstructed in one go."""
+    degrees, projections, flats, darks, center, _ = phantom_scan(
+        128, LONG_ROWS, 180, axis_offset=-3.1, seed=5)
+    path = tmp_path_factory.mktemp("long") / "scan.h5"
+    write_dxchange(path, projections, flats, darks, degrees)
+    volume = pybp.reconstruct(projections, np.deg2rad(degrees), flats, darks, center=center,
+                              device=cl_device, progress=False)
+    return path, center, volume
+
+
+def stop_in_the_middle(argv, folder, sig):
+    """Start ``pybp reconstruct ARGV``, send ``sig`` once 2 slices are on disk; return
+    its exit code and standard error."""
+    process = subprocess.Popen([sys.executable, "-m", "pybp", "reconstruct"] + argv,
+                               stderr=subprocess.PIPE, stdout=subprocess.PIPE, text=True)
+    deadline = time.monotonic() + 120
+    while time.monotonic() < deadline and process.poll() is None:
+        if folder.is_dir() and len(list(folder.glob("slice_*.tif"))) >= 2:
+            process.send_signal(sig)
+            break
+        time.sleep(0.002)
+    _, err = process.communicate(timeout=60)
+    return process.returncode, err
+
+
+@pytest.mark.parametrize("sig", [signal.SIGKILL, signal.SIGINT], ids=["killed", "ctrl-c"])
+def test_interrupted_run_resumes_to_the_same_volume(long_scan, tmp_path, cl_device, sig):
+    path, center, volume = long_scan
+    out = tmp_path / "slices"
+    argv = [str(path), "-o", str(out), "--center", repr(center), "--chunk-slices", "1",
+            "--device", cl_device.name, "--quiet"]
+    code, err = stop_in_the_middle(argv, out, sig)
+    done = sorted(out.glob("slice_*.tif"))
+    assert 2 <= len(done) < LONG_ROWS, "the run was not stopped in the middle"
+    if sig == signal.SIGINT:
+        assert code == 130
+        assert err.strip().splitlines()[-1].startswith(
+            f"pybp reconstruct: interrupted after {len(done)} of {LONG_ROWS} slices")
+        assert not list(out.glob(".*.partial"))
+    else:
+        assert code == -signal.SIGKILL
+    for f in done:  # whole files: each one reads, and is the slice it names
+        row = int(f.stem.split("_")[1])
+        np.testing.assert_array_equal(tifffile.imread(f), volume[row])
+    result = subprocess.run([sys.executable, "-m", "pybp", "reconstruct"] + argv + ["--resume"],
+                            capture_output=True, text=True, timeout=300)
+    assert result.returncode == 0, result.stderr
+    assert not list(out.glob(".*.partial"))
+    np.testing.assert_array_equal(read_tiff_folder(out, 0, LONG_ROWS), volume)
+
+
+def test_interrupted_hdf5_resumes(long_scan, tmp_path, cl_device):
+    path, center, volume = long_scan
+    out = tmp_path / "rec.h5"
+    argv = [str(path), "-o", str(out), "--center", repr(center), "--chunk-slices", "1",
+            "--device", cl_device.name, "--quiet"]
+    process = subprocess.Popen([sys.executable, "-m", "pybp", "reconstruct"] + argv,
+                               stderr=subprocess.PIPE, text=True)
+    partial = tmp_path / "rec.h5.partial"
+    deadline = time.monotonic() + 120
+    while time.monotonic() < deadline and process.poll() is None:
+        if partial.exists() and partial.stat().st_size > 4 * 128 * 128 * 4:
+            process.send_signal(signal.SIGINT)
+            break
+        time.sleep(0.002)
+    process.communicate(timeout=60)
+    assert process.returncode == 130 and not out.exists() and partial.exists()
+    with h5py.File(partial) as f:
+        done = f["pybp_done"][()].astype(bool)
+        assert 0 < done.sum() < LONG_ROWS
+        np.testing.assert_array_equal(f["slices"][np.flatnonzero(done)], volume[done])
+    result = subprocess.run([sys.executable, "-m", "pybp", "reconstruct"] + argv + ["--resume"],
+                            capture_output=True, text=True, timeout=300)
+    assert result.returncode == 0, result.stderr
+    assert not partial.exists()
+    with h5py.File(out) as f:
+        np.testing.assert_array_equal(f["slices"][()], volume)
