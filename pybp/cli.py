@@ -48,7 +48,7 @@ def cmd_write_scan(args):
     path = args.write_scan
     if os.path.exists(path) and not args.overwrite:
         raise FileExistsError(f"write-scan: {path} exists; choose another name or pass --overwrite")
-    n_bins = args.size if args.size_given else 256
+    n_bins = args.size or 256
     degrees, projections, flats, darks, center, _ = phantom_scan(
         n_bins, n_rows=max(1, n_bins // 4), n_angles=args.angles)
     write_dxchange(path, projections, flats, darks, degrees, overwrite=args.overwrite)
@@ -62,7 +62,7 @@ def cmd_write_scan(args):
 def cmd_demo(args):
     if args.write_scan:
         return cmd_write_scan(args)
-    n = args.size
+    n = args.size or 512
     angles = np.linspace(0, np.pi, args.angles or n, endpoint=False)
     geometry = Geometry.create(n, angles)
     sinogram = reference.shepp_logan_radon(geometry).astype(np.float32)
@@ -186,12 +186,6 @@ def cmd_tune(args):
     return 0
 
 
-class _SizeAction(argparse.Action):
-    def __call__(self, parser, namespace, values, option_string=None):
-        setattr(namespace, self.dest, values)
-        namespace.size_given = True
-
-
 def build_parser():
     parser = argparse.ArgumentParser(prog="pybp", description=__doc__,
                                      formatter_class=argparse.RawDescriptionHelpFormatter)
@@ -205,7 +199,7 @@ def build_parser():
 
     demo = sub.add_parser("demo", parents=[common],
                           help="reconstruct the built-in phantom, print speed and error")
-    demo.add_argument("--size", type=int, default=512, action=_SizeAction,
+    demo.add_argument("--size", type=int, default=None,
                       help="detector bins and slice width (default: 512; 256 with --write-scan)")
     demo.add_argument("--angles", type=int, default=None, help="projections (default: size)")
     demo.add_argument("--filter", choices=FILTERS, default="ramp")
@@ -218,7 +212,7 @@ def build_parser():
                       help="instead: write a DXchange scan of the 3-D phantom (size/4 rows, "
                            "flats, darks, noise, axis 3.7 pixels off the middle) to try "
                            "`pybp reconstruct` on")
-    demo.set_defaults(func=cmd_demo, size_given=False)
+    demo.set_defaults(func=cmd_demo)
 
     render = sub.add_parser("render", help="write a kernel's OpenCL source",
                             description="Write the OpenCL source of one parameter set: every "

@@ -251,6 +251,14 @@ def _center_options(parser):
                              "A and B (default: all but 10%% at each edge)")
 
 
+def _slices_per_pass(text):
+    if text == "auto":
+        return text
+    if text not in {str(n) for n in SLICES_PER_PASS}:
+        raise argparse.ArgumentTypeError(f"expected auto or one of {SLICES_PER_PASS}, got {text!r}")
+    return int(text)
+
+
 def add_parsers(sub, common):
     rec = sub.add_parser(
         "reconstruct", parents=[common], formatter_class=argparse.RawDescriptionHelpFormatter,
@@ -290,8 +298,7 @@ traceback), 130 interrupted.""")
                      help="(default: linear)")
     rec.add_argument("--precision", choices=STORAGES, default="float",
                      help="sinograms on the device in float or half (default: float)")
-    rec.add_argument("--slices-per-pass", default="auto",
-                     type=lambda v: v if v == "auto" else int(v),
+    rec.add_argument("--slices-per-pass", default="auto", type=_slices_per_pass,
                      help=f"sinograms per kernel pass, auto or one of {SLICES_PER_PASS} "
                           "(default: auto)")
     rec.add_argument("--dtype", choices=DTYPES, default="float32",

@@ -158,12 +158,18 @@ def _row_ellipses(n_rows, row, radius, z_scale):
             yield value, a * shrink, b * shrink, x0, y0, phi
 
 
+def _phantom_extent(geometry, n_rows, radius, z_scale):
+    """The 3-D phantom's radius (default 90% of half the detector) and the pixels of its
+    height per detector row (default: the rows span 80% of its height)."""
+    radius = geometry.n_bins / 2.0 * 0.9 if radius is None else radius
+    return radius, 1.6 * radius / n_rows if z_scale is None else z_scale
+
+
 def shepp_logan_3d_radon(geometry: Geometry, n_rows, radius=None, z_scale=None) -> np.ndarray:
     """Exact line integrals of the 3-D phantom, ``(n_angles, n_rows, n_bins)`` in the
     tomopy/DXchange layout, for the geometry's angles and axis. ``z_scale`` stretches the
     rows over the phantom's height (default: rows span 80% of it)."""
-    radius = geometry.n_bins / 2.0 * 0.9 if radius is None else radius
-    z_scale = 1.6 * radius / n_rows if z_scale is None else z_scale
+    radius, z_scale = _phantom_extent(geometry, n_rows, radius, z_scale)
     out = np.empty((geometry.n_angles, n_rows, geometry.n_bins))
     for row in range(n_rows):
         out[:, row] = shepp_logan_radon(geometry, radius,
@@ -174,8 +180,7 @@ def shepp_logan_3d_radon(geometry: Geometry, n_rows, radius=None, z_scale=None) 
 def shepp_logan_3d_volume(geometry: Geometry, n_rows, rows=None, radius=None, z_scale=None,
                           supersample=4) -> np.ndarray:
     """The 3-D phantom on the slice grid, one slice per detector row of ``rows``."""
-    radius = geometry.n_bins / 2.0 * 0.9 if radius is None else radius
-    z_scale = 1.6 * radius / n_rows if z_scale is None else z_scale
+    radius, z_scale = _phantom_extent(geometry, n_rows, radius, z_scale)
     rows = range(n_rows) if rows is None else rows
     return np.stack([shepp_logan_image(geometry, radius, supersample,
                                        _row_ellipses(n_rows, row, radius, z_scale))
