@@ -4,12 +4,28 @@
 >>> angles = np.linspace(0, np.pi, 180, endpoint=False)
 >>> slice_ = pybp.fbp(sinogram, angles)            # doctest: +SKIP
 >>> volume = pybp.reconstruct(projections, angles, flats, darks)  # doctest: +SKIP
+
+The names below load their modules (and pyopencl) on first use, so that the ``pybp``
+command can answer Ctrl-C during its start-up with one line.
 """
 
-from .device import devices
-from .filters import FILTERS
-from .reconstruct import reconstruct
-from .runner import Backprojector, backproject, fbp
+import importlib
 
-__all__ = ["Backprojector", "backproject", "fbp", "reconstruct", "devices", "FILTERS"]
 __version__ = "0.1.0"
+
+_HOMES = {"Backprojector": "runner", "backproject": "runner", "fbp": "runner",
+          "skimage_options": "runner", "reconstruct": "volume", "devices": "device",
+          "FILTERS": "filters"}
+__all__ = sorted(_HOMES)
+
+
+def __getattr__(name):
+    if name in _HOMES:
+        value = getattr(importlib.import_module(f".{_HOMES[name]}", __name__), name)
+        globals()[name] = value
+        return value
+    raise AttributeError(f"module 'pybp' has no attribute {name!r}")
+
+
+def __dir__():
+    return sorted(set(globals()) | set(_HOMES))

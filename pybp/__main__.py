@@ -1,5 +1,17 @@
+"""``python -m pybp`` and the ``pybp`` command: Ctrl-C while the modules load (a second
+or more on a cold start) ends with one line too."""
+
 import sys
 
-from .cli import main
 
-sys.exit(main())
+def run():
+    try:
+        from .cli import main
+    except KeyboardInterrupt:
+        print("pybp: interrupted", file=sys.stderr)
+        sys.exit(130)
+    sys.exit(main())
+
+
+if __name__ == "__main__":
+    run()

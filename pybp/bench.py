@@ -70,6 +70,7 @@ def texture_ceiling(cl_device, params: TextureParams, size, n_angles, repeats):
                        np.int32(n_angles), np.int32(size), np.int32(size), np.int32(size),
                        np.int32(0),  # accumulate
                        np.int32(0),  # first_plane
+                       np.int32(0), np.int32(0),  # first_column, first_row
                        out),
         repeats)
     return size * size * n_angles / seconds

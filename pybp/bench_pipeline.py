@@ -18,9 +18,9 @@ import numpy as np
 from . import pipeline, reference
 from .bench import rate, silx_platform_device
 from .geometry import Geometry
-from .reconstruct import reconstruct
 from .runner import Backprojector
 from .tuning import gups
+from .volume import reconstruct
 
 DISTINCT_ROWS = 16
 STAGES = ("upload", "normalise", "filter", "half", "pack", "backproject", "download")

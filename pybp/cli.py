@@ -5,20 +5,25 @@ Commands: reconstruct, center, preview, demo, devices, bench, tune, render."""
 from __future__ import annotations
 
 import argparse
-import os
+import importlib.util
+import platform
 import shlex
 import sys
 import time
+import warnings
 from dataclasses import fields as dataclass_fields
 from pathlib import Path
 
 import numpy as np
 
-from . import bench, bench_pipeline, cli_files, codegen, reference, tuning
-from .device import devices
+from . import __version__, bench, bench_pipeline, cli_files, codegen, reference, tuning
+from .cli_files import Parser
+from .device import devices, select_device
 from .filters import FILTERS
 from .geometry import Geometry
-from .imagefile import write_slice
+from .imagefile import SLICE_SUFFIXES, write_slice
+from .io.readers import HDF5_SUFFIXES
+from .io.writers import check_output_file
 from .params import (
     INTERPOLATIONS,
     KERNELS,
@@ -35,7 +40,7 @@ from .runner import Backprojector
 def cmd_devices(args):
     found = devices()
     if not found:
-        print("no OpenCL device found; `pip install pybp[pocl]` adds a CPU device")
+        print("no OpenCL device found; `pip install \"pybp-opencl[pocl]\"` adds a CPU device")
         return 1
     for d in found:
         print(d.summary())
@@ -46,8 +51,7 @@ def cmd_write_scan(args):
     from .io.demo import phantom_scan, write_dxchange
 
     path = args.write_scan
-    if os.path.exists(path) and not args.overwrite:
-        raise FileExistsError(f"write-scan: {path} exists; choose another name or pass --overwrite")
+    check_output_file(path, args.overwrite, HDF5_SUFFIXES, "--write-scan")
     n_bins = args.size or 256
     degrees, projections, flats, darks, center, _ = phantom_scan(
         n_bins, n_rows=max(1, n_bins // 4), n_angles=args.angles)
@@ -62,17 +66,26 @@ def cmd_write_scan(args):
 def cmd_demo(args):
     if args.write_scan:
         return cmd_write_scan(args)
+    check_output_file(args.output, args.overwrite, SLICE_SUFFIXES)  # before any work
+    if (Path(args.output).suffix.lower() in (".tif", ".tiff")
+            and importlib.util.find_spec("tifffile") is None):
+        raise RuntimeError('--output: writing TIFF needs tifffile (pip install "pybp-opencl[io]")')
+    device = select_device(args.device)  # a wrong one is reported before any work
     n = args.size or 512
     angles = np.linspace(0, np.pi, args.angles or n, endpoint=False)
     geometry = Geometry.create(n, angles)
-    sinogram = reference.shepp_logan_radon(geometry).astype(np.float32)
-    start = time.perf_counter()
-    bp = Backprojector(n, angles, device=args.device, filter=args.filter,
-                       interpolation=args.interpolation, precision=args.precision,
-                       slices_per_pass=1)
-    slice_ = bp(sinogram)
-    wall = time.perf_counter() - start
-    phantom = reference.shepp_logan_image(geometry)
+    try:
+        sinogram = reference.shepp_logan_radon(geometry).astype(np.float32)
+        start = time.perf_counter()
+        with Backprojector(n, angles, device=device, filter=args.filter,
+                           interpolation=args.interpolation, precision=args.precision,
+                           slices_per_pass=1) as bp:
+            slice_ = bp(sinogram)
+        wall = time.perf_counter() - start
+        phantom = reference.shepp_logan_image(geometry)
+    except KeyboardInterrupt:
+        print("pybp demo: interrupted; nothing was written", file=sys.stderr)
+        return cli_files.EXIT_INTERRUPTED
     error = float(np.sqrt(np.mean((slice_ - phantom) ** 2)))
     gups = geometry.updates() / bp.last_kernel_seconds * 1e-9
     print(f"device:  {bp.device.name} ({bp.device.platform})")
@@ -83,11 +96,7 @@ def cmd_demo(args):
           f"({bp.last_kernel_seconds * 1e3:.1f} ms; filter {bp.last_filter_seconds * 1e3:.1f} ms; "
           f"{wall:.2f} s in all, with set-up)")
     print(f"error:   RMS {error:.4f} against the phantom (values 0..1)")
-    try:
-        path = write_slice(args.output, slice_, low=0.0, high=1.0, overwrite=args.overwrite)
-    except (FileExistsError, ValueError, RuntimeError) as exc:
-        print(f"pybp demo: {exc}", file=sys.stderr)
-        return 2
+    path = write_slice(args.output, slice_, low=0.0, high=1.0, overwrite=args.overwrite)
     print(f"slice:   written to {path}")
     return 0
 
@@ -114,6 +123,8 @@ def _render_options(parser):
 
 
 def cmd_render(args):
+    if args.output not in (None, "-"):
+        check_output_file(args.output, args.overwrite)  # before any work
     family = family_of(args.kernel or "standard")
     names = {f.name for f in dataclass_fields(family)}
     given = {name: value for name, value in vars(args).items()
@@ -181,37 +192,53 @@ def cmd_bench(args):
 
 def cmd_tune(args):
     settings = _selected(args)
-    tuning.tune(device=args.device, size=args.size, repeats=args.repeats, settings=settings,
-                families=args.families)
+    if not settings:
+        raise ValueError("--slices/--interpolation/--storage: no setting left to tune")
+    try:
+        tuning.tune(device=args.device, size=args.size, repeats=args.repeats, settings=settings,
+                    families=args.families, budget=args.budget, progress=not args.quiet)
+    except KeyboardInterrupt:  # the tuner said what it kept
+        return cli_files.EXIT_INTERRUPTED
     return 0
 
 
+def _version():
+    import pyopencl
+
+    return (f"pybp {__version__} (pyopencl {pyopencl.VERSION_TEXT}, Python "
+            f"{platform.python_version()})")
+
+
 def build_parser():
-    parser = argparse.ArgumentParser(prog="pybp", description=__doc__,
-                                     formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser = Parser(prog="pybp", description=__doc__)
+    parser.add_argument("--version", action="version", version=_version())
     common = argparse.ArgumentParser(add_help=False)
     common.add_argument("--debug", action="store_true",
                         help="show the traceback of an error instead of one line")
-    sub = parser.add_subparsers(dest="command", required=True)
+    sub = parser.add_subparsers(dest="command", required=True, parser_class=Parser)
     cli_files.add_parsers(sub, common)
 
     sub.add_parser("devices", help="list OpenCL devices").set_defaults(func=cmd_devices)
+    device_help = ("index or name substring (see `pybp devices`; default: PYBP_DEVICE, "
+                   "else the fastest)")
 
     demo = sub.add_parser("demo", parents=[common],
                           help="reconstruct the built-in phantom, print speed and error")
     demo.add_argument("--size", type=int, default=None,
                       help="detector bins and slice width (default: 512; 256 with --write-scan)")
     demo.add_argument("--angles", type=int, default=None, help="projections (default: size)")
-    demo.add_argument("--filter", choices=FILTERS, default="ramp")
-    demo.add_argument("--interpolation", choices=INTERPOLATIONS, default="linear")
-    demo.add_argument("--precision", choices=STORAGES, default="float")
-    demo.add_argument("--device", default=None, help="index or name substring (see `pybp devices`)")
-    demo.add_argument("--output", default="pybp-demo.png", help=".png, .npy or .tif")
+    demo.add_argument("--filter", choices=FILTERS, default="ramp", help="FBP window")
+    demo.add_argument("--interpolation", choices=INTERPOLATIONS, default="linear",
+                      help="of the sinogram between detector bins")
+    demo.add_argument("--precision", choices=STORAGES, default="float",
+                      help="sinograms on the device in float or half")
+    demo.add_argument("--device", default=None, help=device_help)
+    demo.add_argument("--output", default="pybp-demo.png", help="the slice: .png, .npy or .tif")
     demo.add_argument("--overwrite", action="store_true", help="replace an existing output file")
     demo.add_argument("--write-scan", metavar="FILE.h5",
                       help="instead: write a DXchange scan of the 3-D phantom (size/4 rows, "
                            "flats, darks, noise, axis 3.7 pixels off the middle) to try "
-                           "`pybp reconstruct` on")
+                           "`pybp reconstruct` on (default: off)")
     demo.set_defaults(func=cmd_demo)
 
     render = sub.add_parser("render", help="write a kernel's OpenCL source",
@@ -222,15 +249,17 @@ def build_parser():
     render.add_argument("--overwrite", action="store_true", help="replace an existing file")
     render.set_defaults(func=cmd_render)
 
-    bench_ = sub.add_parser("bench", help="GU/s of every kernel and setting, beside silx")
-    bench_.add_argument("--size", type=int, default=2048, help="bins and slice width (2048: the paper's case)")
+    bench_ = sub.add_parser("bench", parents=[common],
+                            help="GU/s of every kernel and setting, beside silx")
+    bench_.add_argument("--size", type=int, default=2048,
+                        help="bins and slice width (2048: the paper's case)")
     bench_.add_argument("--angles", type=int, default=None, help="projections (default: size)")
-    bench_.add_argument("--repeats", type=int, default=5)
-    bench_.add_argument("--device", default=None)
-    bench_.add_argument("--kernels", nargs="*", choices=KERNELS)
-    bench_.add_argument("--slices", nargs="*", type=int, choices=SLICES_PER_PASS)
-    bench_.add_argument("--interpolation", nargs="*", choices=INTERPOLATIONS)
-    bench_.add_argument("--storage", nargs="*", choices=STORAGES)
+    bench_.add_argument("--repeats", type=int, default=5,
+                        help="timed calls after a warm-up; the median is shown")
+    bench_.add_argument("--device", default=None, help=device_help)
+    bench_.add_argument("--kernels", nargs="*", choices=KERNELS,
+                        help="kernel families to time (default: all)")
+    _setting_options(bench_)
     bench_.add_argument("--no-silx", action="store_true", help="skip the silx yardstick")
     bench_.add_argument("--hybrid-sweep", action="store_true",
                         help="only: GU/s of the hybrid mode for each texture/ALU split")
@@ -239,36 +268,60 @@ def build_parser():
                              "in memory to float32 slices in memory, beside the kernel-only "
                              "speed and silx's filtered_backprojection")
     bench_.add_argument("--rows", type=int, default=2048,
-                        help="with --pipeline: detector rows, i.e. slices (default: 2048)")
+                        help="with --pipeline: detector rows, i.e. slices")
     bench_.add_argument("--flats", type=int, default=20,
-                        help="with --pipeline: flat and dark frames each (default: 20)")
+                        help="with --pipeline: flat and dark frames each")
     bench_.set_defaults(func=cmd_bench)
 
-    tune = sub.add_parser("tune", help="search kernel parameters for this device; save a profile")
-    tune.add_argument("--size", type=int, default=2048)
-    tune.add_argument("--repeats", type=int, default=5)
-    tune.add_argument("--device", default=None)
-    tune.add_argument("--families", nargs="*", choices=("texture", "alu"), default=("texture", "alu"))
-    tune.add_argument("--slices", nargs="*", type=int, choices=SLICES_PER_PASS)
-    tune.add_argument("--interpolation", nargs="*", choices=INTERPOLATIONS)
-    tune.add_argument("--storage", nargs="*", choices=STORAGES)
+    tune = sub.add_parser(
+        "tune", parents=[common], help="search kernel parameters for this device; save a profile",
+        description="""Time verified kernel candidates on this device within a budget and save
+the fastest of each setting (slices per pass, interpolation, storage) as the device's
+profile, which pybp uses from then on. Each setting's default is timed first; the
+profile is saved after each new best, so a search stopped by the budget or by Ctrl-C
+leaves a usable profile.""")
+    tune.add_argument("--budget", type=float, default=None, metavar="SECONDS",
+                      help="stop starting candidates after this long (default: "
+                           f"{tuning.BUDGETS['cpu']:.0f} on a CPU, {tuning.BUDGET:.0f} on a GPU)")
+    tune.add_argument("--size", type=int, default=None,
+                      help=f"bins and slice width timed (default: {tuning.SIZES['cpu']} on a "
+                           f"CPU, {tuning.SIZE} on a GPU)")
+    tune.add_argument("--repeats", type=int, default=5,
+                      help="timed calls per candidate after a warm-up; the median counts")
+    tune.add_argument("--device", default=None, help=device_help)
+    tune.add_argument("--families", nargs="*", choices=("texture", "alu"),
+                      default=("texture", "alu"), help="kernel families searched")
+    _setting_options(tune)
+    tune.add_argument("--quiet", action="store_true", help="no progress bar")
     tune.set_defaults(func=cmd_tune)
     return parser
 
 
+def _setting_options(parser):
+    parser.add_argument("--slices", nargs="*", type=int, choices=SLICES_PER_PASS,
+                        help="slices per pass (default: all)")
+    parser.add_argument("--interpolation", nargs="*", choices=INTERPOLATIONS,
+                        help="(default: all)")
+    parser.add_argument("--storage", nargs="*", choices=STORAGES,
+                        help="texel storage (default: all)")
+
+
 def main(argv=None):
+    # PoCL's compiler notes (an unroll hint it did not take) are not the user's concern.
+    warnings.filterwarnings("ignore", message="Non-empty compiler output")
     argv = sys.argv[1:] if argv is None else list(argv)
     args = build_parser().parse_args(argv)
     args.command_line = shlex.join(["pybp"] + argv)
-    for name in ("size", "angles", "repeats", "rows", "flats", "chunk_slices"):
+    for name in ("size", "angles", "repeats", "rows", "flats", "chunk_slices", "budget"):
         value = getattr(args, name, None)
-        if isinstance(value, int) and value < 1:
-            print(f"pybp {args.command}: --{name} must be positive, got {value}", file=sys.stderr)
+        if isinstance(value, (int, float)) and value <= 0:
+            print(f"pybp {args.command}: --{name.replace('_', '-')} must be positive, got {value}",
+                  file=sys.stderr)
             return 2
     try:
         return args.func(args)
     except KeyboardInterrupt:
-        print(f"\npybp {args.command}: interrupted", file=sys.stderr)
+        print(f"pybp {args.command}: interrupted", file=sys.stderr)
         return cli_files.EXIT_INTERRUPTED
     except Exception as exc:
         if getattr(args, "debug", False) or not cli_files.is_expected(exc):

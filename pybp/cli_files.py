@@ -18,6 +18,7 @@ from .imagefile import contact_sheet, display_range, label, to_8bit, write_png
 from .io.readers import open_scan
 from .io.writers import (
     DTYPES,
+    check_output_file,
     check_output_path,
     open_output,
     output_kind,
@@ -25,11 +26,34 @@ from .io.writers import (
     stored_metadata,
 )
 from .params import INTERPOLATIONS, SLICES_PER_PASS, STORAGES
-from .reconstruct import reconstruct
 from .runner import Backprojector, open_device
+from .volume import reconstruct
 
 EXIT_INTERRUPTED = 130
 SHEET_TILE = 256  # pixels of one slice on the contact sheet
+
+
+class HelpFormatter(argparse.RawDescriptionHelpFormatter):
+    """Descriptions as written; "(default: X)" after an option's help where the text
+    does not say its default already (options whose default is None say it in words)."""
+
+    def _get_help_string(self, action):
+        text = action.help or ""
+        value = action.default
+        if ("default" in text or not action.option_strings or value is None
+                or isinstance(value, bool) or value is argparse.SUPPRESS):
+            return text
+        if isinstance(value, (list, tuple)):
+            value = " ".join(map(str, value))
+        return f"{text} (default: {value})"
+
+
+class Parser(argparse.ArgumentParser):
+    """Every ``pybp`` parser: :class:`HelpFormatter` unless told otherwise."""
+
+    def __init__(self, *args, **kwargs):
+        kwargs.setdefault("formatter_class", HelpFormatter)
+        super().__init__(*args, **kwargs)
 
 
 def _range(text, name, limit):
@@ -103,7 +127,7 @@ def _metadata(args, scan, rows, center):
                 filter=args.filter, padding=args.padding, interpolation=args.interpolation,
                 precision=args.precision, slice_shape=[n_bins, n_bins],
                 log=not args.no_log, command=args.command_line, pybp=__version__,
-                source=scan.source)
+                source=scan.source, **({"circle": True} if args.circle else {}))
 
 
 def _center_sweep(args, scan, rows):
@@ -138,8 +162,10 @@ def _center_sweep(args, scan, rows):
 
 
 def cmd_reconstruct(args):
-    if not args.center_sweep:
+    if not args.center_sweep:  # before any work
         check_output_path(args.output, args.overwrite, args.resume)
+    if args.preview:
+        check_output_file(args.preview, args.overwrite, (".png",), "--preview")
     scan, rows = _open(args)
     with scan:
         n_angles, _, n_bins = scan.shape
@@ -180,12 +206,12 @@ def cmd_reconstruct(args):
                             log=not args.no_log, progress=not args.quiet,
                             chunk_slices=args.chunk_slices, device=args.device,
                             interpolation=args.interpolation, precision=args.precision,
-                            slices_per_pass=args.slices_per_pass)
+                            slices_per_pass=args.slices_per_pass, circle=args.circle)
             seconds = time.perf_counter() - tick
             output.finish()
         except KeyboardInterrupt:
             done = int(output.done.sum())
-            print(f"\npybp reconstruct: interrupted after {done} of {n} slices; the same "
+            print(f"pybp reconstruct: interrupted after {done} of {n} slices; the same "
                   "command with --resume finishes the job", file=sys.stderr)
             return EXIT_INTERRUPTED
         except OSError as exc:
@@ -234,11 +260,12 @@ def _input_options(parser):
                                      "projections")
     group.add_argument("--flats", help="flat fields: .npy, or a TIFF folder or glob "
                                        "(default: from the HDF5 file)")
-    group.add_argument("--darks", help="dark fields, as --flats")
+    group.add_argument("--darks", help="dark fields, as --flats (default: from the HDF5 file)")
     group.add_argument("--angles", help="text file of angles in degrees, one per projection "
                                         "(default: from the HDF5 file)")
     group.add_argument("--angle-range", type=float, metavar="DEG",
-                       help="angles in even steps over DEG degrees from 0, e.g. 180 or 360")
+                       help="angles in even steps over DEG degrees from 0, e.g. 180 or 360 "
+                            "(default: from the HDF5 file or --angles)")
     group.add_argument("--rows", metavar="A:B", help="detector rows A to B-1 (default: all)")
     group.add_argument("--no-log", action="store_true",
                        help="the data are already normalised line integrals: no flat/dark "
@@ -261,7 +288,7 @@ def _slices_per_pass(text):
 
 def add_parsers(sub, common):
     rec = sub.add_parser(
-        "reconstruct", parents=[common], formatter_class=argparse.RawDescriptionHelpFormatter,
+        "reconstruct", parents=[common],
         help="projection files to slices on disk (FBP), the axis found",
         description="Reconstruct a parallel-beam scan from files to slices on disk by "
                     "filtered back-projection.",
@@ -289,18 +316,21 @@ traceback), 130 interrupted.""")
     rec.add_argument("--center-sweep", metavar="A:B:STEP",
                      help="instead of a volume: the middle row for each centre A, A+STEP, .., "
                           "B as PNGs labelled with their centre, and contact_sheet.png, in "
-                          "the output folder")
-    rec.add_argument("--filter", choices=FILTERS, default="ramp", help="FBP window (default: ramp)")
+                          "the output folder (default: off)")
+    rec.add_argument("--filter", choices=FILTERS, default="ramp", help="FBP window")
     rec.add_argument("--padding", choices=PADDINGS, default="zero",
                      help="rows padded with zeros, or with their edge values for truncated "
                           "scans (default: zero)")
     rec.add_argument("--interpolation", choices=INTERPOLATIONS, default="linear",
-                     help="(default: linear)")
+                     help="of the sinogram between detector bins")
     rec.add_argument("--precision", choices=STORAGES, default="float",
                      help="sinograms on the device in float or half (default: float)")
     rec.add_argument("--slices-per-pass", default="auto", type=_slices_per_pass,
                      help=f"sinograms per kernel pass, auto or one of {SLICES_PER_PASS} "
                           "(default: auto)")
+    rec.add_argument("--circle", action="store_true",
+                     help="zero the pixels outside the reconstruction circle (those some "
+                          "projection did not see)")
     rec.add_argument("--dtype", choices=DTYPES, default="float32",
                      help="of the slices on disk; float16 halves the space (default: float32)")
     rec.add_argument("--device", default=None,
@@ -310,7 +340,8 @@ traceback), 130 interrupted.""")
     rec.add_argument("--overwrite", action="store_true", help="replace an existing output")
     rec.add_argument("--resume", action="store_true",
                      help="finish an interrupted run: reconstruct only the slices missing")
-    rec.add_argument("--preview", metavar="PNG", help="also write the middle slice as a PNG")
+    rec.add_argument("--preview", metavar="PNG",
+                     help="also write the middle slice as a PNG (default: none)")
     rec.add_argument("--quiet", action="store_true", help="print errors only")
     rec.set_defaults(func=cmd_reconstruct)
 

@@ -147,7 +147,7 @@ def select_device(device=None) -> cl.Device:
     if not found:
         raise RuntimeError(
             "no OpenCL device found: install a GPU driver with OpenCL, or the CPU runtime "
-            "with `pip install pybp[pocl]`"
+            'with `pip install "pybp-opencl[pocl]"`'
         )
     source = "device"
     if device is None:
@@ -159,9 +159,9 @@ def select_device(device=None) -> cl.Device:
         raise TypeError(f"{source}: expected an index or a name, got {device!r}")
     if isinstance(device, (int, np.integer)) or (isinstance(device, str) and device.strip().isdigit()):
         index = int(device)
+        names = "; ".join(f"[{i}] {d.name}" for i, d in enumerate(found))
         if not 0 <= index < len(found):
-            raise ValueError(f"{source}: index {index} is out of range; devices are 0..{len(found) - 1}"
-                             f" (see `pybp devices`)")
+            raise ValueError(f"{source}: no device has index {index}; available: {names}")
         return found[index]
     if isinstance(device, str):
         needle = device.strip().lower()

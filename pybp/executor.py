@@ -22,7 +22,7 @@ from collections import defaultdict
 import numpy as np
 import pyopencl as cl
 
-from . import codegen, filters
+from . import codegen, filters, pacing
 from .device import CHANNEL_ORDERS, CHANNEL_TYPES
 from .params import PACK_ITEMS
 from .plan import MemoryPlan, Plan
@@ -34,6 +34,7 @@ RAW_TYPES = {np.dtype(np.uint8): "uchar", np.dtype(np.int8): "char",
              np.dtype(np.uint32): "uint", np.dtype(np.int32): "int",
              np.dtype(np.float32): "float"}
 FLOOR_TRANSMISSION = 1e-6  # what a non-positive normalised value becomes before -log
+SCRATCH_BYTES = 64 << 20  # most rows filtered by convolution at once
 
 
 def raw_dtype(dtype) -> np.dtype:
@@ -88,11 +89,13 @@ class Executor:
     queue), chunk by chunk.
 
     ``filter``/``padding``/``weights``: the FBP filter (None: back-project as given).
-    Chunks are sinograms until :meth:`take_projections` says otherwise.
+    ``circle``: zero the pixels outside the reconstruction circle
+    (:meth:`pybp.geometry.Geometry.circle_columns`). Chunks are sinograms until
+    :meth:`take_projections` says otherwise.
     """
 
     def __init__(self, plan: Plan, device, context=None, queue=None, filter=None,
-                 padding="zero", weights=None, filter_method="auto"):
+                 padding="zero", weights=None, filter_method="auto", circle=False):
         self.plan, self.device = plan, device
         self.context = queue.context if queue is not None else context
         profiling = cl.command_queue_properties.PROFILING_ENABLE
@@ -115,11 +118,16 @@ class Executor:
         self._images = {}
         self._texels = cl.Buffer(self.context, cl.mem_flags.READ_WRITE, plan.texel_bytes)
         self._references = None  # dark and flat means, (rows, n_bins) each
+        self._circle = None
+        self._scratch = None  # rows filtered by direct convolution, before they go back
+        if circle:
+            self._circle = cl.Buffer(self.context, flags, hostbuf=g.circle_columns())
         self.memory = None
         self.slots = []
         for width in plan.passes:  # a build error comes before any work
             self._kernels(width)
         self.stage_seconds = defaultdict(float)  # device time per stage, since reset
+        self.pacer = pacing.Pacer(device.type)
         self._lock = threading.Lock()
 
     # ---- set-up ---------------------------------------------------------------------
@@ -138,7 +146,7 @@ class Executor:
             packing = codegen.render_pack(params)
             self._pass_kernels[width] = (
                 {name: self._kernel(packing, name)
-                 for name in ("pack", "slice_peaks", "half_scales", "unscale")},
+                 for name in ("pack", "slice_peaks", "half_scales", "unscale", "outside_circle")},
                 self._kernel(codegen.render(params), "backproject"))
         return self._pass_kernels[width]
 
@@ -157,7 +165,8 @@ class Executor:
     def reserve(self, memory: MemoryPlan):
         """Allocate the slots of ``memory`` (kept while they are large enough)."""
         if (self.memory is not None and self.memory.chunk_slices >= memory.chunk_slices
-                and len(self.slots) >= memory.slots):
+                and len(self.slots) >= memory.slots
+                and self.memory.pass_width == memory.pass_width):
             return
         self._release_slots()
         self.memory = memory
@@ -214,11 +223,11 @@ class Executor:
     # the event completes, so a download enqueued behind its chunk's kernels held up
     # the thread for the whole chunk (measured: 1.6 s of 4.1 s). The pipeline's threads
     # order the steps instead, each waiting on the host for what its step needs.
-    def input_free(self, slot: int):
+    def input_free(self, slot: int, stop=None):
         """Wait until the slot's last chunk has been computed: its device input buffer
         and input staging may then take the next chunk."""
         if self.slots[slot].computed is not None:
-            self.slots[slot].computed.wait()
+            pacing.wait(self.slots[slot].computed, stop)
 
     def upload(self, slot: int, count: int):
         """Enqueue the upload of the chunk staged in ``slot`` (after :meth:`input_free`);
@@ -230,10 +239,12 @@ class Executor:
         self.upload_queue.flush()
         return event, [("upload", event)]
 
-    def compute(self, slot: int, count: int, first_row: int = 0):
+    def compute(self, slot: int, count: int, first_row: int = 0, stop=None):
         """Enqueue the device stages of the chunk uploaded to ``slot`` (its upload done,
         the slot's last download done); ``first_row``: the chunk's first row among the
-        reference means. Returns the last event and the stages."""
+        reference means. Returns the last event and the stages. Waits while the
+        device has enough queued (:class:`pybp.pacing.Pacer`); a set ``stop`` ends
+        the wait with :class:`pybp.pacing.Stopped`."""
         s, g, q = self.slots[slot], self.plan.geometry, self.queue
         stages = []
         if self.raw_dtype is not None:
@@ -246,8 +257,8 @@ class Executor:
                 np.int32(self._references is not None), np.int32(self.log),
                 np.float32(FLOOR_TRANSMISSION), s.clipped, s.sinograms)))
         if self._filter is not None:
-            stages.append(("filter", self._filter(q, s.sinograms, s.sinograms, count)))
-        stages += self._backproject(s, count)
+            stages += self._filter_rows(s, count, stop)
+        stages += self._backproject(s, count, stop)
         q.flush()
         s.computed = stages[-1][1]
         return stages[-1][1], stages
@@ -276,13 +287,40 @@ class Executor:
         (see FLOOR_TRANSMISSION)."""
         return int(self.slots[slot].clipped_host[0]) if self.raw_dtype is not None else 0
 
-    def _backproject(self, s, count):
+    def _filter_rows(self, s, count, stop):
+        """The FBP filter over the chunk's sinogram rows, in blocks paced by
+        ``self.pacer``. The FFT filters in place; direct convolution reads whole rows
+        that other work-groups write, so it writes a block into scratch memory, copied
+        back after."""
+        f, q, n_bins = self._filter, self.queue, self.plan.geometry.n_bins
+        stages = []
+        most = None
+        if not f.in_place:
+            most = max(1, SCRATCH_BYTES // (4 * n_bins))
+            if self._scratch is None:
+                rows = min(most, count * self.plan.geometry.n_angles)
+                self._scratch = cl.Buffer(self.context, cl.mem_flags.READ_WRITE, rows * n_bins * 4)
+        for first, rows in self.pacer.blocks("filter", count * f.n_angles, f.row_cost, f.row_step,
+                                             most):
+            self.pacer.admit("filter", rows * f.row_cost, stop)
+            target = s.sinograms if f.in_place else self._scratch
+            event = f(q, s.sinograms, target, count, first_row=first, rows=rows)
+            q.flush()
+            self.pacer.launched(event, "filter", rows * f.row_cost)
+            stages.append(("filter", event))
+            if not f.in_place:
+                stages.append(("filter", cl.enqueue_copy(
+                    q, s.sinograms, self._scratch, byte_count=rows * n_bins * 4,
+                    dst_offset=first * n_bins * 4)))
+        return stages
+
+    def _backproject(self, s, count, stop):
         """Passes of the plan over ``count`` slices of ``s``: half scales, packing,
-        back-projection of each piece, unscaling."""
+        back-projection of each piece in tiles paced by ``self.pacer``, unscaling."""
         g, plan = self.plan.geometry, self.plan
         ny, nx = g.slice_shape
         q, stages = self.queue, []
-        width = plan.slices_per_pass
+        width = self.memory.pass_width  # narrower than the plan's where memory is short
         half = plan.params.storage == "half"
         if half:  # the scale of each slice's texels, from their largest value
             kernels, _ = self._kernels(plan.width_for(min(count, width)))
@@ -313,20 +351,32 @@ class Executor:
                 if params.source == "image":
                     texels, copy = self._load_image(params, piece)
                     stages.append(("pack", copy))
-                stages.append(("backproject", backproject(
-                    q, params.global_size(g.slice_shape), params.local_size,
-                    texels,                       # interleaved sinogram texels: image or buffer
-                    table,                        # per angle: cos, sin, base (+ residuals)
-                    np.int32(piece.n_angles),
-                    np.int32(piece.n_bins),
-                    np.int32(nx), np.int32(ny),
-                    np.int32(index > 0),          # later pieces accumulate
-                    np.int32(start),              # the pass's first slice in the chunk
-                    s.slices)))
+                for x, y, columns, rows in self.pacer.tiles(g.slice_shape, params.group_side,
+                                                            piece.n_angles * n):
+                    updates = columns * rows * piece.n_angles * n
+                    self.pacer.admit("backproject", updates, stop)
+                    event = backproject(
+                        q, params.global_size((rows, columns)), params.local_size,
+                        texels,                   # interleaved sinogram texels: image or buffer
+                        table,                    # per angle: cos, sin, base (+ residuals)
+                        np.int32(piece.n_angles),
+                        np.int32(piece.n_bins),
+                        np.int32(nx), np.int32(ny),
+                        np.int32(index > 0),      # later pieces accumulate
+                        np.int32(start),          # the pass's first slice in the chunk
+                        np.int32(x), np.int32(y),  # the tile's first pixel
+                        s.slices)
+                    q.flush()  # the pacer waits on it
+                    self.pacer.launched(event, "backproject", updates)
+                    stages.append(("backproject", event))
         if half:
             stages.append(("backproject", kernels["unscale"](
                 q, (-(-nx * ny // 256) * 256, count), (256, 1), s.slices, np.int32(nx * ny),
                 s.scales)))
+        if self._circle is not None:
+            stages.append(("backproject", kernels["outside_circle"](
+                q, (-(-nx // 64) * 64, ny, count), (64, 1, 1), s.slices, np.int32(nx),
+                np.int32(ny), self._circle)))
         return stages
 
     def _load_image(self, params, piece):
@@ -349,13 +399,18 @@ class Executor:
         self.slots = []
         self.memory = None
 
+    def finish(self, stop=None):
+        """Wait (interruptibly) for the work enqueued on every queue."""
+        for queue in (self.queue, self.upload_queue, self.download_queue):
+            pacing.finish(queue, stop)
+        self.pacer.clear()
+
     def close(self):
         """Release device memory and staging now (also on leaving a ``with`` block)."""
-        for queue in (self.queue, self.upload_queue, self.download_queue):
-            queue.finish()
+        self.finish()
         self._release_slots()
         self._images.clear()
-        self._texels = self._references = None
+        self._texels = self._references = self._scratch = None
 
     def __enter__(self):
         return self

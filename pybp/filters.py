@@ -143,12 +143,26 @@ class FftFilter:
         """Whether a padded row fits the device's local memory (one float per point)."""
         return 4 * padded_size(n_bins) <= device.local_memory
 
-    def __call__(self, queue, source, destination, n_slices, wait_for=None):
-        rows = n_slices * self.n_angles
+    # Rows start a launch at a multiple of this: a work-group transforms a pair.
+    row_step = 2
+    in_place = True  # a work-group reads its two rows whole before it writes them
+
+    @property
+    def row_cost(self) -> int:
+        """Work per row, in the units :class:`pybp.pacing.Pacer` times launches by."""
+        size = padded_size(self.n_bins)
+        return size * int(np.log2(size))
+
+    def __call__(self, queue, source, destination, n_slices, wait_for=None, first_row=0,
+                 rows=None):
+        """Filter rows ``[first_row, first_row + rows)`` (default: all) of ``n_slices``
+        sinograms."""
+        total = n_slices * self.n_angles
+        rows = total - first_row if rows is None else rows
         return self.kernel(queue, (-(-rows // 2) * self.items,), (self.items,),
                            source, self.twiddles, self.response, self.weights,
-                           np.int32(self.n_bins), np.int32(self.n_angles), np.int32(rows),
-                           destination, wait_for=wait_for)
+                           np.int32(self.n_bins), np.int32(self.n_angles), np.int32(total),
+                           np.int32(first_row), destination, wait_for=wait_for)
 
 
 class ConvolutionFilter:
@@ -165,13 +179,23 @@ class ConvolutionFilter:
         source = codegen.render_filter(padding)
         self.kernel = cl.Program(context, source).build().filter_rows
 
-    def __call__(self, queue, source, destination, n_slices, wait_for=None):
+    row_step = 1
+    in_place = False  # work-groups read whole rows that others write
+
+    @property
+    def row_cost(self) -> int:
+        return self.n_bins * (2 * self.n_bins - 1)
+
+    def __call__(self, queue, source, destination, n_slices, wait_for=None, first_row=0,
+                 rows=None):
+        """Filter rows ``[first_row, first_row + rows)`` (default: all) of ``n_slices``
+        sinograms into the first ``rows`` rows of ``destination`` (not ``source``)."""
         tile = codegen.FILTER_TILE
-        rows = n_slices * self.n_angles
+        rows = n_slices * self.n_angles - first_row if rows is None else rows
         return self.kernel(queue, (-(-self.n_bins // tile) * tile, rows), (tile, 1),
                            source, self.taps, self.edges, self.weights,
-                           np.int32(self.n_bins), np.int32(self.n_angles), destination,
-                           wait_for=wait_for)
+                           np.int32(self.n_bins), np.int32(self.n_angles), np.int32(first_row),
+                           destination, wait_for=wait_for)
 
 
 def device_filter(context, device, name, n_bins, weights, padding="zero", method="auto"):

@@ -131,6 +131,24 @@ class Geometry:
         fy = np.arange(ny) - (ny - 1) / 2.0 + self.slice_offset[0]
         return fx, fy
 
+    def circle_radius(self) -> float:
+        """Radius, in pixels about the axis, of the reconstruction circle: the pixels
+        every projection saw. Bins span their centre +- 0.5, so a pixel at distance r
+        lands on the detector at every angle when ``center +- r`` does."""
+        return float(min(self.center.min(), self.n_bins - 1 - self.center.max())) + 0.5
+
+    def circle_columns(self) -> np.ndarray:
+        """Per slice row, ``[first, stop)`` of the columns inside the reconstruction
+        circle (``fx^2 + fy^2 <= radius^2``), int32 ``(ny, 2)``; an empty row is
+        ``[0, 0)``."""
+        fx, fy = self.pixel_offsets()
+        radius = self.circle_radius()
+        half = np.sqrt(np.maximum(radius ** 2 - fy ** 2, 0.0))
+        first = np.searchsorted(fx, -half, side="left")
+        stop = np.searchsorted(fx, half, side="right")
+        empty = (fy ** 2 > radius ** 2) | (stop <= first)
+        return np.where(empty[:, None], 0, np.stack([first, stop], axis=1)).astype(np.int32)
+
     def projection_constants(self, first_angle=0, n_angles=None, first_bin=0, floats=4):
         """The per-angle table of ``h = x*cos - y*sin + base``, as float32 rows.
 

@@ -23,6 +23,9 @@ def _png_bytes(image8: np.ndarray) -> bytes:
             + chunk(b"IDAT", zlib.compress(raw, 6)) + chunk(b"IEND", b""))
 
 
+SLICE_SUFFIXES = (".png", ".npy", ".tif", ".tiff")
+
+
 def write_slice(path, image, low=None, high=None, overwrite=False) -> Path:
     """Write a 2-D slice; PNG is scaled from ``low..high`` (default: its range)."""
     path = Path(path)
@@ -36,7 +39,7 @@ def write_slice(path, image, low=None, high=None, overwrite=False) -> Path:
         try:
             import tifffile
         except ImportError as exc:
-            raise RuntimeError("output: writing TIFF needs tifffile (pip install pybp[io])") from exc
+            raise RuntimeError('output: writing TIFF needs tifffile (pip install "pybp-opencl[io]")') from exc
         tifffile.imwrite(path, image)
     elif suffix == ".png":
         low = float(image.min()) if low is None else low

@@ -168,6 +168,12 @@ class TextureParams(KernelParams):
     def local_size(self):
         return (TILE, TILE)
 
+    @property
+    def group_side(self):
+        """Side of the pixel square of one work-group: a launch over a tile of the
+        slice starts at a multiple of it."""
+        return TILE
+
     def global_size(self, slice_shape):
         ny, nx = slice_shape
         return (-(-nx // TILE) * TILE, -(-ny // TILE) * TILE)
@@ -319,6 +325,10 @@ class AluParams(KernelParams):
     @property
     def local_size(self):
         return (self.items, 1)
+
+    @property
+    def group_side(self):
+        return self.square
 
     def global_size(self, slice_shape):
         ny, nx = slice_shape

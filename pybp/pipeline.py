@@ -21,13 +21,11 @@ from concurrent.futures import ThreadPoolExecutor
 
 import numpy as np
 
+from .pacing import Stopped, wait
+
 COPY_THREADS = max(1, min(8, (os.cpu_count() or 2) // 2))  # per direction
 PARALLEL_COPY_BYTES = 8 << 20  # smaller copies are not worth the threads
 POLL_SECONDS = 0.1
-
-
-class Stopped(Exception):
-    """Another stage of the stream failed or was interrupted."""
 
 
 def copy_blocks(pool, destination, source):
@@ -102,7 +100,8 @@ def stream(executor, n_slices, read, write, progress=None, timings=None) -> int:
     downloads it and hands its slices to ``write(start, count, slices)``. Returns how
     many values normalisation replaced. ``timings`` (a dict) gets the seconds the
     writer waited for the device (``wait_device``). An exception in any thread, or
-    Ctrl-C, stops all of them and is raised here once the device work in flight ends.
+    Ctrl-C, stops all of them and is raised here once the device work in flight ends
+    (a fraction of a second: see :mod:`pybp.pacing`).
     """
     chunk, slots = executor.memory.chunk_slices, len(executor.slots)
     chunks = [(i, start, min(chunk, n_slices - start))
@@ -129,10 +128,10 @@ def stream(executor, n_slices, read, write, progress=None, timings=None) -> int:
         for i, start, count in chunks:
             slot = i % slots
             _acquire(input_free[slot], stop)  # the slot's last chunk was enqueued ...
-            executor.input_free(slot)         # ... and computed
+            executor.input_free(slot, stop)   # ... and computed
             read(start, count, executor.staging_in(slot, count))
             event, stages = executor.upload(slot, count)
-            event.wait()
+            wait(event, stop)
             executor.record(stages)
             _put(ready, (i, start, count), stop)
 
@@ -142,9 +141,9 @@ def stream(executor, n_slices, read, write, progress=None, timings=None) -> int:
             i, start, count, computed, stages = _get(done, stop)
             slot = i % slots
             tick = time.perf_counter()
-            computed.wait()
+            wait(computed, stop)
             event, downloaded = executor.download(slot, count)
-            event.wait()
+            wait(event, stop)
             spent["wait_device"] += time.perf_counter() - tick
             executor.record(stages + downloaded)
             clipped[0] += executor.clipped(slot)
@@ -162,7 +161,7 @@ def stream(executor, n_slices, read, write, progress=None, timings=None) -> int:
             i, start, count = _get(ready, stop)
             slot = i % slots
             _acquire(output_free[slot], stop)  # the slot's last slices are downloaded
-            computed, stages = executor.compute(slot, count, start)
+            computed, stages = executor.compute(slot, count, start, stop)
             input_free[slot].release()
             _put(done, (i, start, count, computed, stages), stop)
         threads[1].join()
@@ -173,8 +172,7 @@ def stream(executor, n_slices, read, write, progress=None, timings=None) -> int:
             stop.set()
         for thread in threads:
             thread.join()
-        for q in (executor.queue, executor.upload_queue, executor.download_queue):
-            q.finish()
+        executor.finish()  # what is in flight: at most a fraction of a second (pacing)
         if progress is not None:
             progress.close()
     if timings is not None:

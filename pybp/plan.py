@@ -48,6 +48,8 @@ def plan_pieces(geometry: Geometry, params: KernelParams, device: DeviceDescript
         max_angles, max_bins = min(max_angles, piece_shape[0]), min(max_bins, piece_shape[1])
     if params.launch_texel_bytes:
         max_angles = min(max_angles, max(1, params.launch_texel_bytes // (max_bins * params.bytes_per_bin)))
+    # The packed texels of a piece are one buffer.
+    max_angles = min(max_angles, max(1, device.max_allocation // (max_bins * params.bytes_per_bin)))
     return tuple(Piece(a0, na, b0, nb) for a0, na in split(g.n_angles, max_angles)
                  for b0, nb in split(g.n_bins, max_bins))
 
@@ -135,40 +137,54 @@ CHUNK_SLICES = 8
 MEMORY_SHARE = 0.5  # of the device's global memory, for the chunks in flight
 
 
+def _size(n_bytes) -> str:
+    return f"{n_bytes / 2 ** 30:.2f} GiB" if n_bytes >= 2 ** 28 else f"{n_bytes / 2 ** 20:.1f} MiB"
+
+
 @dataclass(frozen=True)
 class MemoryPlan:
-    """How a volume streams through one device (design section 3): ``chunk_slices``
-    slices per chunk (a multiple of the pass width), ``slots`` chunks in flight, and the
-    device bytes of one slot's buffers."""
+    """How a volume streams through one device (design section 3): passes of
+    ``pass_width`` slices, ``chunk_slices`` slices per chunk (a multiple of it),
+    ``slots`` chunks in flight, and the device bytes of one slot's buffers."""
 
     chunk_slices: int
     slots: int
     slot_bytes: int
+    pass_width: int
 
     @classmethod
     def create(cls, plan: Plan, device: DeviceDescription, input_bytes_per_slice: int,
                n_slices: int, chunk_slices=None, slots=SLOTS) -> "MemoryPlan":
         """Largest chunks (at most ``CHUNK_SLICES``, and no more than ``n_slices`` needs)
         whose ``slots`` copies fit ``MEMORY_SHARE`` of global memory beside the shared
-        buffers, each buffer within the device's largest allocation.
+        buffers, each buffer within the device's largest allocation. Where a pass of
+        ``plan.slices_per_pass`` slices does not fit, narrower planned passes are
+        tried (one 12000^2 slice fits PoCL's 2 GiB buffers; four do not); where none
+        fits, ``ValueError`` names ``slice_shape``, the sizes and the limits.
 
         ``input_bytes_per_slice``: what one slice's input takes on the device before
         it becomes a float32 sinogram (0 when the input is sinograms)."""
-        g, width = plan.geometry, plan.slices_per_pass
+        g = plan.geometry
         sinogram = g.n_angles * g.n_bins * 4
         slice_ = g.slice_shape[0] * g.slice_shape[1] * 4
         per_slice = input_bytes_per_slice + sinogram + slice_
         shared = plan.texel_bytes * 2 + 2 * g.n_bins * 8 * n_slices  # texels, images, refs
         budget = device.global_memory * MEMORY_SHARE - shared
         largest = max(input_bytes_per_slice, sinogram, slice_)
-        if largest * width > device.max_allocation or budget < per_slice * width:
+        widths = [w for w in sorted(plan.passes, reverse=True)
+                  if largest * w <= device.max_allocation and per_slice * w <= budget]
+        if not widths:
+            ny, nx = g.slice_shape
             raise ValueError(
-                f"slice_shape: a pass of {width} slice(s) of {g.slice_shape[0]}x{g.slice_shape[1]} "
-                f"from {g.n_angles}x{g.n_bins} sinograms needs {largest * width} bytes in one "
-                f"buffer and {per_slice * width} in all; {device.name} allows "
-                f"{device.max_allocation} and has {int(budget)} to spare")
+                f"slice_shape: one {ny}x{nx} slice from {g.n_angles}x{g.n_bins} sinograms needs "
+                f"a buffer of {_size(largest)} and {_size(per_slice + shared)} of device memory; "
+                f"{device.name} allows buffers of {_size(device.max_allocation)} and "
+                f"{_size(device.global_memory * MEMORY_SHARE)} in all ({MEMORY_SHARE:.0%} of "
+                f"its memory): reconstruct a smaller slice_shape, or a region of it with "
+                f"slice_offset")
+        width = min(w for w in widths if w >= min(n_slices, widths[0]))  # no wider than needed
         wanted = -(-min(n_slices, chunk_slices or CHUNK_SLICES) // width) * width
         fits = min(budget // (slots * per_slice), device.max_allocation // largest)
         chunk = max(width, min(wanted, int(fits) // width * width))
         slots = max(1, min(slots, -(-n_slices // chunk), int(budget // (chunk * per_slice))))
-        return cls(chunk, slots, chunk * per_slice)
+        return cls(chunk, slots, chunk * per_slice, width)

@@ -148,7 +148,15 @@ def choose_texel(formats, slices_per_pass: int, storage: str, max_texel_bytes: i
     return "buffer", slices_per_pass, 1
 
 
-def auto_slices_per_pass(device: DeviceDescription, storage: str) -> int:
+def auto_slices_per_pass(device: DeviceDescription, interpolation: str, storage: str) -> int:
+    """Slices per pass for ``"auto"``: of the widths ``pybp tune`` measured for this
+    setting, the fastest per slice (GU/s count every slice's updates); without any,
+    the architecture's choice."""
+    speeds = profiles.load_speeds(device)
+    measured = {width: speeds[key] for width in SLICES_PER_PASS
+                if (key := profiles.setting_key(width, interpolation, storage)) in speeds}
+    if measured:
+        return max(measured, key=measured.get)
     return architecture(device).slices_per_pass[storage]
 
 

@@ -36,16 +36,26 @@ def profile_path(device) -> Path:
     return cache_dir() / f"profile-{safe}-{digest}.json"
 
 
-def load_profile(device) -> dict:
-    """Tuned settings for exactly this device and driver, or ``{}``."""
-    path = profile_path(device)
+def _entries(device) -> dict:
+    """Setting key -> ``{"params": ..., "gups": ...}`` for exactly this device and
+    driver, or ``{}``."""
     try:
-        data = json.loads(path.read_text())
+        data = json.loads(profile_path(device).read_text())
     except (OSError, ValueError):
         return {}
     if data.get("format") != FORMAT_VERSION or data.get("device") != device.identity:
         return {}
-    return {key: entry["params"] for key, entry in data.get("settings", {}).items()}
+    return data.get("settings", {})
+
+
+def load_profile(device) -> dict:
+    """Tuned settings for exactly this device and driver, or ``{}``."""
+    return {key: entry["params"] for key, entry in _entries(device).items()}
+
+
+def load_speeds(device) -> dict:
+    """Setting key -> GU/s measured by the tuner for this device and driver."""
+    return {key: entry["gups"] for key, entry in _entries(device).items() if "gups" in entry}
 
 
 def save_profile(device, settings: dict) -> Path:

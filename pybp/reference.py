@@ -115,19 +115,37 @@ def shepp_logan_radon(geometry: Geometry, radius=None, ellipses=None) -> np.ndar
 
 
 def shepp_logan_image(geometry: Geometry, radius=None, supersample=4, ellipses=None) -> np.ndarray:
-    """The phantom on the slice grid: each pixel's mean over ``supersample``^2 points."""
+    """The phantom on the slice grid: each pixel's mean over ``supersample``^2 points.
+
+    Each row of sample points crosses an ellipse in one interval of columns, solved
+    for exactly; the intervals' ends are marked and summed along the row, so 2048^2
+    pixels take well under a second."""
     radius = geometry.n_bins / 2.0 * 0.9 if radius is None else radius
     ny, nx = geometry.slice_shape
-    sub = (np.arange(supersample) + 0.5) / supersample - 0.5
-    x = (np.arange(nx) - (nx - 1) / 2.0)[None, :, None, None] + sub[None, None, None, :]
-    y = -((np.arange(ny) - (ny - 1) / 2.0)[:, None, None, None] + sub[None, None, :, None])
-    image = np.zeros((ny, nx, supersample, supersample))
+    ss = supersample
+    x = (np.arange(nx * ss) + 0.5) / ss - 0.5 - (nx - 1) / 2.0
+    y = -((np.arange(ny * ss) + 0.5) / ss - 0.5 - (ny - 1) / 2.0)  # y up
+    # Per pixel row, the value steps where sample rows enter and leave each ellipse
+    # (the sample rows of a pixel row summed: sums commute), added up along the row.
+    ends = np.zeros((ny, nx * ss + 1))
+    rows = np.arange(ny * ss) // ss
     for value, a, b, x0, y0, phi in _scaled_ellipses(radius, ellipses):
-        dx, dy = x - x0, y - y0
-        u = dx * np.cos(phi) + dy * np.sin(phi)
-        v = -dx * np.sin(phi) + dy * np.cos(phi)
-        image += value * ((u / a) ** 2 + (v / b) ** 2 <= 1)
-    return image.mean(axis=(2, 3))
+        # (u/a)^2 + (v/b)^2 <= 1 with u, v the offsets turned by phi, as a quadratic
+        # A dx^2 + B dx dy + C dy^2 <= 1 in the offsets dx, dy from the centre.
+        c, s_ = np.cos(phi), np.sin(phi)
+        qa = (c / a) ** 2 + (s_ / b) ** 2
+        qb = 2 * c * s_ * (1 / a ** 2 - 1 / b ** 2)
+        qc = (s_ / a) ** 2 + (c / b) ** 2
+        dy = y - y0
+        disc = (qb * dy) ** 2 - 4 * qa * (qc * dy ** 2 - 1)
+        inside = disc >= 0
+        root = np.sqrt(np.where(inside, disc, 0))
+        first = np.searchsorted(x, x0 + (-qb * dy - root) / (2 * qa), side="left")
+        stop = np.searchsorted(x, x0 + (-qb * dy + root) / (2 * qa), side="right")
+        inside &= stop > first
+        np.add.at(ends, (rows[inside], first[inside]), value)
+        np.add.at(ends, (rows[inside], stop[inside]), -value)
+    return np.cumsum(ends[:, :-1], axis=1).reshape(ny, nx, ss).sum(axis=2) / ss ** 2
 
 
 # A 3-D modified Shepp-Logan of ellipsoids with one axis along the rotation axis (z, up,

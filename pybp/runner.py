@@ -39,6 +39,17 @@ class Backprojector:
     stack ``(n_slices, n_angles, n_bins)`` it returns ``(n_slices, ny, nx)``. Compiled
     kernels, images and buffers are kept between calls.
 
+    Geometry (``pybp.geometry``): ``angles`` in radians; the rotation axis at detector
+    column ``center``, counted from the first bin's centre, by default the middle of the
+    detector, ``(n_bins - 1) / 2`` (scalar, or one value per angle); slices of
+    ``slice_shape`` (default ``(n_bins, n_bins)``) centred on the axis, moved by
+    ``slice_offset`` ``(rows, columns)`` pixels. ``circle=True`` zeroes the pixels
+    outside the reconstruction circle (those some projection did not see), as
+    scikit-image's ``iradon`` does. scikit-image's ``radon`` puts the axis at
+    ``n_bins // 2`` and the slice centre on that pixel: for an even ``n_bins`` that is
+    half a pixel from pybp's default; :func:`pybp.skimage_options` gives the options
+    that reconstruct its sinograms on its grid.
+
     ``filter`` makes every call a filtered back-projection (FBP) with that window (see
     :data:`pybp.filters.FILTERS`), its rows padded with zeros or, with
     ``padding="edge"``, their first and last values (for truncated scans); ``None``
@@ -61,7 +72,7 @@ class Backprojector:
                  interpolation="linear", slices_per_pass="auto", precision="float",
                  kernel="auto", filter=None, slice_offset=None, overrides=None,
                  piece_shape=None, progress=False, padding="zero", angle_weights=None,
-                 context=None, queue=None, filter_method="auto"):
+                 context=None, queue=None, filter_method="auto", circle=False):
         self.geometry = Geometry.create(n_bins, angles, center, slice_shape, slice_offset,
                                         angle_weights)
         self.interpolation = _choice("interpolation", interpolation, INTERPOLATIONS)
@@ -78,16 +89,19 @@ class Backprojector:
         self.device = describe(self.cl_device)
         self.formats = usable_image_formats(self.context)
         if slices_per_pass == "auto":
-            slices_per_pass = profiler.auto_slices_per_pass(self.device, self.precision)
+            slices_per_pass = profiler.auto_slices_per_pass(self.device, self.interpolation,
+                                                            self.precision)
         self.slices_per_pass = slices_per_pass
         self.plan = Plan.create(self.geometry, self.device, self.formats, slices_per_pass,
                                 self.interpolation, self.precision, self.kernel, overrides,
                                 piece_shape)
+        MemoryPlan.create(self.plan, self.device, 0, 1)  # one slice fits, or ValueError
         weights = self.geometry.angle_weights()
         gain = None if self.filter is None else filters.gain(self.filter, self.geometry.n_bins)
         self._result_bound = scaling.result_bound(self.geometry.n_angles, weights, gain)
         self.executor = Executor(self.plan, self.device, self.context, queue, self.filter,
-                                 self.padding, weights, filter_method=filter_method)
+                                 self.padding, weights, filter_method=filter_method,
+                                 circle=bool(circle))
         self.queue = self.executor.queue
         self.last_kernel_seconds = 0.0  # back-projection launches of the last call
         self.last_filter_seconds = 0.0  # FBP filtering of the last call
@@ -104,12 +118,13 @@ class Backprojector:
         ny, nx = g.slice_shape
         n = stack.shape[0]
         shape = (ny, nx) if single else (n, ny, nx)
+        memory = MemoryPlan.create(self.plan, self.device, 0, n)
         if out is None:
             out = np.empty(shape, np.float32)
         else:
             check_output(out, shape)
         target = out[None] if single and isinstance(out, np.ndarray) else out
-        self.executor.reserve(MemoryPlan.create(self.plan, self.device, 0, n))
+        self.executor.reserve(memory)
         self.executor.stage_seconds.clear()
         def read(start, count, staging):
             pipeline.copy_blocks(reading, staging, stack[start:start + count])
@@ -138,6 +153,20 @@ class Backprojector:
         self.close()
 
 
+def skimage_options(n_bins: int) -> dict:
+    """Options that reconstruct a ``skimage.transform.radon`` sinogram of ``n_bins``
+    bins on scikit-image's grid: its axis at bin ``n_bins // 2``, its slice centred on
+    that pixel (half a pixel from pybp's default for an even ``n_bins``), and zero
+    outside the reconstruction circle, as ``iradon(circle=True)``::
+
+        sinogram = radon(image, theta)                    # (n_bins, n_angles), degrees
+        slice_ = pybp.fbp(sinogram.T, np.radians(theta), **pybp.skimage_options(len(sinogram)))
+    """
+    n_bins = int(n_bins)
+    shift = (n_bins - 1) / 2 - n_bins // 2  # -0.5 for an even size, 0 for an odd one
+    return dict(center=n_bins // 2, slice_offset=(shift, shift), circle=True)
+
+
 def _n_bins(sinograms):
     if np.ndim(sinograms) < 2:
         raise ValueError(f"sinograms: expected (n_angles, n_bins) or (n_slices, n_angles, n_bins), "
@@ -146,17 +175,24 @@ def _n_bins(sinograms):
 
 
 def backproject(sinograms, angles, **options):
-    """One-shot back-projection (no filter): see :class:`Backprojector` for options."""
+    """One-shot back-projection of the data as given: no filter (giving one is an
+    error; use :func:`fbp`). Options as for :class:`Backprojector`; ``out``: an array
+    for the result."""
     if options.get("filter") is not None:
         raise ValueError("filter: pybp.backproject does not filter; use pybp.fbp")
     out = options.pop("out", None)
-    return Backprojector(_n_bins(sinograms), angles, **options)(sinograms, out=out)
+    with Backprojector(_n_bins(sinograms), angles, **options) as bp:  # memory freed at once,
+        return bp(sinograms, out=out)                                 # on Ctrl-C too
 
 
 def fbp(sinograms, angles, filter="ramp", **options):
-    """One-shot filtered back-projection; ``filter`` is one of :data:`pybp.filters.FILTERS`,
-    ``padding`` ``"zero"`` (default) or ``"edge"`` (truncated scans)."""
+    """One-shot filtered back-projection; ``filter`` is one of :data:`pybp.filters.FILTERS`
+    (default ``"ramp"``), ``padding`` ``"zero"`` (default) or ``"edge"`` (truncated
+    scans). Other options as for :class:`Backprojector` (axis at ``(n_bins - 1) / 2``
+    unless ``center`` is given; ``circle=True`` zeroes outside the reconstruction
+    circle); ``out``: an array for the result."""
     if filter is None:
         raise ValueError("filter: FBP needs a filter; use pybp.backproject for none")
     out = options.pop("out", None)
-    return Backprojector(_n_bins(sinograms), angles, filter=filter, **options)(sinograms, out=out)
+    with Backprojector(_n_bins(sinograms), angles, filter=filter, **options) as bp:
+        return bp(sinograms, out=out)

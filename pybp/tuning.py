@@ -1,15 +1,27 @@
-"""Per-device tuning: candidates, verification, timing; the winners are saved as the
-device's profile (``pybp.profiles``), which the profiler reads from then on."""
+"""Per-device tuning: candidates, verification, timing, within a time budget; the
+winners are saved as the device's profile (``pybp.profiles``) as they are found, and
+the profiler reads them from then on."""
 
 from __future__ import annotations
 
 import itertools
+import sys
+import time
 
 import numpy as np
+import pyopencl as cl
 
-from . import verify
-from .params import CACHE_MODES, CONSTANT_MODES, ROUNDINGS, SETTINGS, TEXTURE_KERNELS
-from .profiles import save_profile, setting_key
+from . import profiler, verify
+from .device import describe, select_device
+from .params import (
+    CACHE_MODES,
+    CONSTANT_MODES,
+    ROUNDINGS,
+    SETTINGS,
+    SLICES_PER_PASS,
+    TEXTURE_KERNELS,
+)
+from .profiles import profile_path, save_profile, setting_key
 from .runner import Backprojector
 
 UNROLLS = (1, 2, 4, 8)
@@ -47,43 +59,156 @@ def gups(backprojector, stack, repeats=5):
     return backprojector.geometry.updates(len(stack)) / float(np.median(times)) * 1e-9
 
 
-def tune(device=None, size=2048, settings=None, repeats=5, families=("texture", "alu"),
-         log=print):
-    """Search the candidates on a device; save and return the winners.
+# Defaults that suit the device: a CPU back-projects about 1 GU/s, so the paper's 2048
+# case would take seconds per call and hours per search (measured: 5 of 648 candidates
+# in 600 s); a GPU runs a candidate in about a second.
+SIZES = {"cpu": 256}
+BUDGETS = {"cpu": 180.0}
+SIZE, BUDGET = 2048, 900.0
+
+
+def default_size(device) -> int:
+    """Bins and slice width timed: 2048 (the paper's case), 256 on a CPU."""
+    return SIZES.get(device.type, SIZE)
+
+
+def default_budget(device) -> float:
+    """Seconds a search may take: 15 minutes, 3 on a CPU."""
+    return BUDGETS.get(device.type, BUDGET)
+
+
+def schedule(settings, families, first_family="alu"):
+    """Every ``(setting, values)`` to try, in the order tried: each setting's default
+    (``values`` None) first, so that a search stopped early has measured every
+    setting as shipped and ``auto`` compares like with like; then the candidates of
+    all settings in turn, those of ``first_family`` (the default's) first."""
+    order_families = sorted(families, key=lambda f: f != first_family)
+    queues = [[(setting, values) for family in order_families
+               for values in candidates(setting[1], (family,))]
+              for setting in settings]
+    order = [(setting, None) for setting in settings]
+    for k in range(max(map(len, queues), default=0)):
+        order += [queue[k] for queue in queues if k < len(queue)]
+    return order
+
+
+def tune(device=None, size=None, settings=None, repeats=5, families=("texture", "alu"),
+         budget=None, log=print, progress=True):
+    """Search the candidates on a device within ``budget`` seconds; save the best of
+    each setting to the device's profile as they are found, and return them.
 
     Every candidate is first judged against the float64 reference on the check case
-    (``pybp.verify``); one that fails is reported and skipped, never timed.
+    (``pybp.verify``); one that fails is reported and skipped, never timed. A device
+    that matches nothing raises ``ValueError`` before any work. Ctrl-C stops the
+    search; what was saved stays (the profile is rewritten atomically after each new
+    best). ``progress`` shows the count, the best so far and the time left.
     """
-    settings = settings or SETTINGS
+    cl_device = select_device(device)
+    description = describe(cl_device)
+    context = cl.Context([cl_device])
+    size = size or default_size(description)
+    budget = budget or default_budget(description)
+    family = "alu" if profiler.architecture(description).kernels[1] == "alu" else "texture"
+    order = schedule(settings or SETTINGS, families, family)
     rng = np.random.default_rng(0)
     angles = np.linspace(0, np.pi, size, endpoint=False)
-    data = rng.random((4, size, size)).astype(np.float32)
-    winners = {}
-    description = None
-    for slices, interpolation, storage in settings:
-        best = None
-        for values in candidates(interpolation, families):
-            forced = {k: v for k, v in values.items() if k != "kernel"}
-            options = dict(device=device, interpolation=interpolation, slices_per_pass=slices,
-                           precision=storage, kernel=values["kernel"], overrides=forced)
-            try:
-                verdict, small = verify.check(options, interpolation, storage)
-            except ValueError as exc:  # does not fit this device
-                log(f"  {values}: skipped ({exc})")
-                continue
-            description = small.device
-            if not verdict.passed:
-                log(f"  {small.params.key()}: wrong ({verdict}); skipped")
-                continue
-            big = Backprojector(size, angles, **options)
-            speed = gups(big, data[:slices], repeats)
-            log(f"  {big.params.key()}: {speed:8.1f} GU/s")
-            if best is None or speed > best[1]:
-                best = (values, speed)
-        if best is not None:
+    data = rng.random((max(SLICES_PER_PASS), size, size)).astype(np.float32)
+    winners, path = {}, profile_path(description)
+    log(f"tuning {description.name}: {len(order)} candidates for {len(settings or SETTINGS)} "
+        f"setting(s) at {size}x{size}, within {budget:.0f} s; saving to {path}")
+    bar = Bar(len(order), budget, enabled=progress)
+    log = bar.wrap(log)
+    try:
+        for done, ((slices, interpolation, storage), values) in enumerate(order):
+            if not bar.time_for_another():
+                log(f"budget of {budget:.0f} s spent: {done} of {len(order)} candidates tried")
+                break
             key = setting_key(slices, interpolation, storage)
-            winners[key] = {"params": best[0], "gups": float(f"{best[1]:.4g}")}
-            log(f"{key}: best {best[0]} at {best[1]:.1f} GU/s")
-    if description is not None and winners:
-        log(f"saved {save_profile(description, winners)}")
+            result = _try(context, size, angles, data, repeats, slices, interpolation,
+                          storage, values, log)
+            if result is not None and (key not in winners or result[1] > winners[key]["gups"]):
+                winners[key] = {"params": result[0], "gups": float(f"{result[1]:.4g}")}
+                save_profile(description, {key: winners[key]})
+            bar.update(done + 1, key, winners.get(key))
+    except KeyboardInterrupt:
+        bar.close()
+        log(f"interrupted: the profile keeps the {len(winners)} best so far ({path})")
+        raise
+    bar.close()
+    for key, entry in sorted(winners.items()):
+        log(f"{key}: best {entry['params']} at {entry['gups']:g} GU/s")
+    if winners:
+        log(f"saved {path}")
     return winners
+
+
+def _try(context, size, angles, data, repeats, slices, interpolation, storage, values, log):
+    """``(profile params, GU/s)`` of one candidate (None: the setting's default), or
+    None where it does not fit the device or fails verification."""
+    options = dict(context=context, interpolation=interpolation, slices_per_pass=slices,
+                   precision=storage)
+    if values is not None:
+        options.update(kernel=values["kernel"],
+                       overrides={k: v for k, v in values.items() if k != "kernel"})
+    try:
+        verdict, small = verify.check(options, interpolation, storage)
+    except ValueError as exc:  # does not fit this device
+        log(f"  {values}: skipped ({exc})")
+        return None
+    if not verdict.passed:
+        log(f"  {small.params.key()}: wrong ({verdict}); skipped")
+        return None
+    with Backprojector(size, angles, **options) as big:
+        speed = gups(big, data[:slices], repeats)
+        log(f"  {big.params.key()}{'' if values else ' (default)'}: {speed:8.2f} GU/s")
+        return (values or {"kernel": big.params.kernel}), speed
+
+
+class Bar:
+    """The search's progress on standard error: candidates done, the best GU/s so far
+    and the time left; it also decides whether another candidate fits the budget."""
+
+    def __init__(self, total, budget, enabled=True, stream=sys.stderr):
+        self.total, self.budget, self.enabled, self.stream = total, budget, enabled, stream
+        self.start, self.done = time.perf_counter(), 0
+        self.line = ""  # the bar as last drawn
+
+    def time_for_another(self) -> bool:
+        """Whether a candidate taking the mean time so far ends within the budget."""
+        elapsed = time.perf_counter() - self.start
+        mean = elapsed / self.done if self.done else 0.0
+        return elapsed + mean <= self.budget
+
+        self.line = ""  # the bar as last drawn
+
+    def update(self, done, key, best):
+        """``done`` candidates tried; the last was of setting ``key``, whose best so
+        far is ``best`` (a profile entry, or None)."""
+        self.done = done
+        if not self.enabled:
+            return
+        elapsed = time.perf_counter() - self.start
+        left = min(self.budget - elapsed, elapsed / done * (self.total - done))
+        shown = f"{key} best {best['gups']:g} GU/s" if best else f"{key}: none verified yet"
+        filled = int(20 * done / self.total)
+        self.line = (f"[{'#' * filled}{'.' * (20 - filled)}] {done}/{self.total} candidates, "
+                     f"{shown}, {max(0.0, left):.0f} s left")
+        print("\r" + self.line, end="", file=self.stream, flush=True)
+
+    def wrap(self, log):
+        """``log`` that first clears the bar's line and then draws it again below."""
+        if not self.enabled:
+            return log
+
+        def wrapped(*args):
+            if self.line:
+                print("\r" + " " * len(self.line) + "\r", end="", file=self.stream, flush=True)
+            log(*args)
+            if self.line:
+                print(self.line, end="", file=self.stream, flush=True)
+        return wrapped
+
+    def close(self):
+        if self.enabled and self.line:
+            print(file=self.stream, flush=True)
+            self.line = ""

@@ -80,8 +80,8 @@ void backproject(
 ${common.tail_args()}
 {
     const int item = get_local_id(0);
-    const int x0 = get_group_id(0) * SQUARE;
-    const int y0 = get_group_id(1) * SQUARE;
+    const int x0 = first_column + get_group_id(0) * SQUARE;
+    const int y0 = first_row + get_group_id(1) * SQUARE;
     // Accumulation: 16 work-items walk a 4x4 square in Z-order, squares lie along x and
     // ${p.square_rows_in_flight} row(s) of them are covered at once (Sect. 6.3, Fig. 13).
     const int lx = ((item >> 4) % ${p.squares_per_row}) * 4 + ((item & 1) | ((item >> 1) & 2));
@@ -89,8 +89,9 @@ ${common.tail_args()}
 % if hybrid:
     // Hybrid (Sect. 7.1): ${p.texture_groups} of every ${p.hybrid_period} work-groups, by linear index, take the
     // texture path over the same pixels; the branch is uniform per work-group and this
-    // path has no barrier.
-    if ((get_group_id(1) * get_num_groups(0) + get_group_id(0)) % ${p.hybrid_period} < ${p.texture_groups}) {
+    // path has no barrier. The index is the square's in the whole slice, so a launch
+    // over a tile of it splits the work as one launch over the slice does.
+    if (((y0 / SQUARE) * ((nx + SQUARE - 1) / SQUARE) + x0 / SQUARE) % ${p.hybrid_period} < ${p.texture_groups}) {
         ${vt} total[PIXELS];
         for (int k = 0; k < PIXELS; k++)
             total[k] = (${vt})(0.0f);

@@ -95,8 +95,8 @@ inline ${vt} ${name}(${ptr}, const int n_bins, const float h, const int p)
 ## about 8 bins (Sect. 5.5, Alg. 2).
 <%def name="zorder_pixel(p)">
     const int item = get_local_id(1) * ${p.tile} + get_local_id(0);
-    const int x = get_group_id(0) * ${p.tile} + ((item >> 4) & 3) * 4 + ((item & 1) | ((item >> 1) & 2));
-    const int y = get_group_id(1) * ${p.tile} + ((item >> 6) & 3) * 4 + (((item >> 1) & 1) | ((item >> 2) & 2));
+    const int x = first_column + get_group_id(0) * ${p.tile} + ((item >> 4) & 3) * 4 + ((item & 1) | ((item >> 1) & 2));
+    const int y = first_row + get_group_id(1) * ${p.tile} + ((item >> 6) & 3) * 4 + (((item >> 1) & 1) | ((item >> 2) & 2));
 </%def>
 
 ## Write the per-slice components of `total` for pixel (x, y); later detector or angle
@@ -121,5 +121,7 @@ inline ${vt} ${name}(${ptr}, const int n_bins, const float h, const int p)
     const int ny,
     const int accumulate,               /* add to `out` (a later piece) or overwrite it */
     const int first_plane,              /* this pass's first slice in `out` */
+    const int first_column,             /* the launch's first pixel column and row: */
+    const int first_row,                /* long launches run in tiles (pybp/pacing.py) */
     __global float *out)                /* planes of ny x nx (a chunk's slices) */\
 </%def>

@@ -31,6 +31,8 @@ void filter_rows(
     const int n_bins,
     const int n_angles,
     const int n_rows,
+    const int first_row,                /* the launch's first row (even): long work runs
+                                           in launches of bounded duration (pacing.py) */
     __global float *out)                /* may be `rows` */
 {
 % if paired:
@@ -39,7 +41,7 @@ void filter_rows(
     __local float scratch[N];
 % endif
     const int item = get_local_id(0);
-    const int row_a = 2 * get_group_id(0);
+    const int row_a = first_row + 2 * get_group_id(0);
     const int row_b = row_a + 1;
     const int has_b = row_b < n_rows;
     __global const float *a = rows + (size_t)row_a * n_bins;

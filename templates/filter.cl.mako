@@ -14,9 +14,10 @@ void filter_rows(
     __global const float *weights,  /* per angle: angular step (radians) */
     const int n_bins,
     const int n_angles,
-    __global float *out)
+    const int first_row,            /* the launch's first row (pybp/pacing.py) */
+    __global float *out)            /* the launch's rows, from its first */
 {
-    const int row = get_group_id(1);
+    const int row = first_row + get_group_id(1);
     const int first = get_group_id(0) * TILE;
     const int item = get_local_id(0);
     __local float values[TILE];
@@ -40,6 +41,6 @@ void filter_rows(
         const size_t start = (size_t)row * n_bins;
         sum = mad(rows[start], edges[i], mad(rows[start + n_bins - 1], edges[n_bins + i], sum));
 % endif
-        out[(size_t)row * n_bins + i] = sum * weights[row % n_angles];
+        out[(size_t)(row - first_row) * n_bins + i] = sum * weights[row % n_angles];
     }
 }

@@ -41,8 +41,8 @@ ${common.tail_args()}
     const int qx = ((item >> 4) & 3) * 4 + ((item & 1) | ((item >> 1) & 2));
     const int qy = ((item >> 1) & 1) | ((item >> 2) & 2);
     const int first = item >> 6;
-    const float fx = (float)(get_group_id(0) * ${tile} + qx);
-    const float fy = (float)(get_group_id(1) * ${tile} + qy);
+    const float fx = (float)(first_column + get_group_id(0) * ${tile} + qx);
+    const float fy = (float)(first_row + get_group_id(1) * ${tile} + qy);
 
     ${vt} sum[PROJECTIONS];
     for (int k = 0; k < PROJECTIONS; k++)
@@ -94,7 +94,7 @@ ${common.tail_args()}
     ${vt} total = partial[0][item];
     for (int k = 1; k < PROJECTIONS; k++)
         total += partial[k][item];
-    const int x = get_group_id(0) * ${tile} + (item % ${tile});
-    const int y = get_group_id(1) * ${tile} + (item / ${tile});
+    const int x = first_column + get_group_id(0) * ${tile} + (item % ${tile});
+    const int y = first_row + get_group_id(1) * ${tile} + (item / ${tile});
 ${common.store(p, "total")}
 }

@@ -110,3 +110,19 @@ __kernel void unscale(
     if (i < plane)
         slices[(size_t)s * plane + i] /= scales[s];
 }
+
+// circle=True: zero the pixels outside the reconstruction circle, where some
+// projections missed the detector (scikit-image's iradon(circle=True) does the same).
+// Each row's inside is the columns [first, stop), worked out in double on the host.
+__kernel void outside_circle(
+    __global float *slices,             /* a chunk's planes of nx x ny pixels */
+    const int nx,
+    const int ny,
+    __global const int2 *inside)        /* per row: first and stop column inside */
+{
+    const int x = get_global_id(0);
+    const int y = get_global_id(1);
+    const int s = get_global_id(2);
+    if (x < nx && y < ny && (x < inside[y].x || x >= inside[y].y))
+        slices[((size_t)s * ny + y) * nx + x] = 0.0f;
+}

@@ -13,8 +13,8 @@ ${common.tail_args()}
 % if p.kernel == "locality":
 ${common.zorder_pixel(p)}
 % else:
-    const int x = get_global_id(0);
-    const int y = get_global_id(1);
+    const int x = first_column + get_global_id(0);
+    const int y = first_row + get_global_id(1);
 % endif
     const float fx = (float)x;
     const float fy = (float)y;

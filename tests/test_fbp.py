@@ -51,10 +51,15 @@ def test_filter_stage_matches_numpy(cl_device, rng, name, padding, method):
     stage = filters.device_filter(context, describe(cl_device), name, n_bins, weights, padding,
                                   method)
     source = cl.Buffer(context, cl.mem_flags.READ_WRITE | cl.mem_flags.COPY_HOST_PTR, hostbuf=data)
-    target = source if method == "fft" else cl.Buffer(context, cl.mem_flags.READ_WRITE, data.nbytes)
-    stage(queue, source, target, 1)
+    target = source if stage.in_place else cl.Buffer(context, cl.mem_flags.READ_WRITE, data.nbytes)
+    stage(queue, source, target, 1, first_row=0, rows=20)  # in two launches, as the
+    if not stage.in_place:                                # executor's pacing makes them
+        cl.enqueue_copy(queue, source, target, byte_count=20 * n_bins * 4)
+    stage(queue, source, target, 1, first_row=20, rows=n_angles - 20)
     got = np.empty_like(data)
-    cl.enqueue_copy(queue, got, target)
+    cl.enqueue_copy(queue, got, source)
+    if not stage.in_place:
+        cl.enqueue_copy(queue, got[:, 20:], target)
     want = filters.filter_numpy(data, name, weights, padding)
     assert reference.relative_rms(got, want) < FILTER_RTOL
 

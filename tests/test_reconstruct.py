@@ -1,4 +1,4 @@
-"""``pybp.reconstruct`` (pybp/reconstruct.py, pipeline.py, executor.py): detector
+"""``pybp.reconstruct`` (pybp/volume.py, pipeline.py, executor.py): detector
 projections with flats and darks to a volume, streamed through the device.
 
 The reference is the same FBP (``Backprojector``) of sinograms normalised on the host in

@@ -24,7 +24,7 @@ import numpy as np
 from pybp import bench_pipeline, cli
 from pybp.io import open_output, open_scan
 from pybp.io.demo import write_dxchange
-from pybp.reconstruct import reconstruct
+from pybp.volume import reconstruct
 
 BLOCK = 64 << 20
 

@@ -31,7 +31,7 @@ METADATA = "pybp.json"
 H5_METADATA = "pybp_metadata"  # JSON; scalar entries are attributes of their own too
 # What a resumed run must share with the first one (the rest is informational).
 RESUME_KEYS = ("input", "shape", "first_row", "dtype", "center", "angles_sha1", "filter",
-               "padding", "interpolation", "precision", "slice_shape")
+               "padding", "interpolation", "precision", "slice_shape", "circle")
 
 
 def output_kind(path) -> str:
@@ -77,23 +77,37 @@ def check_output_path(path, overwrite=False, resume=False) -> str:
     return kind
 
 
+def check_output_file(path, overwrite=False, suffixes=None, option="--output") -> Path:
+    """Check a one-file output (a picture, a kernel's source) before any work: a known
+    suffix, not a folder, no existing file without ``overwrite``, a writable folder."""
+    path = Path(path)
+    if path.is_dir():
+        raise IsADirectoryError(f"{option}: {path} is a folder; give a file name")
+    if suffixes and path.suffix.lower() not in suffixes:
+        raise ValueError(f"{option}: expected a {', '.join(suffixes)} file name, got {path.name!r}")
+    if path.exists() and not overwrite:
+        raise FileExistsError(f"{option}: {path} exists; choose another name or pass --overwrite")
+    _writable_folder(path.parent, create=False, option=option)
+    return path
+
+
 def _human(n_bytes):
     return f"{n_bytes / 1e9:.2f} GB" if n_bytes >= 1e8 else f"{n_bytes / 1e6:.1f} MB"
 
 
-def _writable_folder(folder: Path, create: bool):
+def _writable_folder(folder: Path, create: bool, option="output"):
     if create:
         try:
             folder.mkdir(parents=True, exist_ok=True)
         except OSError as exc:
-            raise PermissionError(f"output: cannot create folder {folder}: "
+            raise PermissionError(f"{option}: cannot create folder {folder}: "
                                   f"{exc.strerror or exc}") from None
     if not folder.exists():
-        raise FileNotFoundError(f"output: folder {folder} does not exist")
+        raise FileNotFoundError(f"{option}: folder {folder} does not exist")
     if not folder.is_dir():
-        raise NotADirectoryError(f"output: {folder} is a file, not a folder")
+        raise NotADirectoryError(f"{option}: {folder} is a file, not a folder")
     if not os.access(folder, os.W_OK | os.X_OK):
-        raise PermissionError(f"output: folder {folder} is not writable")
+        raise PermissionError(f"{option}: folder {folder} is not writable")
 
 
 def check_free_space(folder: Path, n_bytes: int):

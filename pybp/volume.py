@@ -1,4 +1,5 @@
-"""``pybp.reconstruct``: a volume from detector projections, streamed through one
+"""``pybp.reconstruct`` (this module is named for what it makes, so that the function
+is ``pybp.reconstruct``): a volume from detector projections, streamed through one
 device (design sections 1 and 3).
 
 Projections come in the tomopy/DXchange layout ``(n_angles, n_rows, n_bins)`` as any
@@ -132,18 +133,18 @@ def reconstruct(projections, angles, flats=None, darks=None, center=None, rows=N
     g = bp.geometry
     ny, nx = g.slice_shape
     n = stop - first
-    if out is None:
-        out, offset = np.empty((n, ny, nx), np.float32), 0
-    else:
-        offset = first if len(out.shape) == 3 and out.shape[0] == n_rows and n != n_rows else 0
-        check_output(out, (n_rows if offset else n, ny, nx))
     dtype = raw_dtype(projections.dtype)
     with bp:
+        memory = MemoryPlan.create(bp.plan, bp.device, n_angles * n_bins * dtype.itemsize, n,
+                                   chunk_slices)
+        if out is None:
+            out, offset = np.empty((n, ny, nx), np.float32), 0
+        else:
+            offset = first if len(out.shape) == 3 and out.shape[0] == n_rows and n != n_rows else 0
+            check_output(out, (n_rows if offset else n, ny, nx))
         executor = bp.executor
         executor.take_projections(dtype, log)
         lap("plan")
-        memory = MemoryPlan.create(bp.plan, bp.device, n_angles * n_bins * dtype.itemsize, n,
-                                   chunk_slices)
         with ThreadPoolExecutor(1) as helper:  # the means on the device while the host
             means = None                       # pins the staging memory
             if flats is not None:

@@ -1,0 +1,119 @@
+"""Keeping Ctrl-C prompt: back-projection in launches of bounded duration, a bounded
+amount of device work queued ahead, and waits in short sleeps.
+
+A running kernel cannot be stopped, and a thread blocked in ``clWaitForEvents`` or
+``clFinish`` sees ``KeyboardInterrupt`` only when the call returns: one 20000^2 slice
+on a CPU device is a minute in one launch. So a slice is back-projected in tiles of
+rows (and columns), and sinogram rows are filtered in blocks, each launch about
+``LAUNCH_SECONDS`` at the speed measured so far (the kernels take the launch's first
+row and column; each pixel's sum is computed as in one launch over the slice, so
+results are bit-identical); at most ``QUEUED_SECONDS`` of launches are queued ahead of
+the device; and every wait polls the event's status between sleeps. An interrupt then
+leaves a fraction of a second of work to drain before device memory is released.
+On a GPU a launch covers the whole slice and the queue is never held back: 2048^2
+pixels of 2048 angles take 3 ms on the H100.
+"""
+
+from __future__ import annotations
+
+import time
+from collections import deque
+
+import pyopencl as cl
+
+LAUNCH_SECONDS = 0.1  # the longest a launch should run
+QUEUED_SECONDS = 0.3  # device work enqueued ahead of what has finished
+# Work units per second (updates for back-projection, row points for the filter)
+# assumed for a stage before its first launch of an executor has been timed: low for
+# the device type, so the first launch is short (PoCL with 2 cores: 0.9 GU/s for one
+# slice; the H100: 3750 GU/s).
+FIRST_RATE = {"cpu": 0.05e9, "gpu": 20e9}
+OTHER_RATE = 1e9
+MAX_SLEEP = 0.002  # the longest sleep between two looks at an event
+
+
+class Stopped(Exception):
+    """Another stage of the work failed or was interrupted."""
+
+
+def wait(event, stop=None):
+    """``event.wait()`` in short sleeps, so that ``KeyboardInterrupt`` comes at once and
+    a set ``stop`` (a ``threading.Event``) raises :class:`Stopped`."""
+    delay = 5e-5
+    while event.command_execution_status > 0:  # queued, submitted or running
+        if stop is not None and stop.is_set():
+            raise Stopped
+        time.sleep(delay)
+        delay = min(2 * delay, MAX_SLEEP)
+    event.wait()  # returns at once, or raises for a failed command
+
+
+def finish(queue, stop=None):
+    """``queue.finish()``, interruptible (see :func:`wait`)."""
+    wait(cl.enqueue_marker(queue), stop)
+
+
+class Pacer:
+    """Launch sizes and the queue's depth for one executor, from the speed of its
+    launches so far, per stage (``rates``: work units per second)."""
+
+    def __init__(self, device_type: str):
+        self.first_rate = FIRST_RATE.get(device_type, OTHER_RATE)
+        self.rates = {}
+        self.in_flight = deque()  # (event, stage, units) of launches not seen finished
+
+    def rate(self, stage: str) -> float:
+        return self.rates.get(stage, self.first_rate)
+
+    def blocks(self, stage: str, total: int, unit_cost: int, step: int = 1, most=None):
+        """``(start, count)`` of launches over ``total`` items of ``unit_cost`` work
+        each: ``LAUNCH_SECONDS`` each at the rate measured when the launch starts, in
+        multiples of ``step`` items, at most ``most``."""
+        start = 0
+        while start < total:
+            count = int(LAUNCH_SECONDS * self.rate(stage) / max(1, unit_cost)) // step * step
+            count = min(total - start, max(step, count), most or total)
+            yield start, count
+            start += count
+
+    def tiles(self, slice_shape, side: int, updates_per_pixel: int):
+        """``(x, y, columns, rows)`` of the back-projection launches over a slice:
+        bands of whole rows of ``LAUNCH_SECONDS`` each, split along the row where one
+        row of work-groups takes longer; every tile starts at a multiple of the
+        work-group side ``side``, so the pixels' sums are those of one launch."""
+        ny, nx = slice_shape
+        y = 0
+        while y < ny:
+            pixels = int(LAUNCH_SECONDS * self.rate("backproject") / max(1, updates_per_pixel))
+            rows = max(side, pixels // nx // side * side)
+            columns = nx if pixels >= side * nx else max(side, pixels // side // side * side)
+            rows = min(rows, ny - y)
+            for x in range(0, nx, columns):
+                yield x, y, min(columns, nx - x), rows
+            y += rows
+
+    def admit(self, stage: str, units: int, stop=None):
+        """Wait until a launch of ``units`` fits beside the queued ones within
+        ``QUEUED_SECONDS``."""
+        self._retire()
+        while self.in_flight and (sum(u / self.rate(s) for _, s, u in self.in_flight)
+                                  + units / self.rate(stage) > QUEUED_SECONDS):
+            wait(self.in_flight[0][0], stop)
+            self._retire()
+
+    def launched(self, event, stage: str, units: int):
+        self.in_flight.append((event, stage, units))
+
+    def _retire(self):
+        """Forget finished launches; each one's speed becomes its stage's rate."""
+        while self.in_flight and self.in_flight[0][0].command_execution_status <= 0:
+            event, stage, units = self.in_flight.popleft()
+            try:
+                seconds = (event.profile.end - event.profile.start) * 1e-9
+            except cl.Error:  # a caller's queue without profiling
+                continue
+            if seconds > 0:
+                self.rates[stage] = units / seconds
+
+    def clear(self):
+        self.in_flight.clear()
