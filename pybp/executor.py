@@ -295,11 +295,10 @@ class Executor:
         f, q, n_bins = self._filter, self.queue, self.plan.geometry.n_bins
         stages = []
         most = None
-        if not f.in_place:
-            most = max(1, SCRATCH_BYTES // (4 * n_bins))
+        if not f.in_place:  # blocks of at most the scratch's rows, sized for any chunk
+            most = min(max(1, SCRATCH_BYTES // (4 * n_bins)), self.memory.chunk_slices * f.n_angles)
             if self._scratch is None:
-                rows = min(most, count * self.plan.geometry.n_angles)
-                self._scratch = cl.Buffer(self.context, cl.mem_flags.READ_WRITE, rows * n_bins * 4)
+                self._scratch = cl.Buffer(self.context, cl.mem_flags.READ_WRITE, most * n_bins * 4)
         for first, rows in self.pacer.blocks("filter", count * f.n_angles, f.row_cost, f.row_step,
                                              most):
             self.pacer.admit("filter", rows * f.row_cost, stop)
@@ -398,6 +397,7 @@ class Executor:
             s.release(self.upload_queue)
         self.slots = []
         self.memory = None
+        self._scratch = None  # sized for the chunks of the memory plan
 
     def finish(self, stop=None):
         """Wait (interruptibly) for the work enqueued on every queue."""
@@ -410,7 +410,7 @@ class Executor:
         self.finish()
         self._release_slots()
         self._images.clear()
-        self._texels = self._references = self._scratch = None
+        self._texels = self._references = None
 
     def __enter__(self):
         return self

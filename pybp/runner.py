@@ -10,7 +10,7 @@ import pyopencl as cl
 from . import filters, pipeline, profiler, scaling
 from .device import describe, select_device, usable_image_formats
 from .executor import Executor
-from .geometry import Geometry, as_sinogram_stack, check_output
+from .geometry import Geometry, _positive_int, as_sinogram_stack, check_output
 from .params import INTERPOLATIONS, KERNELS, SLICES_PER_PASS, STORAGES
 from .plan import MemoryPlan, Plan
 
@@ -162,7 +162,7 @@ def skimage_options(n_bins: int) -> dict:
         sinogram = radon(image, theta)                    # (n_bins, n_angles), degrees
         slice_ = pybp.fbp(sinogram.T, np.radians(theta), **pybp.skimage_options(len(sinogram)))
     """
-    n_bins = int(n_bins)
+    n_bins = _positive_int(n_bins, "n_bins")
     shift = (n_bins - 1) / 2 - n_bins // 2  # -0.5 for an even size, 0 for an odd one
     return dict(center=n_bins // 2, slice_offset=(shift, shift), circle=True)
 
