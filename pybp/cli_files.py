@@ -161,9 +161,46 @@ def _center_sweep(args, scan, rows):
     return 0
 
 
+def _check_cluster(args):
+    """Before any work: what ``--scheduler`` needs (Dask, a folder of TIFF slices)."""
+    if not args.scheduler:
+        return
+    if output_kind(args.output) != "tiff":
+        raise ValueError(f"output: with --scheduler, workers write slices in parallel to a "
+                         f"folder of TIFF files; {args.output} is one file: give a folder name")
+    from .distributed import _need_dask
+
+    _need_dask()
+
+
+def _cluster(args):
+    """A Dask client for ``--scheduler`` (None without it): ``local`` starts a cluster of
+    one worker process per device of ``--devices`` (default all)."""
+    if not args.scheduler:
+        return None
+    from . import distributed
+
+    dask = distributed._need_dask()
+    if args.scheduler == "local":
+        return dask.Client(distributed.local_cluster(args.devices or "all", processes=True))
+    try:
+        return dask.Client(args.scheduler, timeout=30)
+    except (OSError, TimeoutError, ValueError) as exc:
+        raise OSError(f"scheduler: cannot reach {args.scheduler}: {exc}") from None
+
+
+def _describe_devices(args):
+    if args.devices and not args.scheduler:
+        from .distributed import device_list
+
+        names = [d.name for d in device_list(args.devices)]
+        _say(args, f"devices: {len(names)} ({', '.join(names)})")
+
+
 def cmd_reconstruct(args):
     if not args.center_sweep:  # before any work
         check_output_path(args.output, args.overwrite, args.resume)
+        _check_cluster(args)
     if args.preview:
         check_output_file(args.preview, args.overwrite, (".png",), "--preview")
     scan, rows = _open(args)
@@ -192,36 +229,45 @@ def cmd_reconstruct(args):
         output = open_output(args.output, (n, n_bins, n_bins), args.dtype,
                              _metadata(args, scan, rows, center), overwrite=args.overwrite,
                              resume=args.resume)
+        client = None
         try:
             missing = int((~output.done).sum())
             runs = output.remaining(align=max(SLICES_PER_PASS))
             todo = sum(b - a for a, b in runs)
             if missing < n:
                 _say(args, f"resume: {n - missing} of {n} slices are already in {args.output}")
+            _describe_devices(args)
+            client = _cluster(args)
+            options = dict(center=center, filter=args.filter, padding=args.padding,
+                           interpolation=args.interpolation, precision=args.precision,
+                           slices_per_pass=args.slices_per_pass, circle=args.circle)
             tick = time.perf_counter()
             for a, b in runs:
+                if client is not None:
+                    _on_cluster(args, client, scan, output, rows, a, b, options)
+                    continue
                 reconstruct(scan.projections, scan.angles, scan.flats, scan.darks,
-                            center=center, rows=(rows[0] + a, rows[0] + b),
-                            out=output.view(a, b), filter=args.filter, padding=args.padding,
+                            rows=(rows[0] + a, rows[0] + b), out=output.view(a, b),
                             log=not args.no_log, progress=not args.quiet,
                             chunk_slices=args.chunk_slices, device=args.device,
-                            interpolation=args.interpolation, precision=args.precision,
-                            slices_per_pass=args.slices_per_pass, circle=args.circle)
+                            devices=args.devices, **options)
             seconds = time.perf_counter() - tick
             output.finish()
         except KeyboardInterrupt:
-            done = int(output.done.sum())
+            done = int(output.scan_done().sum())
             print(f"pybp reconstruct: interrupted after {done} of {n} slices; the same "
                   "command with --resume finishes the job", file=sys.stderr)
             return EXIT_INTERRUPTED
         except OSError as exc:
             if exc.errno == errno.ENOSPC:
-                done = int(output.done.sum())
+                done = int(output.scan_done().sum())
                 raise OSError(f"output: the disk is full ({done} of {n} slices are complete); "
                               "free some space and run again with --resume") from exc
             raise
         finally:
             output.close()
+            if client is not None:
+                _close_cluster(client)
         gups = todo * n_bins * n_bins * n_angles / max(seconds, 1e-9) * 1e-9
         _say(args, f"reconstructed {todo} slices of {n_bins} x {n_bins} in {seconds:.1f} s "
                    f"({gups:.3g} GU/s, {todo / max(seconds, 1e-9):.1f} slices/s) into "
@@ -229,6 +275,28 @@ def cmd_reconstruct(args):
         if args.preview:
             _say(args, f"preview: {write_preview(args.output, args.preview, args.overwrite)}")
     return 0
+
+
+def _on_cluster(args, client, scan, output, rows, a, b, options):
+    """Rows ``a..b`` of the output by the workers of ``client``, which open the scan and
+    write the TIFF slices themselves."""
+    from .distributed import reconstruct_on_cluster
+
+    setup = dict(n_bins=scan.shape[2], angles=scan.angles, **options)
+    slab = dict(first=rows[0] + a, stop=rows[0] + b, out=output.writer(), offset=a,
+                log=not args.no_log, chunk_slices=args.chunk_slices, progress=not args.quiet)
+    try:
+        reconstruct_on_cluster(client, setup, slab, scan=scan.opened_with)
+    finally:
+        output.scan_done()
+
+
+def _close_cluster(client):
+    cluster = client.cluster if getattr(client, "cluster", None) is not None and \
+        getattr(client.cluster, "pybp_devices", None) else None
+    client.close()
+    if cluster is not None:  # started by --scheduler local
+        cluster.close()
 
 
 def write_preview(path, png=None, overwrite=False, row=None):
@@ -333,8 +401,17 @@ traceback), 130 interrupted.""")
                           "projection did not see)")
     rec.add_argument("--dtype", choices=DTYPES, default="float32",
                      help="of the slices on disk; float16 halves the space (default: float32)")
-    rec.add_argument("--device", default=None,
-                     help="index or name substring (see `pybp devices`; default: the fastest)")
+    which = rec.add_mutually_exclusive_group()
+    which.add_argument("--device", default=None,
+                       help="index or name substring (see `pybp devices`; default: the fastest)")
+    which.add_argument("--devices", metavar="all|I,J,..",
+                       help="several devices, each with a pipeline of its own taking the next "
+                            "rows as it finishes: all (every GPU) or indices (default: one)")
+    rec.add_argument("--scheduler", metavar="ADDRESS|local",
+                     help="a Dask scheduler (tcp://host:8786) whose workers reconstruct slabs "
+                          "of rows on their GPUs, reading the input and writing TIFF slices "
+                          "on a shared file system; local: one worker process per device of "
+                          "--devices (needs pybp-opencl[dask]; default: none)")
     rec.add_argument("--chunk-slices", type=int, default=None,
                      help="slices per chunk through the device (default: from its memory)")
     rec.add_argument("--overwrite", action="store_true", help="replace an existing output")

@@ -6,7 +6,9 @@ thread copies finished slices into the caller's output. Bounded hand-offs keep a
 the executor's slots in flight, so host memory stays a few chunks beyond the caller's
 arrays. Copies of NumPy arrays are split over a few threads (NumPy releases the GIL
 while copying): one thread copies pageable memory at a fraction of what the device's
-DMA and the host's memory can do.
+DMA and the host's memory can do. Several pipelines (one per device) can share one
+:class:`Rows`: each reader takes the next chunk when a slot of its own is free, so a
+faster device takes more.
 """
 
 from __future__ import annotations
@@ -41,16 +43,43 @@ def copy_blocks(pool, destination, source):
         future.result()
 
 
+class Rows:
+    """Rows ``[0, n_slices)`` handed out in chunks, in order, to one or more pipelines
+    (any thread). Chunks start at multiples of ``align`` (the widest pass), so slices
+    group into kernel passes as they do through one device, and give the same values."""
+
+    def __init__(self, n_slices, align=1):
+        self.n_slices, self.align = n_slices, align
+        self.next, self._lock = 0, threading.Lock()
+
+    def take(self, most):
+        """The next ``(start, count)`` of at most ``most`` rows, or None when all are taken."""
+        if most >= self.align:  # (chunks narrower than a pass cannot keep the grouping)
+            most = most // self.align * self.align
+        with self._lock:
+            start = self.next
+            if start >= self.n_slices:
+                return None
+            self.next = min(self.n_slices, start + most)
+            return start, self.next - start
+
+
 class Progress:
     """Slices done, GU/s and time left on standard error, once work has run for
-    ``delay`` seconds (short calls print nothing); ``enabled=False`` silences it."""
+    ``delay`` seconds (short calls print nothing); ``enabled=False`` silences it.
+    Several pipelines may update one (any thread)."""
 
     def __init__(self, total, updates_per_slice, enabled=True, delay=2.0, stream=sys.stderr):
         self.total, self.per_slice, self.enabled = total, updates_per_slice, enabled
         self.delay, self.stream = delay, stream
         self.done, self.start, self.shown, self.last = 0, time.perf_counter(), False, 0.0
+        self._lock = threading.Lock()
 
     def update(self, count):
+        with self._lock:
+            self._update(count)
+
+    def _update(self, count):
         self.done += count
         now = time.perf_counter()
         elapsed = now - self.start
@@ -64,8 +93,11 @@ class Progress:
               f"{left:.0f} s left ", end="\n" if finished else "", file=self.stream, flush=True)
 
     def close(self):
-        if self.shown and self.done < self.total:
-            print(file=self.stream, flush=True)
+        """End the line of an unfinished bar (once, whichever pipeline stops first)."""
+        with self._lock:
+            if self.shown and self.done < self.total:
+                print(file=self.stream, flush=True)
+            self.shown = False
 
 
 def _get(hand_off, stop):
@@ -92,25 +124,29 @@ def _acquire(semaphore, stop):
             raise Stopped
 
 
-def stream(executor, n_slices, read, write, progress=None, timings=None) -> int:
-    """Run ``n_slices`` slices through ``executor`` (its slots reserved) in chunks.
+def stream(executor, rows, read, write, progress=None, timings=None, stop=None) -> int:
+    """Run the chunks of ``rows`` (a :class:`Rows`, or a number of slices) through
+    ``executor`` (its slots reserved).
 
     ``read(start, count, staging)`` fills a chunk's input staging and the reader thread
     uploads it; the calling thread enqueues its device stages; the writer thread
     downloads it and hands its slices to ``write(start, count, slices)``. Returns how
     many values normalisation replaced. ``timings`` (a dict) gets the seconds the
-    writer waited for the device (``wait_device``). An exception in any thread, or
-    Ctrl-C, stops all of them and is raised here once the device work in flight ends
-    (a fraction of a second: see :mod:`pybp.pacing`).
+    writer waited for the device (``wait_device``) and the slices done (``slices``).
+    An exception in any thread, or Ctrl-C, stops all of them and is raised here once
+    the device work in flight ends (a fraction of a second: see :mod:`pybp.pacing`);
+    ``stop`` (a ``threading.Event`` shared by several pipelines) ends this one quietly
+    when set elsewhere, and is set when this one fails.
     """
+    if not isinstance(rows, Rows):
+        rows = Rows(rows)
     chunk, slots = executor.memory.chunk_slices, len(executor.slots)
-    chunks = [(i, start, min(chunk, n_slices - start))
-              for i, start in enumerate(range(0, n_slices, chunk))]
     ready, done = queue.Queue(maxsize=slots), queue.Queue(maxsize=slots)
     input_free = [threading.Semaphore(1) for _ in range(slots)]
     output_free = [threading.Semaphore(1) for _ in range(slots)]
-    stop, errors, clipped = threading.Event(), [], [0]
-    spent = dict(wait_device=0.0)
+    stop = stop if stop is not None else threading.Event()
+    errors, clipped = [], [0]
+    spent = dict(wait_device=0.0, slices=0)
 
     def guarded(work):
         def run():
@@ -125,20 +161,30 @@ def stream(executor, n_slices, read, write, progress=None, timings=None) -> int:
 
     @guarded
     def reader():
-        for i, start, count in chunks:
+        i = 0
+        while True:
             slot = i % slots
             _acquire(input_free[slot], stop)  # the slot's last chunk was enqueued ...
-            executor.input_free(slot, stop)   # ... and computed
+            executor.input_free(slot, stop)   # ... and computed: only now take rows
+            taken = rows.take(chunk)
+            if taken is None:
+                _put(ready, None, stop)
+                return
+            start, count = taken
             read(start, count, executor.staging_in(slot, count))
             event, stages = executor.upload(slot, count)
             wait(event, stop)
             executor.record(stages)
             _put(ready, (i, start, count), stop)
+            i += 1
 
     @guarded
     def writer():
-        for _ in chunks:
-            i, start, count, computed, stages = _get(done, stop)
+        while True:
+            item = _get(done, stop)
+            if item is None:
+                return
+            i, start, count, computed, stages = item
             slot = i % slots
             tick = time.perf_counter()
             wait(computed, stop)
@@ -149,6 +195,7 @@ def stream(executor, n_slices, read, write, progress=None, timings=None) -> int:
             clipped[0] += executor.clipped(slot)
             write(start, count, executor.staging_out(slot, count))
             output_free[slot].release()
+            spent["slices"] += count
             if progress is not None:
                 progress.update(count)
 
@@ -156,24 +203,30 @@ def stream(executor, n_slices, read, write, progress=None, timings=None) -> int:
                threading.Thread(target=writer, name="pybp-writer", daemon=True)]
     for thread in threads:
         thread.start()
+    finished = False
     try:
-        for _ in chunks:
-            i, start, count = _get(ready, stop)
+        while True:
+            item = _get(ready, stop)
+            if item is None:
+                _put(done, None, stop)
+                break
+            i, start, count = item
             slot = i % slots
             _acquire(output_free[slot], stop)  # the slot's last slices are downloaded
             computed, stages = executor.compute(slot, count, start, stop)
             input_free[slot].release()
             _put(done, (i, start, count, computed, stages), stop)
         threads[1].join()
+        finished = not errors
     except Stopped:
         pass
     finally:
-        if errors or threads[1].is_alive():  # failed or interrupted: stop the others
+        if not finished:  # failed, interrupted or stopped elsewhere: stop the others
             stop.set()
         for thread in threads:
             thread.join()
         executor.finish()  # what is in flight: at most a fraction of a second (pacing)
-        if progress is not None:
+        if progress is not None and not finished:
             progress.close()
     if timings is not None:
         timings.update(spent)
@@ -212,8 +265,9 @@ class RowBlocks:
     one TIFF per frame), so a chunk of a few rows is one small read per frame, each
     with a fixed cost: 8 rows at a time read a 4 GiB DXchange file at 80 MB/s on the
     H100 machine. Blocks of ``block_bytes`` make those reads few and long. The first
-    block is ``first_rows`` rows, so the device starts early; ``rows(start, count)``
-    is called with increasing ``start``."""
+    block is ``first_rows`` rows, so the device starts early. Several pipelines may
+    share one (any thread): ``rows(start, count)`` is called for rows in about
+    increasing order, each row once, and a block is dropped once all its rows are out."""
 
     def __init__(self, source, first, stop, first_rows, block_bytes=None):
         self.source = source
@@ -228,28 +282,34 @@ class RowBlocks:
         self.blocks = [(a, b) for a, b in zip(edges[:-1], edges[1:]) if b > a]
         self.pool = ThreadPoolExecutor(1, thread_name_prefix="pybp-read-ahead")
         self.loaded = {}  # block index -> future of its rows
-        self.index = 0
+        self.left = {k: b - a for k, (a, b) in enumerate(self.blocks)}  # rows not yet out
+        self._lock = threading.Lock()
 
     def _load(self, k):
-        if k < len(self.blocks) and k not in self.loaded:
+        if k < len(self.blocks) and k not in self.loaded and k in self.left:
             a, b = self.blocks[k]
             self.loaded[k] = self.pool.submit(lambda: np.asarray(self.source[:, a:b]))
 
     def rows(self, start, count):
         """Rows ``[start, start + count)`` (absolute), as an array or a view of one."""
         parts = []
-        while count > 0:
-            while self.blocks[self.index][1] <= start:
-                self.loaded.pop(self.index, None)  # used up
-                self.index += 1
-            self._load(self.index)
-            self._load(self.index + 1)
-            a, b = self.blocks[self.index]
-            block = self.loaded[self.index].result()
-            take = min(count, b - start)
-            parts.append(block[:, start - a:start - a + take])
-            start, count = start + take, count - take
-        return parts[0] if len(parts) == 1 else np.concatenate(parts, axis=1)
+        with self._lock:
+            k = next(k for k, (a, b) in enumerate(self.blocks) if a <= start < b)
+            while count > 0:
+                a, b = self.blocks[k]
+                self._load(k)
+                self._load(k + 1)
+                take = min(count, b - start)
+                parts.append((k, self.loaded[k], start - a, take))
+                start, count, k = start + take, count - take, k + 1
+        views = [future.result()[:, at:at + take] for _, future, at, take in parts]
+        with self._lock:
+            for k, _, _, take in parts:
+                self.left[k] -= take
+                if not self.left[k]:  # every row of it is out
+                    del self.left[k]
+                    self.loaded.pop(k, None)
+        return views[0] if len(views) == 1 else np.concatenate(views, axis=1)
 
     def close(self):
         for future in self.loaded.values():

@@ -17,7 +17,7 @@ from test_files import make_input, read_tiff_folder, run, scan, write_nxtomo  # 
 import pybp
 from pybp.io import open_output
 from pybp.io.demo import phantom_scan, write_dxchange
-from pybp.io.writers import TiffFolder
+from pybp.io.writers import TiffSlices
 
 LONG_ROWS = 48  # a run of one slice per chunk, long enough on PoCL to stop in the middle
 
@@ -96,7 +96,7 @@ def test_resume_must_match(scan, tmp_path, cl_device, capsys):  # noqa: F811
 def test_disk_full_leaves_whole_slices(scan, tmp_path, cl_device, capsys, monkeypatch):  # noqa: F811
     """A write that fails for want of space (injected after 3 slices) stops the run with
     one line; the slices before it are whole, and --resume completes the volume."""
-    written, real_write = [], TiffFolder._write
+    written, real_write = [], TiffSlices.write
 
     def write(self, index, image):
         if len(written) >= 3:
@@ -108,7 +108,7 @@ def test_disk_full_leaves_whole_slices(scan, tmp_path, cl_device, capsys, monkey
         "-o", str(tmp_path / "s"), "--device", cl_device.name, "--center", str(scan["center"]),
         "--chunk-slices", "1"]
     with monkeypatch.context() as patch:
-        patch.setattr(TiffFolder, "_write", write)
+        patch.setattr(TiffSlices, "write", write)
         line = assert_one_line(capsys, run(argv)[0], "disk is full", "--resume")
     assert "3 of 6 slices are complete" in line
     assert sorted(p.name for p in (tmp_path / "s").iterdir()) == \

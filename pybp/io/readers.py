@@ -42,6 +42,7 @@ class Scan:
     darks: object = None
     source: dict = field(default_factory=dict)
     files: list = field(default_factory=list)
+    opened_with: dict = field(default_factory=dict)  # open_scan's arguments, paths absolute
 
     @property
     def shape(self):
@@ -229,6 +230,9 @@ def open_scan(path, flats=None, darks=None, angles=None, angle_range=None) -> Sc
     except BaseException:
         scan.close()
         raise
+    absolute = {name: None if value is None else os.path.abspath(str(value))
+                for name, value in dict(path=path, flats=flats, darks=darks, angles=angles).items()}
+    scan.opened_with = dict(absolute, angle_range=angle_range)  # for workers on other hosts
     return scan
 
 

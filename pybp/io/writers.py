@@ -16,6 +16,7 @@ from __future__ import annotations
 import json
 import os
 import shutil
+import threading
 import warnings
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
@@ -118,8 +119,10 @@ def check_free_space(folder: Path, n_bytes: int):
 
 
 def _atomic_write(path: Path, write):
-    """``write(temporary_path)``, then rename to ``path``: readers see a whole file or none."""
-    temporary = path.with_name(f".{path.name}.partial")
+    """``write(temporary_path)``, then rename to ``path``: readers see a whole file or
+    none. The temporary name is the writer's own (process and thread), so two writers
+    of one slice (a Dask task run again while the first still runs) never share one."""
+    temporary = path.with_name(f".{path.name}.{os.getpid()}-{threading.get_ident()}.partial")
     try:
         write(temporary)
         os.replace(temporary, path)
@@ -176,6 +179,14 @@ class Output:
         """Slices ``[first, stop)`` as an output of their own, for one reconstruct call."""
         return _View(self, first, stop)
 
+    def writer(self):
+        raise ValueError(f"output: workers in other processes write slices to a folder of "
+                         f"TIFF files (one file per slice, written in parallel); "
+                         f"{self.path.name} is one file: give a folder name")
+
+    def scan_done(self):
+        return self.done
+
     def finish(self):
         pass
 
@@ -193,43 +204,87 @@ class _View:
         self.output[self.first + start:self.first + start + len(slices)] = slices
 
 
-class TiffFolder(Output):
-    """``FOLDER/slice_00042.tif`` for detector row 42, float32 (or float16)."""
+class TiffSlices:
+    """Writes slices into ``folder`` as ``slice_00042.tif`` for detector row 42, each
+    whole (temporary name, then rename), several at once; ``slices[a:b] = images``
+    writes rows ``first_row + a`` on. Picklable: what Dask workers write with."""
 
-    def __init__(self, path, shape, dtype, metadata, overwrite=False, resume=False):
-        super().__init__(path, shape, dtype, metadata)
-        self.tifffile = _need("tifffile")
-        first = self.metadata["first_row"]
-        digits = max(5, len(str(first + self.shape[0] - 1)))
-        self.names = [f"slice_{first + i:0{digits}d}.tif" for i in range(self.shape[0])]
-        folder = self.path
-        _writable_folder(folder, create=True)
-        for stale in folder.glob(".slice_*.tif.partial"):
-            stale.unlink()
-        if resume and (folder / METADATA).exists():
-            _check_same(json.loads((folder / METADATA).read_text()), self.metadata, folder)
-            self.done[:] = [(folder / name).exists() for name in self.names]
-        write_json(folder / METADATA, self.metadata)
-        self.description = json.dumps({k: self.metadata[k] for k in
-                                       ("center", "filter", "input") if k in self.metadata})
-        self.pool = ThreadPoolExecutor(WRITE_THREADS, thread_name_prefix="pybp-tiff")
+    def __init__(self, folder, first_row, n_slices, dtype, description):
+        self.folder, self.first_row, self.dtype = Path(folder), first_row, np.dtype(dtype)
+        self.digits = max(5, len(str(first_row + n_slices - 1)))
+        self.description = description
+        self._pool = None
 
-    def _write(self, index, image):
-        _atomic_write(self.path / self.names[index], lambda p: self.tifffile.imwrite(
+    def name(self, index) -> str:
+        return f"slice_{self.first_row + index:0{self.digits}d}.tif"
+
+    def write(self, index, image):
+        tifffile = _need("tifffile")
+        _atomic_write(self.folder / self.name(index), lambda p: tifffile.imwrite(
             p, np.asarray(image, self.dtype), description=self.description,
             photometric="minisblack", metadata=None))
-        self.done[index] = True
 
     def __setitem__(self, key, slices):
         start = 0 if key.start is None else key.start
-        futures = [self.pool.submit(self._write, start + i, s) for i, s in enumerate(slices)]
+        if self._pool is None:
+            self._pool = ThreadPoolExecutor(WRITE_THREADS, thread_name_prefix="pybp-tiff")
+        futures = [self._pool.submit(self.write, start + i, s) for i, s in enumerate(slices)]
         for future in futures:  # every write ends (whole or removed) before an error is raised
             future.exception()
         for future in futures:
             future.result()
 
+    def __getstate__(self):
+        return dict(self.__dict__, _pool=None)
+
     def close(self):
-        self.pool.shutdown()
+        if self._pool is not None:
+            self._pool.shutdown()
+            self._pool = None
+
+
+class TiffFolder(Output):
+    """``FOLDER/slice_00042.tif`` for detector row 42, float32 (or float16)."""
+
+    def __init__(self, path, shape, dtype, metadata, overwrite=False, resume=False):
+        super().__init__(path, shape, dtype, metadata)
+        _need("tifffile")
+        folder = self.path
+        _writable_folder(folder, create=True)
+        self._remove_partial()
+        description = json.dumps({k: self.metadata[k] for k in ("center", "filter", "input")
+                                  if k in self.metadata})
+        self.slices = TiffSlices(folder, self.metadata["first_row"], self.shape[0], self.dtype,
+                                 description)
+        if resume and (folder / METADATA).exists():
+            _check_same(json.loads((folder / METADATA).read_text()), self.metadata, folder)
+            self.scan_done()
+        write_json(folder / METADATA, self.metadata)
+
+    def scan_done(self):
+        """Which slices are in the folder (written by this process or any other)."""
+        self.done[:] = [(self.path / self.slices.name(i)).exists() for i in range(self.shape[0])]
+        return self.done
+
+    def writer(self):
+        """What workers in other processes write with (a :class:`TiffSlices`)."""
+        return self.slices
+
+    def _remove_partial(self):
+        """Temporary files of writers that died mid-slice (a killed run, a lost worker)."""
+        for stale in self.path.glob(".slice_*.partial"):
+            stale.unlink(missing_ok=True)
+
+    def finish(self):
+        self._remove_partial()  # every writer has ended
+
+    def __setitem__(self, key, slices):
+        start = 0 if key.start is None else key.start
+        self.slices[key] = slices
+        self.done[start:start + len(slices)] = True
+
+    def close(self):
+        self.slices.close()
 
 
 class Hdf5File(Output):

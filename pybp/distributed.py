@@ -1,0 +1,260 @@
+"""Several devices of a host, and Dask workers, each running pipelines on slabs of rows
+(design section 3).
+
+On one host, :func:`device_list` names the devices and :class:`pybp.volume.Pipelines`
+runs one pipeline per device from one shared source of rows. On a cluster, Dask
+distributed schedules the work: the rows are cut into slabs, one task per slab
+(:func:`reconstruct_on_cluster`); a worker runs its slab through the pipelines of its
+own devices (kept between tasks) and writes the slices itself, so only small messages
+go through Dask. A lost worker's slabs are run again elsewhere by Dask, and each slice
+is written whole (a TIFF file under a temporary name, then renamed), so a slab done
+twice leaves each slice once. Arrays are shared only with workers in this process
+(threads); workers in other processes or on other hosts read the scan from its files
+(``scan``: the arguments of :func:`pybp.io.readers.open_scan`) and write a folder of
+TIFF slices.
+
+Which devices a worker uses: those :func:`local_cluster` gave it, else the
+``PYBP_DEVICES`` variable of its environment (``all``, or indices ``0,1``), else
+``PYBP_DEVICE``, else all its GPUs. Dask is an optional dependency:
+``pip install "pybp-opencl[dask]"``.
+"""
+
+from __future__ import annotations
+
+import os
+import threading
+import uuid
+
+import numpy as np
+import pyopencl as cl
+
+from .device import _all_devices, _device_type_name, _speed_rank, select_device
+
+ENV_DEVICES = "PYBP_DEVICES"
+SLABS_PER_WORKER = 4  # tasks per worker: few enough that set-up stays small, enough to balance
+SLAB_ALIGN = 8        # slab edges: a multiple of every pass width and of the usual chunk
+
+_SHARED = {}          # token -> arrays of one run, for workers in this process
+_WORKER_LOCK = threading.Lock()
+
+
+def device_list(devices) -> list:
+    """``devices`` as a list of ``pyopencl.Device``: ``"all"`` (every GPU, else every
+    device of the fastest kind), a list of indices, names or devices, or a string of
+    comma-separated indices or names (``"0,1"``). A device named twice runs two
+    pipelines (useful to test several pipelines on one CPU)."""
+    if isinstance(devices, str) and devices.strip().lower() == "all":
+        found = _all_devices()
+        if not found:
+            select_device(None)  # raises the no-device error
+        kind = _device_type_name(min(found, key=_speed_rank))
+        return sorted((d for d in found if _device_type_name(d) == kind),
+                      key=lambda d: found.index(d))
+    if isinstance(devices, str):
+        devices = [d.strip() for d in devices.split(",") if d.strip()]
+    if isinstance(devices, cl.Device) or not hasattr(devices, "__iter__"):
+        devices = [devices]
+    devices = list(devices)
+    if not devices:
+        raise ValueError("devices: expected 'all' or at least one device, got none")
+    chosen = []
+    for d in devices:
+        try:
+            chosen.append(select_device(d))
+        except (ValueError, TypeError) as exc:
+            raise type(exc)(f"devices: {str(exc).split(': ', 1)[-1]}") from None
+    return chosen
+
+
+def _need_dask():
+    try:
+        import distributed
+    except ImportError:
+        raise RuntimeError('clusters need Dask distributed: pip install "pybp-opencl[dask]"') \
+            from None
+    return distributed
+
+
+def local_cluster(devices="all", processes=False, **kwargs):
+    """A Dask ``LocalCluster`` with one worker per device (one thread each, resource
+    ``GPU=1``); :func:`reconstruct_on_cluster` tells each worker its device.
+    ``processes=False`` (default) runs the workers as threads of this process, where
+    they share its arrays; ``processes=True`` as processes of their own, which read
+    files. Extra ``kwargs`` go to ``LocalCluster``. Use as ``Client(local_cluster())``,
+    and close both after."""
+    distributed = _need_dask()
+    chosen = device_list(devices)
+    everything = _all_devices()
+    options = dict(n_workers=len(chosen), threads_per_worker=1, processes=processes,
+                   resources={"GPU": 1}, dashboard_address=None)
+    cluster = distributed.LocalCluster(**{**options, **kwargs})
+    cluster.pybp_devices = {name: everything.index(d)
+                            for name, d in zip(sorted(cluster.worker_spec), chosen)}
+    return cluster
+
+
+def _device_plugin(by_name):
+    """A Dask worker plugin that tells each worker of a :func:`local_cluster` its device
+    (run again on a worker that replaces a lost one)."""
+    from distributed import WorkerPlugin
+
+    class DevicePlugin(WorkerPlugin):
+        name = "pybp-devices"
+
+        def __init__(self, by_name):
+            self.by_name = by_name
+
+        def setup(self, worker):
+            if worker.name in self.by_name:
+                worker.pybp_devices = [self.by_name[worker.name]]
+
+    return DevicePlugin(by_name)
+
+
+def _worker_devices(worker):
+    """The devices ``worker`` runs on (see the module docstring)."""
+    assigned = getattr(worker, "pybp_devices", None)
+    if assigned is not None:
+        return device_list(assigned)
+    spec = os.environ.get(ENV_DEVICES) or os.environ.get("PYBP_DEVICE") or "all"
+    return device_list(spec)
+
+
+def _team(worker, setup):
+    """The worker's pipelines for ``setup`` (kept between its tasks; made anew when the
+    geometry or options change)."""
+    from .volume import Pipelines
+
+    key = repr({k: (np.asarray(v).tobytes() if isinstance(v, np.ndarray) else v)
+                for k, v in sorted(setup.items())})
+    cached = getattr(worker, "pybp_team", None)
+    if cached is not None and cached[0] == key:
+        return cached[1]
+    if cached is not None:
+        cached[1].close()
+    team = Pipelines([dict(device=d) for d in _worker_devices(worker)], **setup)
+    worker.pybp_team = (key, team)
+    return team
+
+
+def _worker_lock(worker):
+    with _WORKER_LOCK:
+        lock = getattr(worker, "pybp_lock", None) or threading.Lock()
+        worker.pybp_lock = lock
+    return lock
+
+
+def _release(dask_worker):
+    """Close the worker's pipelines (device memory, page-locked staging) once its slab
+    in progress, if any, ends."""
+    with _worker_lock(dask_worker):
+        cached = getattr(dask_worker, "pybp_team", None)
+        dask_worker.pybp_team = None
+        if cached is not None:
+            cached[1].close()
+
+
+def _run_slab(source, setup, first, stop, offset, log, chunk_slices):
+    """A task: rows ``[first, stop)`` through this worker's devices, the slices written
+    by the worker; returns what it did."""
+    from distributed import get_worker
+
+    worker = get_worker()
+    scan = None
+    with _worker_lock(worker):  # one slab at a time uses the worker's devices
+        team = _team(worker, setup)
+        if source[0] == "shared":
+            arrays = _SHARED[source[1]]
+            projections, flats, darks, out = (arrays[k] for k in
+                                              ("projections", "flats", "darks", "out"))
+        else:
+            from .io.readers import open_scan
+
+            scan = open_scan(**source[1])
+            projections, flats, darks, out = scan.projections, scan.flats, scan.darks, source[2]
+        try:
+            stats = {}
+            clipped = team.run(projections, flats, darks, first, stop, out, offset, log,
+                               chunk_slices, progress=False, stats=stats)
+        finally:
+            if scan is not None:
+                scan.close()
+    return dict(first=first, stop=stop, clipped=clipped, worker=worker.name,
+                wall=stats["wall"], devices=[bp.device.name for bp in team.members])
+
+
+def slabs(first, stop, n_workers):
+    """Row ranges of about equal size, ``SLABS_PER_WORKER`` per worker, edges at
+    multiples of ``SLAB_ALIGN`` from ``first``."""
+    n = stop - first
+    count = max(1, min(-(-n // SLAB_ALIGN), SLABS_PER_WORKER * max(1, n_workers)))
+    size = -(-(-(-n // count)) // SLAB_ALIGN) * SLAB_ALIGN
+    return [(a, min(stop, a + size)) for a in range(first, stop, size)]
+
+
+def in_process(client) -> bool:
+    """Whether every worker of ``client`` is a thread of this process."""
+    workers = client.scheduler_info()["workers"]
+    return bool(workers) and all(a.startswith("inproc://") for a in workers)
+
+
+def reconstruct_on_cluster(client, setup, slab, scan=None, progress_total=None) -> int:
+    """Reconstruct ``slab`` (the arguments of :meth:`pybp.volume.Pipelines.run`) on the
+    workers of ``client``, a task per slab of rows; return how many values
+    normalisation replaced. ``scan``: the arguments of ``open_scan`` for workers to
+    read the projections themselves, with ``slab["out"]`` a picklable writer; else
+    the arrays of ``slab`` are shared with workers in this process."""
+    distributed = _need_dask()
+    from .pipeline import Progress
+
+    if not client.scheduler_info()["workers"]:
+        client.wait_for_workers(1, timeout=60)
+    workers = client.scheduler_info()["workers"]
+    assigned = getattr(getattr(client, "cluster", None), "pybp_devices", None)
+    if assigned:
+        client.register_plugin(_device_plugin(assigned))
+    token = None
+    if scan is None:
+        if not in_process(client):
+            raise ValueError("client: its workers run in other processes, which cannot see "
+                             "this process's arrays; give them files (`pybp reconstruct INPUT "
+                             "-o FOLDER --scheduler ADDRESS`), or use workers in this process "
+                             "(pybp.distributed.local_cluster())")
+        token = uuid.uuid4().hex
+        _SHARED[token] = {k: slab[k] for k in ("projections", "flats", "darks", "out")}
+        source = ("shared", token)
+    else:
+        source = ("scan", scan, slab["out"])
+    first, stop = slab["first"], slab["stop"]
+    g_updates = len(setup["angles"]) * float(np.prod(setup.get("slice_shape") or
+                                                      (setup["n_bins"], setup["n_bins"])))
+    bar = Progress(stop - first, g_updates, slab.get("progress", True))
+    resources = {"GPU": 1} if all("GPU" in w.get("resources", {}) for w in workers.values()) \
+        else None
+    futures = [client.submit(_run_slab, source, setup, a, b, slab["offset"] + a - first,
+                             slab["log"], slab["chunk_slices"], pure=False, resources=resources,
+                             key=f"pybp-slab-{a}-{b}-{uuid.uuid4().hex[:8]}")
+               for a, b in slabs(first, stop, len(workers))]
+    clipped, done = 0, []
+    try:
+        for future in distributed.as_completed(futures):
+            result = future.result()
+            clipped += result["clipped"]
+            done.append(result)
+            bar.update(result["stop"] - result["first"])
+    except KeyboardInterrupt:  # slabs running go on to their end; the rest are dropped
+        client.cancel(futures)
+        bar.close()
+        raise
+    except BaseException:
+        client.cancel(futures)
+        bar.close()
+        client.run(_release)
+        raise
+    finally:
+        if token is not None:
+            _SHARED.pop(token, None)
+    client.run(_release)
+    if slab.get("stats") is not None:
+        slab["stats"].update(slabs=sorted(done, key=lambda r: r["first"]))
+    return clipped

@@ -1,0 +1,163 @@
+"""Several pipelines and Dask workers (pybp/distributed.py): the volume of one device,
+bit for bit, every slice once.
+
+Two pipelines on one PoCL device stand in for two GPUs (each has a context of its
+own, as two GPUs would). The clusters are real Dask clusters: workers as threads of
+this process sharing its arrays, and worker processes reading a file and writing TIFF
+slices, one of them killed mid-run."""
+
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import numpy as np
+import pytest
+import tifffile
+
+import pybp
+from pybp import cli
+from pybp.bench_pipeline import make_scan
+from pybp.distributed import SLAB_ALIGN, device_list, slabs
+
+distributed = pytest.importorskip("distributed")
+
+N_BINS, N_ANGLES, N_ROWS = 1024, 48, 12  # float32 effects show from 1024 bins
+KILL_BINS, KILL_ANGLES, KILL_ROWS = 256, 192, 48  # long enough on PoCL to kill a worker in it
+
+
+@pytest.fixture(scope="module")
+def scan():
+    angles, projections, flats, darks = make_scan(N_BINS, N_ANGLES, N_ROWS, 3, seed=5)
+    return dict(projections=projections, angles=angles, flats=flats, darks=darks)
+
+
+@pytest.fixture(scope="module")
+def one_device(scan, cl_device):
+    return pybp.reconstruct(**scan, device=cl_device, chunk_slices=4, progress=False)
+
+
+def test_two_pipelines_equal_one(scan, one_device, cl_device):
+    stats = {}
+    two = pybp.reconstruct(**scan, devices=[cl_device, cl_device], chunk_slices=4,
+                           progress=False, stats=stats)
+    np.testing.assert_array_equal(two, one_device)
+    taken = [d["slices"] for d in stats["devices"]]
+    assert sum(taken) == N_ROWS, taken  # no row twice (which device takes what is a race)
+
+
+def test_two_pipelines_into_a_file_with_rows(scan, one_device, cl_device, tmp_path):
+    """An h5py dataset written by two pipelines, slices landing at their own row."""
+    h5py = pytest.importorskip("h5py")
+    with h5py.File(tmp_path / "v.h5", "w") as f:
+        out = f.create_dataset("v", (N_ROWS, N_BINS, N_BINS), np.float32)
+        pybp.reconstruct(**scan, rows=(4, 12), out=out, devices=[cl_device, cl_device],
+                         chunk_slices=4, progress=False)
+        np.testing.assert_array_equal(out[4:], one_device[4:])
+        assert not out[:4].any()
+
+
+def test_devices_errors(scan, cl_device):
+    with pytest.raises(ValueError, match="^devices: no device matches 'no-such'"):
+        pybp.reconstruct(**scan, devices="no-such", progress=False)
+    with pytest.raises(ValueError, match="^devices: give one of device, devices"):
+        pybp.reconstruct(**scan, device=cl_device, devices="all", progress=False)
+    with pytest.raises(ValueError, match="^devices: expected 'all' or at least one"):
+        device_list([])
+    assert device_list("all") and all(isinstance(d, type(cl_device)) for d in device_list("all"))
+
+
+def test_slabs_cover_every_row_once():
+    for first, stop, workers in ((0, 2048, 2), (3, 50, 4), (0, 5, 3), (10, 11, 8)):
+        parts = slabs(first, stop, workers)
+        rows = [r for a, b in parts for r in range(a, b)]
+        assert rows == list(range(first, stop))
+        assert all((a - first) % SLAB_ALIGN == 0 for a, _ in parts)
+
+
+def test_dask_workers_in_this_process(scan, one_device, cl_device):
+    from pybp.distributed import local_cluster
+
+    with local_cluster([cl_device, cl_device]) as cluster, distributed.Client(cluster) as client:
+        stats = {}
+        volume = pybp.reconstruct(**scan, client=client, chunk_slices=4, progress=False,
+                                  stats=stats)
+        workers = {s["worker"] for s in stats["slabs"]}
+    np.testing.assert_array_equal(volume, one_device)
+    assert len(workers) == 2
+    assert [r for s in stats["slabs"] for r in range(s["first"], s["stop"])] == list(range(N_ROWS))
+
+
+def test_dask_client_of_worker_processes_refuses_arrays(scan):
+    with distributed.LocalCluster(n_workers=1, threads_per_worker=1, processes=True,
+                                  dashboard_address=None) as cluster, \
+            distributed.Client(cluster) as client:
+        with pytest.raises(ValueError, match="^client: its workers run in other processes"):
+            pybp.reconstruct(**scan, client=client, progress=False)
+
+
+@pytest.fixture(scope="module")
+def kill_scan(tmp_path_factory, cl_device):
+    folder = tmp_path_factory.mktemp("cluster")
+    angles, projections, flats, darks = make_scan(KILL_BINS, KILL_ANGLES, KILL_ROWS, 3, seed=9)
+    for name, array in dict(proj=projections, flats=flats, darks=darks).items():
+        np.save(folder / f"{name}.npy", array)
+    np.savetxt(folder / "angles.txt", np.degrees(angles))
+    expected = pybp.reconstruct(projections, np.radians(np.loadtxt(folder / "angles.txt")),
+                                flats, darks, center=KILL_BINS / 2 - 0.5, device=cl_device,
+                                progress=False)
+    return folder, expected
+
+
+def _command(folder, output, *extra):
+    return ["reconstruct", str(folder / "proj.npy"), "--flats", str(folder / "flats.npy"),
+            "--darks", str(folder / "darks.npy"), "--angles", str(folder / "angles.txt"),
+            "--center", str(KILL_BINS / 2 - 0.5), "-o", str(output), "--quiet", *extra]
+
+
+def _assert_whole(output, expected):
+    names = sorted(p.name for p in output.iterdir() if p.name != "pybp.json")
+    assert names == [f"slice_{i:05d}.tif" for i in range(KILL_ROWS)]  # none missing, no other
+    for i, name in enumerate(names):
+        np.testing.assert_array_equal(tifffile.imread(output / name), expected[i], err_msg=name)
+
+
+def test_scheduler_worker_killed_mid_run(kill_scan, tmp_path):
+    """``pybp reconstruct --scheduler ADDRESS`` against two worker processes; one is
+    killed once slices appear. Dask runs its slabs again elsewhere: every slice is
+    there, once, whole, with the values of one device; ``--resume`` then fills in
+    slices removed."""
+    folder, expected = kill_scan
+    output = tmp_path / "slices"
+    with distributed.LocalCluster(n_workers=2, threads_per_worker=1, processes=True,
+                                  dashboard_address=None) as cluster, \
+            distributed.Client(cluster) as client:
+        pids = client.run(os.getpid)
+        command = [sys.executable, "-m", "pybp", *_command(folder, output, "--scheduler",
+                                                           cluster.scheduler_address)]
+        run = subprocess.Popen(command, stderr=subprocess.PIPE, text=True)
+        victim = sorted(pids.values())[0]
+        deadline = time.monotonic() + 120
+        while not list(output.glob("slice_*.tif")) and time.monotonic() < deadline:
+            time.sleep(0.02)
+        done_before = len(list(output.glob("slice_*.tif")))
+        os.kill(victim, signal.SIGKILL)
+        _, errors = run.communicate(timeout=300)
+        assert run.returncode == 0, errors
+        assert done_before < KILL_ROWS, "the worker was killed after the run: make it longer"
+        assert victim not in client.run(os.getpid).values()  # it was replaced
+    _assert_whole(output, expected)
+
+    for i in (3, 17, 40):
+        (output / f"slice_{i:05d}.tif").unlink()
+    assert cli.main(_command(folder, output, "--resume", "--scheduler", "local")) == 0
+    _assert_whole(output, expected)
+
+
+def test_scheduler_needs_a_folder(kill_scan, tmp_path, capsys):
+    folder, _ = kill_scan
+    assert cli.main(_command(folder, tmp_path / "v.h5", "--scheduler", "local")) == 2
+    assert "output: with --scheduler, workers write slices in parallel" in capsys.readouterr().err
+    assert not list(Path(tmp_path).iterdir())

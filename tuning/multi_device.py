@@ -1,0 +1,177 @@
+"""One GPU against every GPU of the machine, in one run (issue 11): the volume from
+memory to memory through one device, through the multi-device path
+(``pybp.reconstruct(devices=...)``) and through a Dask cluster of one worker per
+device in this process (``client=``); then, with ``--file``, from a DXchange file to
+a folder of TIFF slices through ``pybp reconstruct`` with ``--device``, ``--devices``
+and ``--scheduler local`` (worker processes).
+
+    python tuning/multi_device.py --size 2048 --rows 2048 --repeats 3
+    python tuning/multi_device.py --size 2048 --rows 2048 --file --folder /local/disk
+
+Each volume is checked slice by slice against the one-device volume (bit for bit:
+the same kernels on the same kind of GPU), after ``out`` was filled with NaN, so a
+slice missing or written twice with other values shows. Wall times are medians of
+``--repeats`` after a warm-up; kernel-only GU/s of one device and silx's FBP per slice
+are measured in the same run for scale.
+"""
+
+from __future__ import annotations
+
+import argparse
+import re
+import shutil
+import subprocess
+import sys
+import time
+from concurrent.futures import ThreadPoolExecutor
+from pathlib import Path
+
+import numpy as np
+import tifffile
+
+from pybp import bench_pipeline, pipeline
+from pybp.bench import rate
+from pybp.device import _all_devices
+from pybp.distributed import device_list, local_cluster
+from pybp.io.demo import write_dxchange
+from pybp.runner import Backprojector
+from pybp.tuning import gups
+from pybp.volume import reconstruct
+
+
+def fill(array, value):
+    with ThreadPoolExecutor(16) as pool:
+        list(pool.map(lambda block: block.fill(value), np.array_split(array, 64)))
+
+
+def differing_slices(a, b):
+    with ThreadPoolExecutor(16) as pool:
+        same = list(pool.map(lambda i: np.array_equal(a[i], b[i]), range(len(a))))
+    return [i for i, s in enumerate(same) if not s]
+
+
+def timed(label, run, repeats, out, reference, updates):
+    """Median wall of ``repeats`` runs into ``out`` (NaN first); checks the last."""
+    walls = []
+    for _ in range(repeats):
+        fill(out, np.nan)
+        tick = time.perf_counter()
+        run()
+        walls.append(time.perf_counter() - tick)
+    wall = float(np.median(walls))
+    bad = differing_slices(out, reference) if reference is not None else \
+        [i for i in range(len(out)) if not np.isfinite(out[i]).all()]
+    print(f"{label:34s} {wall:7.2f} s  {rate(updates / wall * 1e-9):>6s} GU/s  "
+          f"(runs {', '.join(f'{w:.2f}' for w in walls)}); slices differing from one "
+          f"device: {len(bad)}{' ' + str(bad[:8]) if bad else ''}", flush=True)
+    return wall
+
+
+def from_memory(args, devices):
+    angles, projections, flats, darks = bench_pipeline.make_scan(args.size, args.size, args.rows,
+                                                                 20)
+    out = np.empty((args.rows, args.size, args.size), np.float32)
+    reference = np.empty_like(out)
+    fill(out, 0.0)
+    fill(reference, 0.0)
+    updates = float(args.size) * args.size * args.size * args.rows
+    print(f"scan: {args.size} x {args.rows} x {args.size} uint16 "
+          f"({projections.nbytes / 2**30:.1f} GiB), volume {out.nbytes / 2**30:.1f} GiB", flush=True)
+
+    with Backprojector(args.size, angles, filter="ramp", device=devices[0]) as bp:
+        stack = np.random.default_rng(1).random((4 * bp.slices_per_pass, args.size, args.size),
+                                                np.float32)
+        kernel = gups(bp, stack, 5)
+        print(f"kernel only, one device: {rate(kernel)} GU/s ({bp.params.key()})", flush=True)
+        if not args.no_silx:
+            sinogram = np.ascontiguousarray(stack[0])
+            silx = bench_pipeline.silx_fbp_seconds(bp.cl_device, angles, sinogram)
+            if silx:
+                print(f"silx filtered_backprojection: {silx * 1e3:.1f} ms per slice", flush=True)
+
+    scan = dict(projections=projections, angles=angles, flats=flats, darks=darks, progress=False)
+    warm = dict(scan, rows=(0, 64))
+    reconstruct(**warm, device=devices[0])
+    one = timed("from memory, 1 device", lambda: reconstruct(**scan, out=reference,
+                                                             device=devices[0]),
+                args.repeats, reference, None, updates)
+    reconstruct(**warm, devices=devices)
+    stats = {}
+    many = timed(f"from memory, {len(devices)} devices", lambda: reconstruct(
+        **scan, out=out, devices=devices, stats=stats), args.repeats, out, reference, updates)
+    print("  slices per device: " + ", ".join(f"{d['slices']} ({d['wall']:.2f} s)"
+                                              for d in stats["devices"]), flush=True)
+    print(f"  speed-up {one / many:.2f}x", flush=True)
+
+    from distributed import Client
+    with local_cluster(devices) as cluster, Client(cluster) as client:
+        reconstruct(**warm, client=client)
+        stats = {}
+        dask = timed(f"from memory, Dask, {len(devices)} workers", lambda: reconstruct(
+            **scan, out=out, client=client, stats=stats), args.repeats, out, reference, updates)
+    print(f"  slabs: {len(stats['slabs'])}; speed-up {one / dask:.2f}x; Dask / multi-device "
+          f"wall {dask / many:.3f}", flush=True)
+
+
+def from_file(args, devices):
+    folder = Path(args.folder)
+    folder.mkdir(parents=True, exist_ok=True)
+    path = folder / "scan.h5"
+    if not path.exists():
+        angles, projections, flats, darks = bench_pipeline.make_scan(args.size, args.size,
+                                                                     args.rows, 20)
+        tick = time.perf_counter()
+        write_dxchange(path, projections, flats, darks, np.degrees(angles))
+        print(f"wrote {path} ({path.stat().st_size / 2**30:.1f} GiB) in "
+              f"{time.perf_counter() - tick:.1f} s", flush=True)
+        del projections, flats, darks
+    center = str(args.size / 2 - 0.5)
+    indices = ",".join(str(i) for i in args.indices)
+    ways = [("1 device", ["--device", str(args.indices[0])]),
+            (f"{len(devices)} devices", ["--devices", indices]),
+            (f"Dask, {len(devices)} worker processes", ["--scheduler", "local", "--devices", indices])]
+    reference = None
+    for label, extra in ways:
+        output = folder / "slices"
+        shutil.rmtree(output, ignore_errors=True)
+        command = [sys.executable, "-m", "pybp", "reconstruct", str(path), "-o", str(output),
+                   "--center", center, *extra]
+        tick = time.perf_counter()
+        done = subprocess.run(command, capture_output=True, text=True)
+        wall = time.perf_counter() - tick
+        if done.returncode:
+            print(f"{label}: failed\n{done.stderr[-2000:]}", flush=True)
+            continue
+        line = [t for t in done.stdout.splitlines() if t.startswith("reconstructed")][-1]
+        seconds = float(re.search(r" in ([0-9.]+) s", line).group(1))
+        names = sorted(p.name for p in output.glob("slice_*.tif"))
+        sample = [names[i] for i in range(0, len(names), max(1, len(names) // 16))]
+        values = [tifffile.imread(output / n) for n in sample]
+        if reference is None:
+            reference = values
+        same = all(np.array_equal(a, b) for a, b in zip(values, reference))
+        print(f"from file to TIFF, {label:26s} {seconds:6.1f} s reconstructing "
+              f"({wall:.1f} s the whole command); {len(names)} slices, 16 sampled "
+              f"{'equal to' if same else 'DIFFER from'} one device's", flush=True)
+    shutil.rmtree(folder / "slices", ignore_errors=True)
+
+
+def main():
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--size", type=int, default=2048)
+    parser.add_argument("--rows", type=int, default=2048)
+    parser.add_argument("--repeats", type=int, default=3)
+    parser.add_argument("--devices", default="all")
+    parser.add_argument("--file", action="store_true", help="the file runs instead")
+    parser.add_argument("--folder", default="/tmp/pybp-multi-device")
+    parser.add_argument("--no-silx", action="store_true")
+    args = parser.parse_args()
+    devices = device_list(args.devices)
+    args.indices = [_all_devices().index(d) for d in devices]
+    print("devices: " + "; ".join(d.name for d in devices), flush=True)
+    print(f"copy threads per pipeline and direction: {pipeline.COPY_THREADS}", flush=True)
+    (from_file if args.file else from_memory)(args, devices)
+
+
+if __name__ == "__main__":
+    main()
