@@ -267,7 +267,10 @@ def cmd_reconstruct(args):
         finally:
             output.close()
             if client is not None:
-                _close_cluster(client)
+                cluster = client.cluster if args.scheduler == "local" else None
+                client.close()
+                if cluster is not None:  # started here
+                    cluster.close()
         gups = todo * n_bins * n_bins * n_angles / max(seconds, 1e-9) * 1e-9
         _say(args, f"reconstructed {todo} slices of {n_bins} x {n_bins} in {seconds:.1f} s "
                    f"({gups:.3g} GU/s, {todo / max(seconds, 1e-9):.1f} slices/s) into "
@@ -289,14 +292,6 @@ def _on_cluster(args, client, scan, output, rows, a, b, options):
         reconstruct_on_cluster(client, setup, slab, scan=scan.opened_with)
     finally:
         output.scan_done()
-
-
-def _close_cluster(client):
-    cluster = client.cluster if getattr(client, "cluster", None) is not None and \
-        getattr(client.cluster, "pybp_devices", None) else None
-    client.close()
-    if cluster is not None:  # started by --scheduler local
-        cluster.close()
 
 
 def write_preview(path, png=None, overwrite=False, row=None):

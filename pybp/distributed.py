@@ -206,6 +206,7 @@ def reconstruct_on_cluster(client, setup, slab, scan=None, progress_total=None) 
     the arrays of ``slab`` are shared with workers in this process."""
     distributed = _need_dask()
     from .pipeline import Progress
+    from .volume import geometry_of
 
     if not client.scheduler_info()["workers"]:
         client.wait_for_workers(1, timeout=60)
@@ -226,9 +227,7 @@ def reconstruct_on_cluster(client, setup, slab, scan=None, progress_total=None) 
     else:
         source = ("scan", scan, slab["out"])
     first, stop = slab["first"], slab["stop"]
-    g_updates = len(setup["angles"]) * float(np.prod(setup.get("slice_shape") or
-                                                      (setup["n_bins"], setup["n_bins"])))
-    bar = Progress(stop - first, g_updates, slab.get("progress", True))
+    bar = Progress(stop - first, geometry_of(setup).updates(), slab.get("progress", True))
     resources = {"GPU": 1} if all("GPU" in w.get("resources", {}) for w in workers.values()) \
         else None
     futures = [client.submit(_run_slab, source, setup, a, b, slab["offset"] + a - first,

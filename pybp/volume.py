@@ -113,8 +113,8 @@ def reconstruct(projections, angles, flats=None, darks=None, center=None, rows=N
     - ``client``: a ``dask.distributed.Client``: its workers reconstruct slabs of rows
       on their own devices (:mod:`pybp.distributed`); arrays are shared with workers
       in this process only (``LocalCluster(processes=False)``, or
-      :func:`pybp.distributed.local_cluster`); files go through ``pybp reconstruct
-      --scheduler`` or :func:`pybp.distributed.reconstruct_files`.
+      :func:`pybp.distributed.local_cluster`); workers in other processes or on other
+      hosts read files: ``pybp reconstruct --scheduler``.
     - ``chunk_slices``: rows per chunk (default: from the device's memory).
     - ``progress``: rows done, GU/s and time left on standard error for work longer
       than 2 s.
@@ -149,9 +149,10 @@ def reconstruct(projections, angles, flats=None, darks=None, center=None, rows=N
 
     if client is not None:
         from . import distributed  # Dask only when asked for
-        geometry = Geometry.create(n_bins, angles, center, options.get("slice_shape"),
-                                   options.get("slice_offset"), options.get("angle_weights"))
-        out, offset = _output(out, geometry, first, stop, n_rows)
+        if not hasattr(client, "submit") or not hasattr(client, "scheduler_info"):
+            raise TypeError(f"client: expected a dask.distributed.Client, got "
+                            f"{type(client).__name__}")
+        out, offset = _output(out, geometry_of(setup), first, stop, n_rows)
         clipped = distributed.reconstruct_on_cluster(client, setup, dict(slab, out=out,
                                                                          offset=offset))
     else:
@@ -182,6 +183,14 @@ def reconstruct(projections, angles, flats=None, darks=None, center=None, rows=N
     return out
 
 
+def geometry_of(setup) -> Geometry:
+    """The geometry that :class:`pybp.Backprojector` makes of ``setup`` (its arguments,
+    ``n_bins`` and ``angles`` among them), without a device."""
+    return Geometry.create(setup["n_bins"], setup["angles"], setup.get("center"),
+                           setup.get("slice_shape"), setup.get("slice_offset"),
+                           setup.get("angle_weights"))
+
+
 def _output(out, geometry, first, stop, n_rows):
     """``(out, offset)``: the caller's array checked (slices land at ``offset + i``), or
     a new one."""
@@ -206,9 +215,7 @@ class Pipelines:
     many threads asked: about 0.12 s, 0.13 s and 0.1 s each)."""
 
     def __init__(self, targets, n_bins, angles, **options):
-        self.geometry = Geometry.create(n_bins, angles, options.get("center"),
-                                        options.get("slice_shape"), options.get("slice_offset"),
-                                        options.get("angle_weights"))
+        self.geometry = geometry_of(dict(options, n_bins=n_bins, angles=angles))
         self._pool = None
         if len(targets) == 1:  # errors now, before the caller's output is touched
             self._builds = [_done(Backprojector(n_bins, angles, **targets[0], **options))]

@@ -64,6 +64,8 @@ def test_devices_errors(scan, cl_device):
         pybp.reconstruct(**scan, devices="no-such", progress=False)
     with pytest.raises(ValueError, match="^devices: give one of device, devices"):
         pybp.reconstruct(**scan, device=cl_device, devices="all", progress=False)
+    with pytest.raises(TypeError, match="^client: expected a dask.distributed.Client"):
+        pybp.reconstruct(**scan, client="tcp://nowhere:8786", progress=False)
     with pytest.raises(ValueError, match="^devices: expected 'all' or at least one"):
         device_list([])
     assert device_list("all") and all(isinstance(d, type(cl_device)) for d in device_list("all"))

@@ -179,11 +179,6 @@ class Output:
         """Slices ``[first, stop)`` as an output of their own, for one reconstruct call."""
         return _View(self, first, stop)
 
-    def writer(self):
-        raise ValueError(f"output: workers in other processes write slices to a folder of "
-                         f"TIFF files (one file per slice, written in parallel); "
-                         f"{self.path.name} is one file: give a folder name")
-
     def scan_done(self):
         return self.done
 
