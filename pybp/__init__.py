@@ -14,8 +14,8 @@ import importlib
 __version__ = "0.1.0"
 
 _HOMES = {"Backprojector": "runner", "backproject": "runner", "fbp": "runner",
-          "skimage_options": "runner", "reconstruct": "volume", "devices": "device",
-          "FILTERS": "filters"}
+          "skimage_options": "runner", "reconstruct": "volume", "Reconstructor": "volume",
+          "devices": "device", "FILTERS": "filters"}
 __all__ = sorted(_HOMES)
 
 

@@ -118,7 +118,7 @@ def run(device=None, size=2048, n_angles=None, rows=2048, n_flats=20, interpolat
     log(f"  writer waiting for the device {seconds:7.3f} s  {100 * seconds / wall:5.1f}%")
     log("the call, step by step (these add up to the wall time):")
     steps = (("plan", "plan, kernels built or loaded"),
-             ("references_and_staging", "flat/dark means, buffers, staging"),
+             ("staging", "device buffers, page-locked staging"),
              ("stream", "streaming the volume"), ("release", "releasing memory"))
     for name, what in steps:
         seconds = stats[f"setup_{name}"]

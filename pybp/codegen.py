@@ -94,7 +94,7 @@ def render_fft(size: int, items: int, padding: str, first: int, paired: bool) ->
 
 @functools.lru_cache(maxsize=16)
 def render_normalize(raw_type: str, real: str = "float") -> str:
-    """Source of ``mean_frames`` and ``sinograms_from_projections`` for input of the
+    """Source of ``sinograms_from_projections`` for input of the
     OpenCL type ``raw_type``, with arithmetic in ``real`` (``float`` or ``double``)."""
     return _render("normalize.cl.mako", raw_type=raw_type, real=real)
 

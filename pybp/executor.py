@@ -58,6 +58,10 @@ class Slot:
             self.raw = cl.Buffer(e.context, rw, chunk * g.n_angles * g.n_bins * e.raw_dtype.itemsize)
             self.clipped = cl.Buffer(e.context, rw, 4)
             self.clipped_host = np.zeros(1, np.uint32)
+            # The dark and flat means of the chunk's rows, uploaded with it.
+            self.dark, self.flat = (cl.Buffer(e.context, rw, chunk * g.n_bins * e.real_dtype.itemsize)
+                                    for _ in range(2))
+        self.references = None  # the host means last uploaded (kept until their copy ends)
         self.peaks = cl.Buffer(e.context, rw, chunk * 4)
         self.scales = cl.Buffer(e.context, rw, chunk * 4)
         in_dtype = e.raw_dtype or np.dtype(np.float32)
@@ -117,7 +121,6 @@ class Executor:
         self._programs, self._pass_kernels = {}, {}
         self._images = {}
         self._texels = cl.Buffer(self.context, cl.mem_flags.READ_WRITE, plan.texel_bytes)
-        self._references = None  # dark and flat means, (rows, n_bins) each
         self._circle = None
         self._scratch = None  # rows filtered by direct convolution, before they go back
         if circle:
@@ -152,8 +155,8 @@ class Executor:
 
     def take_projections(self, dtype, log=True):
         """From now on chunks are projections ``(angle, row, bin)`` of ``dtype`` (see
-        :func:`raw_dtype`), normalised on the device with the references of
-        :meth:`set_references` and, with ``log``, taken ``-log`` of; None: sinograms."""
+        :func:`raw_dtype`), normalised on the device with the dark and flat means given
+        to :meth:`upload` and, with ``log``, taken ``-log`` of; None: sinograms."""
         dtype = None if dtype is None else np.dtype(dtype)
         if dtype != self.raw_dtype:
             self._release_slots()
@@ -171,37 +174,6 @@ class Executor:
         self._release_slots()
         self.memory = memory
         self.slots = [Slot(self, memory) for _ in range(memory.slots)]
-
-    def set_references(self, dark, flat):
-        """Upload dark and flat means (``(rows, n_bins)`` each, rows from the first of the
-        range reconstructed); None for data already normalised."""
-        if dark is None:
-            self._references = None
-            return
-        self._references = tuple(self._upload_now(np.ascontiguousarray(a, self.real_dtype))
-                                 for a in (dark, flat))
-
-    def mean_frames(self, frames) -> np.ndarray:
-        """The mean of ``frames`` (n_frames, rows, n_bins), computed on the device."""
-        frames = np.ascontiguousarray(frames, raw_dtype(frames.dtype))
-        plane = frames[0].size
-        source = self._upload_now(frames)
-        mean = cl.Buffer(self.context, cl.mem_flags.WRITE_ONLY, plane * self.real_dtype.itemsize)
-        kernel = self._kernel(codegen.render_normalize(RAW_TYPES[frames.dtype], self.real),
-                              "mean_frames")
-        kernel(self.queue, (-(-plane // 256) * 256,), (256,), source, np.int32(len(frames)),
-               np.int32(plane), mean)
-        result = np.empty(frames.shape[1:], self.real_dtype)
-        cl.enqueue_copy(self.queue, result, mean)
-        return result
-
-    def _upload_now(self, array):
-        """A device copy of ``array`` by an enqueued copy: a buffer made with
-        ``COPY_HOST_PTR`` from pageable memory filled at 1.5 GB/s on the H100, an
-        enqueued copy at 8.9 (tuning/host_copies.py)."""
-        buffer = cl.Buffer(self.context, cl.mem_flags.READ_ONLY, max(1, array.nbytes))
-        cl.enqueue_copy(self.queue, buffer, array)
-        return buffer
 
     # ---- one chunk --------------------------------------------------------------------
     def staging_in(self, slot: int, count: int) -> np.ndarray:
@@ -229,32 +201,37 @@ class Executor:
         if self.slots[slot].computed is not None:
             pacing.wait(self.slots[slot].computed, stop)
 
-    def upload(self, slot: int, count: int):
-        """Enqueue the upload of the chunk staged in ``slot`` (after :meth:`input_free`);
-        returns its event and stages (for :meth:`record`)."""
-        s = self.slots[slot]
+    def upload(self, slot: int, count: int, references=None):
+        """Enqueue the upload of the chunk staged in ``slot`` (after :meth:`input_free`)
+        and of ``references``, the dark and flat means of its rows (``(count, n_bins)``
+        each; None for data already normalised); returns the last event and the stages
+        (for :meth:`record`)."""
+        s, q = self.slots[slot], self.upload_queue
         target = s.raw if self.raw_dtype is not None else s.sinograms
-        event = cl.enqueue_copy(self.upload_queue, target, self.staging_in(slot, count),
-                                is_blocking=False)
-        self.upload_queue.flush()
-        return event, [("upload", event)]
+        event = cl.enqueue_copy(q, target, self.staging_in(slot, count), is_blocking=False)
+        stages = [("upload", event)]
+        s.references = None
+        if references is not None and self.raw_dtype is not None:
+            s.references = [np.ascontiguousarray(a, self.real_dtype) for a in references]
+            stages += [("upload", cl.enqueue_copy(q, buffer, host, is_blocking=False))
+                       for buffer, host in zip((s.dark, s.flat), s.references)]
+        q.flush()
+        return stages[-1][1], stages
 
-    def compute(self, slot: int, count: int, first_row: int = 0, stop=None):
+    def compute(self, slot: int, count: int, stop=None):
         """Enqueue the device stages of the chunk uploaded to ``slot`` (its upload done,
-        the slot's last download done); ``first_row``: the chunk's first row among the
-        reference means. Returns the last event and the stages. Waits while the
+        the slot's last download done). Returns the last event and the stages. Waits while the
         device has enough queued (:class:`pybp.pacing.Pacer`); a set ``stop`` ends
         the wait with :class:`pybp.pacing.Stopped`."""
         s, g, q = self.slots[slot], self.plan.geometry, self.queue
         stages = []
         if self.raw_dtype is not None:
-            dark, flat = self._references or (s.sinograms, s.sinograms)  # unread then
             stages.append(("normalise", cl.enqueue_fill_buffer(q, s.clipped, np.uint32(0), 0, 4)))
             stages.append(("normalise", self._normalize(
                 q, (-(-g.n_bins // 64) * 64, g.n_angles, count), (64, 1, 1),
-                s.raw, dark, flat, np.int32(first_row),
+                s.raw, s.dark, s.flat,
                 np.int32(g.n_angles), np.int32(count), np.int32(g.n_bins),
-                np.int32(self._references is not None), np.int32(self.log),
+                np.int32(s.references is not None), np.int32(self.log),
                 np.float32(FLOOR_TRANSMISSION), s.clipped, s.sinograms)))
         if self._filter is not None:
             stages += self._filter_rows(s, count, stop)
@@ -410,7 +387,7 @@ class Executor:
         self.finish()
         self._release_slots()
         self._images.clear()
-        self._texels = self._references = None
+        self._texels = None
 
     def __enter__(self):
         return self

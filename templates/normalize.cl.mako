@@ -1,6 +1,6 @@
-## From detector frames to sinograms on the device (design section 3): the mean of the
-## flat and dark frames, and for each chunk of detector rows the flat-field
-## normalisation (p - dark) / (flat - dark), the -log, and the transpose from projections
+## From detector frames to sinograms on the device (design section 3): for each chunk of
+## detector rows the flat-field normalisation (p - dark) / (flat - dark), with the means
+## of the darks and flats of its rows, the -log, and the transpose from projections
 ## (angle, row, bin) to sinograms (row, angle, bin). Bins are the fastest index on both
 ## sides, so reads and writes stay coalesced without a local-memory transpose.
 ## The arithmetic is in `real`: double where the device has it, for the FBP amplifies
@@ -10,27 +10,10 @@ ${"/* pybp projections to sinograms: %s input, %s arithmetic */" % (raw_type, re
 #pragma OPENCL EXTENSION cl_khr_fp64 : enable
 % endif
 
-// Mean over n_frames frames of `plane` values each (flats or darks of a chunk of rows).
-__kernel void mean_frames(
-    __global const ${raw_type} *frames, /* n_frames x plane */
-    const int n_frames,
-    const int plane,
-    __global ${real} *mean)             /* plane */
-{
-    const int i = get_global_id(0);
-    if (i >= plane)
-        return;
-    ${real} sum = 0;
-    for (int f = 0; f < n_frames; f++)
-        sum += frames[(size_t)f * plane + i];
-    mean[i] = sum / n_frames;
-}
-
 __kernel void sinograms_from_projections(
     __global const ${raw_type} *projections,  /* n_angles x n_rows x n_bins: this chunk */
-    __global const ${real} *dark,       /* means per detector row and bin, rows from */
-    __global const ${real} *flat,       /* the first of the reconstructed range */
-    const int first_row,                /* this chunk's first row in dark and flat */
+    __global const ${real} *dark,       /* means per detector row and bin: */
+    __global const ${real} *flat,       /* this chunk's n_rows x n_bins */
     const int n_angles,
     const int n_rows,
     const int n_bins,
@@ -45,7 +28,7 @@ __kernel void sinograms_from_projections(
     const int row = get_global_id(2);
     if (bin >= n_bins)
         return;
-    const size_t pixel = (size_t)(first_row + row) * n_bins + bin;
+    const size_t pixel = (size_t)row * n_bins + bin;
     ${real} value = projections[((size_t)angle * n_rows + row) * n_bins + bin];
     if (flat_field)
         value = (value - dark[pixel]) / (flat[pixel] - dark[pixel]);

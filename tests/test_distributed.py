@@ -18,7 +18,7 @@ import pytest
 import tifffile
 
 import pybp
-from pybp import cli
+from pybp import cli, pipeline
 from pybp.bench_pipeline import make_scan
 from pybp.distributed import SLAB_ALIGN, device_list, slabs
 
@@ -48,6 +48,30 @@ def test_two_pipelines_equal_one(scan, one_device, cl_device):
     assert sum(taken) == N_ROWS, taken  # no row twice (which device takes what is a race)
 
 
+def test_flat_field_means_in_blocks_shared_by_pipelines(scan, one_device, cl_device,
+                                                       monkeypatch):
+    """Means averaged per block of 3 rows, chunks of 4 rows spanning two blocks, two
+    pipelines asking for them: the volume is still one device's; the means of a chunk
+    are those of its rows."""
+    per_row = 2 * 3 * 2 * N_BINS  # darks and flats, 3 frames each, of uint16
+    monkeypatch.setattr(pybp.pipeline, "REFERENCE_BYTES", 3 * per_row)
+    two = pybp.reconstruct(**scan, devices=[cl_device, cl_device], chunk_slices=4,
+                           progress=False)
+    np.testing.assert_array_equal(two, one_device)
+
+    flats, darks = scan["flats"], scan["darks"]
+    field = pipeline.FlatField(flats, darks, 2, 11, first_rows=2)
+    try:
+        assert field.blocks == [(2, 4), (4, 7), (7, 10), (10, 11)]
+        for start, count in ((2, 4), (6, 4), (10, 1)):
+            dark, flat = field.rows(start, count)
+            np.testing.assert_array_equal(dark, darks[:, start:start + count].mean(0))
+            np.testing.assert_array_equal(flat, flats[:, start:start + count].mean(0))
+        assert not field.loaded and not field.left  # each block dropped once its rows are out
+    finally:
+        field.close()
+
+
 def test_two_pipelines_into_a_file_with_rows(scan, one_device, cl_device, tmp_path):
     """An h5py dataset written by two pipelines, slices landing at their own row."""
     h5py = pytest.importorskip("h5py")
@@ -57,6 +81,27 @@ def test_two_pipelines_into_a_file_with_rows(scan, one_device, cl_device, tmp_pa
                          chunk_slices=4, progress=False)
         np.testing.assert_array_equal(out[4:], one_device[4:])
         assert not out[:4].any()
+
+
+def test_kept_reconstructor_reuses_its_staging(scan, one_device, cl_device):
+    """A Reconstructor keeps each device's buffers and page-locked staging between
+    calls (the second call pins nothing) and gives the one-shot volume each time."""
+    projections, angles = scan["projections"], scan["angles"]
+    with pybp.Reconstructor(N_BINS, angles, devices=[cl_device, cl_device]) as rec:
+        first = rec.reconstruct(projections, scan["flats"], scan["darks"], chunk_slices=4,
+                                progress=False)
+        staging = [s.staging_in for bp in rec._team.members for s in bp.executor.slots]
+        part = rec.reconstruct(projections, scan["flats"], scan["darks"], rows=(4, 12),
+                               chunk_slices=4, progress=False)
+        again = [s.staging_in for bp in rec._team.members for s in bp.executor.slots]
+        with pytest.raises(ValueError, match=f"^projections: expected {N_ANGLES} angles x rows "
+                                             f"x {N_BINS} bins"):
+            rec.reconstruct(projections[:-1], progress=False)
+    np.testing.assert_array_equal(first, one_device)
+    np.testing.assert_array_equal(part, one_device[4:])
+    assert len(staging) == len(again) > 0 and all(a is b for a, b in zip(staging, again))
+    with pytest.raises(ValueError, match="^Reconstructor: closed"):
+        rec.reconstruct(projections, progress=False)
 
 
 def test_devices_errors(scan, cl_device):
@@ -87,9 +132,24 @@ def test_dask_workers_in_this_process(scan, one_device, cl_device):
         volume = pybp.reconstruct(**scan, client=client, chunk_slices=4, progress=False,
                                   stats=stats)
         workers = {s["worker"] for s in stats["slabs"]}
+        with pybp.Reconstructor(N_BINS, scan["angles"], client=client) as rec:
+            part = rec.reconstruct(scan["projections"], scan["flats"], scan["darks"],
+                                   rows=(4, 12), chunk_slices=4, progress=False)
+            kept = client.run(_team_of)
+            rec.reconstruct(scan["projections"], scan["flats"], scan["darks"], chunk_slices=4,
+                            progress=False)
+            after = client.run(_team_of)  # kept between calls by the workers that ran a slab
+            assert any(kept.values()) and all(after[w] == t for w, t in kept.items() if t)
+        assert not any(client.run(_team_of).values())  # freed by close()
     np.testing.assert_array_equal(volume, one_device)
+    np.testing.assert_array_equal(part, one_device[4:])
     assert len(workers) == 2
     assert [r for s in stats["slabs"] for r in range(s["first"], s["stop"])] == list(range(N_ROWS))
+
+
+def _team_of(dask_worker):
+    team = getattr(dask_worker, "pybp_team", None)
+    return None if team is None else id(team[1])
 
 
 def test_dask_client_of_worker_processes_refuses_arrays(scan):

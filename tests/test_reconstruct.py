@@ -13,7 +13,7 @@ import numpy as np
 import pytest
 
 import pybp
-from pybp import reference
+from pybp import pipeline, reference
 from pybp.geometry import Geometry
 from pybp.pipeline import Progress, RowBlocks
 
@@ -141,7 +141,7 @@ def test_bad_inputs_name_the_argument_and_write_nothing(cl_device):
         (dict(angles=angles[:-1]), r"angles: expected one per projection \(30"),
         (dict(rows=(2, 9)), r"rows: expected 0 <= first < stop <= 4"),
         (dict(rows=(3, 3)), "rows:"),
-        (dict(flats=darks, darks=flats), "flats: every flat pixel is at or below its dark"),
+        (dict(flats=darks, darks=flats), "flats: no pixel of the first flat frame is above"),
         (dict(filter=None), "filter:"),
         (dict(out=np.zeros((4, 48, 47), np.float32)), "out: expected shape"),
     ]
@@ -233,3 +233,15 @@ def test_files_are_read_in_large_row_blocks(cl_device):
     np.testing.assert_array_equal(blocks.rows(3, 6), projections[:, 3:9])  # spans blocks
     np.testing.assert_array_equal(blocks.rows(9, 4), projections[:, 9:13])
     blocks.close()
+
+
+def test_copy_blocks_over_threads():
+    """Large copies go over the pool in blocks of the first axis, a chunk of few slices
+    as well as many projections; every value arrives, cast."""
+    rng = np.random.default_rng(3)
+    with pipeline.copy_pools() as (pool, _):
+        for shape in ((4, 1100, 2048), (600, 4, 2048)):
+            source = rng.random(shape)
+            destination = np.zeros(shape, np.float32)
+            pipeline.copy_blocks(pool, destination, source)
+            np.testing.assert_array_equal(destination, source.astype(np.float32))

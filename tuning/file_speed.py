@@ -138,7 +138,7 @@ def main():
     print(f"api: {wall:.2f} s wall; host read (HDF5 to staging) {stats['host_read']:.2f} s, "
           f"host write (TIFF files) {stats['host_write']:.2f} s, device back-projection "
           f"{stats['device_backproject']:.2f} s, writer waiting for the device "
-          f"{stats['host_wait_device']:.2f} s, set-up {stats['setup_plan'] + stats['setup_references_and_staging']:.2f} s")
+          f"{stats['host_wait_device']:.2f} s, set-up {stats['setup_plan'] + stats['setup_staging']:.2f} s")
     shutil.rmtree(out)
     tick = time.perf_counter()
     timed_cli(["center", str(scan)])

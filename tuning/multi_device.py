@@ -36,7 +36,7 @@ from pybp.distributed import device_list, local_cluster
 from pybp.io.demo import write_dxchange
 from pybp.runner import Backprojector
 from pybp.tuning import gups
-from pybp.volume import reconstruct
+from pybp.volume import Reconstructor, reconstruct
 
 
 def fill(array, value):
@@ -90,27 +90,58 @@ def from_memory(args, devices):
                 print(f"silx filtered_backprojection: {silx * 1e3:.1f} ms per slice", flush=True)
 
     scan = dict(projections=projections, angles=angles, flats=flats, darks=darks, progress=False)
-    warm = dict(scan, rows=(0, 64))
-    reconstruct(**warm, device=devices[0])
-    one = timed("from memory, 1 device", lambda: reconstruct(**scan, out=reference,
-                                                             device=devices[0]),
-                args.repeats, reference, None, updates)
-    reconstruct(**warm, devices=devices)
-    stats = {}
-    many = timed(f"from memory, {len(devices)} devices", lambda: reconstruct(
-        **scan, out=out, devices=devices, stats=stats), args.repeats, out, reference, updates)
-    print("  slices per device: " + ", ".join(f"{d['slices']} ({d['wall']:.2f} s)"
-                                              for d in stats["devices"]), flush=True)
-    print(f"  speed-up {one / many:.2f}x", flush=True)
-
+    data = dict(projections=projections, flats=flats, darks=darks, progress=False)
+    warm = dict(scan, rows=(0, min(64, args.rows)))
     from distributed import Client
+    results = {}
     with local_cluster(devices) as cluster, Client(cluster) as client:
-        reconstruct(**warm, client=client)
-        stats = {}
-        dask = timed(f"from memory, Dask, {len(devices)} workers", lambda: reconstruct(
-            **scan, out=out, client=client, stats=stats), args.repeats, out, reference, updates)
-    print(f"  slabs: {len(stats['slabs'])}; speed-up {one / dask:.2f}x; Dask / multi-device "
-          f"wall {dask / many:.3f}", flush=True)
+        ways = [("1 device", dict(device=devices[0])),
+                (f"{len(devices)} devices", dict(devices=devices)),
+                (f"Dask, {len(devices)} workers", dict(client=client))]
+        print("pybp.reconstruct: each call makes and frees the devices' kernels, memory "
+              "and staging", flush=True)
+        for label, where in ways:
+            first = not results  # the reference volume: one device, one call each time
+            into = reference if first else out
+            reconstruct(**warm, **where)
+            stats = {}
+            results["call", label] = timed(label, lambda: reconstruct(
+                **scan, out=into, **where, stats=stats), args.repeats, into,
+                None if first else reference, updates)
+            describe(stats)
+        print("pybp.Reconstructor kept between calls (made, and warmed on 64 rows, before "
+              "the clock)", flush=True)
+        for label, where in ways:
+            with Reconstructor(args.size, angles, **where) as rec:
+                rec.reconstruct(**data, rows=warm["rows"])
+                stats = {}
+                results["kept", label] = timed(label, lambda: rec.reconstruct(
+                    **data, out=out, stats=stats), args.repeats, out, reference, updates)
+                describe(stats)
+    for how in ("call", "kept"):
+        one, many, dask = (results[how, label] for label, _ in ways)
+        print(f"{how}: {len(devices)} devices {one / many:.2f}x one; Dask {one / dask:.2f}x one, "
+              f"{dask / many:.3f} of the multi-device wall", flush=True)
+
+
+def describe(stats):
+    """Where the time went: set-up, each device's slices, timeline and back-projection
+    time, or the slabs of a Dask run."""
+    if "devices" in stats:
+        print("  per device: " + "; ".join(
+            f"{d['slices']} slices, made {d['built']:.2f} s, streaming from {d['prepare']:.2f} "
+            f"for {d['wall']:.2f} s (back-projection {d.get('device_backproject', 0):.2f} s)"
+            for d in stats["devices"]), flush=True)
+    elif "device_backproject" in stats:
+        print(f"  back-projection {stats['device_backproject']:.2f} s", flush=True)
+    if "slabs" in stats:
+        print(f"  {len(stats['slabs'])} slabs: " + ", ".join(
+            f"{s['worker']}:{s['first']}-{s['stop']} {s['wall']:.2f} s" for s in stats["slabs"]),
+            flush=True)
+    if "setup_staging" in stats:
+        print(f"  set-up {stats.get('setup_plan', 0):.2f} s, buffers and staging "
+              f"{stats['setup_staging']:.2f} s, stream {stats['setup_stream']:.2f} s, host "
+              f"read {stats['host_read']:.2f} s, write {stats['host_write']:.2f} s", flush=True)
 
 
 def from_file(args, devices):
