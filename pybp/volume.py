@@ -193,7 +193,7 @@ class Reconstructor:
                              f"queue, not {' and '.join(chosen)}")
         self.setup = dict(n_bins=n_bins, angles=angles, center=center, filter=filter,
                           padding=padding, **options)
-        self._client, self._team, self._on_workers = client, None, False
+        self._client, self._team = client, None
         if client is not None:
             if not hasattr(client, "submit") or not hasattr(client, "scheduler_info"):
                 raise TypeError(f"client: expected a dask.distributed.Client, got "
@@ -235,7 +235,6 @@ class Reconstructor:
                     progress=progress, stats=stats)
         if self._client is not None:
             from . import distributed  # Dask only when asked for
-            self._on_workers = True
             clipped = distributed.reconstruct_on_cluster(self._client, self.setup, slab,
                                                          release=False)
         else:
@@ -250,7 +249,7 @@ class Reconstructor:
         client, self._client = self._client, None
         if team is not None:
             team.close(wait)
-        if client is not None and self._on_workers:
+        if client is not None:
             from .distributed import release_workers
             release_workers(client, background=not wait)
 
