@@ -22,9 +22,8 @@ from .device import (
 )
 from .params import HYBRID_PERIOD, SETTINGS, TextureParams
 from .profiler import architecture, choose_texel
-from .runner import Backprojector
+from .runner import Backprojector, check
 from .tuning import gups
-from .verify import check
 
 VARIANTS = (  # (name, kernel, forced parameters) measured for every setting
     ("standard", "standard", {}),
@@ -133,9 +132,10 @@ def run(device=None, size=2048, n_angles=None, repeats=5, settings=SETTINGS, var
             log(f"ceiling v{slices} {interpolation} {storage}: {rate(ceiling)} GU/s")
         for name, kernel, forced in variants:
             options = dict(device=cl_device, interpolation=interpolation, slices_per_pass=slices,
-                           precision=storage, kernel=kernel, overrides=forced)
+                           precision=storage, kernel=kernel, overrides=forced,
+                           verify=False)  # judged on the check case below
             try:
-                verdict, _ = check(options, interpolation, storage)
+                verdict, _ = check(options)
             except ValueError as exc:  # a combination this setting cannot take
                 log(f"  {name} v{slices} {interpolation} {storage}: skipped ({exc})")
                 continue
@@ -173,8 +173,9 @@ def hybrid_sweep(device=None, size=2048, settings=HYBRID_SETTINGS, repeats=5, lo
         row = []
         for groups in range(HYBRID_PERIOD + 1):
             options = dict(device=cl_device, interpolation=interpolation, slices_per_pass=slices,
-                           precision=storage, kernel="alu", overrides=dict(texture_groups=groups))
-            verdict, _ = check(options, interpolation, storage)
+                           precision=storage, kernel="alu", overrides=dict(texture_groups=groups),
+                           verify=False)  # judged on the check case below
+            verdict, _ = check(options)
             big = Backprojector(size, angles, **options)
             speed = gups(big, data[:slices], repeats)
             row.append(speed)

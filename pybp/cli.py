@@ -40,10 +40,10 @@ from .runner import Backprojector
 def cmd_devices(args):
     found = devices()
     if not found:
-        print("no OpenCL device found; `pip install \"pybp-opencl[pocl]\"` adds a CPU device")
+        print("no OpenCL device found; `pip install \"pybp-opencl[cpu]\"` adds the CPU runtimes")
         return 1
     for d in found:
-        print(d.summary())
+        print(d.summary() + ("" if d.usable else f": not usable, {d.why_unusable}"))
     return 0
 
 
@@ -326,7 +326,7 @@ def main(argv=None):
     except Exception as exc:
         if getattr(args, "debug", False) or not cli_files.is_expected(exc):
             raise
-        print(f"pybp {args.command}: {exc}", file=sys.stderr)
+        print(f"pybp {args.command}: {cli_files.one_line(exc)}", file=sys.stderr)
         return 2
 
 

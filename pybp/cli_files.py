@@ -437,6 +437,15 @@ traceback), 130 interrupted.""")
 
 
 def is_expected(exc) -> bool:
-    """Mistakes a user can act on: one line, no traceback (``--debug`` shows it)."""
-    return isinstance(exc, (ValueError, TypeError, OSError, RuntimeError)) and \
+    """Mistakes a user can act on, and what an OpenCL implementation refused: one line,
+    no traceback (``--debug`` shows it)."""
+    import pyopencl as cl
+
+    return isinstance(exc, (ValueError, TypeError, OSError, RuntimeError, cl.Error)) and \
         not isinstance(exc, (NotImplementedError, RecursionError))
+
+
+def one_line(exc) -> str:
+    """An error as one line: an OpenCL error's first (a build log follows it)."""
+    lines = [line.strip() for line in str(exc).splitlines() if line.strip()]
+    return lines[0] if lines else type(exc).__name__

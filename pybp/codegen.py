@@ -1,4 +1,5 @@
-"""Rendering kernel templates: the only module that knows where ``templates/`` lives."""
+"""Rendering kernel templates (the only module that knows where ``templates/`` lives),
+and building them with errors a user can read."""
 
 from __future__ import annotations
 
@@ -8,8 +9,10 @@ import tempfile
 from importlib import resources
 from pathlib import Path
 
+import pyopencl as cl
 from mako.lookup import TemplateLookup
 
+from . import implementations
 from .params import KernelParams, TextureParams
 
 # Template of each kernel; `standard` and `locality` differ only in the index
@@ -97,6 +100,49 @@ def render_normalize(raw_type: str, real: str = "float") -> str:
     """Source of ``sinograms_from_projections`` for input of the
     OpenCL type ``raw_type``, with arithmetic in ``real`` (``float`` or ``double``)."""
     return _render("normalize.cl.mako", raw_type=raw_type, real=real)
+
+
+class BuildError(RuntimeError):
+    """A kernel the device's compiler rejected, or cannot launch: one line for the user."""
+
+
+def _title(source: str) -> str:
+    """What a rendered source is, from its first comment (``/* pybp ... */``)."""
+    first = source.lstrip().split("\n", 1)[0].strip("/* ")
+    return first.split(":")[0] if first.startswith("pybp") else "a pybp kernel"
+
+
+def build(context, source: str, device):
+    """Build ``source`` for ``device`` (a :class:`pybp.device.DeviceDescription`); a
+    compiler failure becomes one line naming the device, the kernel and the first error
+    of the log (``--debug`` shows the whole)."""
+    options = list(implementations.named(device.implementation).build_options)
+    try:
+        return cl.Program(context, source).build(options=options)
+    except cl.Error as exc:
+        lines = [line.strip() for line in str(exc).splitlines() if "error" in line.lower()]
+        first = next((line for line in lines if "build" not in line.lower()), str(exc))
+        raise BuildError(f"{device.label()}: the OpenCL compiler failed on the {_title(source)}"
+                         f" kernel ({first.strip()[:200]})") from exc
+
+
+def kernel(program, name: str, device):
+    """Kernel ``name`` of ``program``, checked against what the compiled kernel may run:
+    its required work-group size within the device's maximum and, where the
+    implementation reports it truly (pybp.implementations), the kernel's own."""
+    made = cl.Kernel(program, name)
+    cl_device = program.devices[0]
+    wanted = made.get_work_group_info(cl.kernel_work_group_info.COMPILE_WORK_GROUP_SIZE,
+                                      cl_device)
+    items = int(wanted[0] * wanted[1] * wanted[2]) if wanted else 0
+    allowed = device.max_work_group_size
+    if implementations.named(device.implementation).kernel_limits:
+        allowed = min(allowed, int(made.get_work_group_info(
+            cl.kernel_work_group_info.WORK_GROUP_SIZE, cl_device)))
+    if items > allowed:
+        raise BuildError(f"{device.label()}: kernel {name} needs work-groups of {items} "
+                         f"work-items; the device runs it with at most {allowed}")
+    return made
 
 
 def write_text_new(path, text: str, overwrite: bool = False) -> Path:

@@ -1,13 +1,21 @@
-"""OpenCL device selection, a plain description of a device, and its usable image formats."""
+"""OpenCL devices: finding them, describing them in plain values, probing whether they
+build and run kernels (skipping those that do not), choosing one, and the image formats
+they really support."""
 
 from __future__ import annotations
 
+import dataclasses
+import functools
 import os
 import re
+import time
+import warnings
 from dataclasses import dataclass
 
 import numpy as np
 import pyopencl as cl
+
+from . import implementations, profiles
 
 ENV_DEVICE = "PYBP_DEVICE"
 
@@ -16,7 +24,14 @@ CHANNEL_ORDERS = {1: cl.channel_order.R, 2: cl.channel_order.RG, 4: cl.channel_o
 CHANNEL_TYPES = {"float": cl.channel_type.FLOAT, "half": cl.channel_type.HALF_FLOAT}
 
 
+@functools.lru_cache(maxsize=1)
+def _register_pip_runtimes():
+    """Once, before the ICD loader's first look: the CPU runtime pip installed here."""
+    return implementations.register_pip_runtimes(profiles.cache_dir() / "icd")
+
+
 def _all_devices():
+    _register_pip_runtimes()
     found = []
     try:
         platforms = cl.get_platforms()
@@ -31,6 +46,8 @@ def _all_devices():
 
 
 def _device_type_name(device):
+    if implementations.identify(device.platform.name).simulator:
+        return "simulator"  # Oclgrind sets every type bit, GPU included
     kind = device.type
     if kind & cl.device_type.GPU:
         return "gpu"
@@ -65,6 +82,11 @@ class DeviceDescription:
     compute_capability: tuple | None  # NVIDIA (major, minor)
     gfx_target: str | None  # AMD, e.g. "gfx90a"
     extensions: tuple
+    max_work_group_size: int = 1024
+    implementation: str = "other"  # pybp.implementations
+    timers: bool = True  # profiling timestamps match the wall clock (see probe())
+    usable: bool = True  # builds and runs a trivial kernel (see probe())
+    why_unusable: str = ""
 
     @property
     def identity(self) -> str:
@@ -76,6 +98,25 @@ class DeviceDescription:
         images = "images" if self.image_support else "no images"
         return (f"[{self.index}] {self.name} ({self.platform}; {self.type}, "
                 f"{self.compute_units} compute units, {images})")
+
+    def label(self) -> str:
+        """``[index] name (platform version)``, for messages."""
+        return f"[{self.index}] {self.name} ({self.platform_version})"
+
+
+@dataclass(frozen=True)
+class _Named:
+    """A device's name and identity: what its records (pybp.profiles) are filed under."""
+
+    name: str
+    identity: str
+
+
+def _named(device: cl.Device) -> _Named:
+    platform = device.platform
+    parts = [platform.name, platform.version, device.vendor, device.name, device.version,
+             device.driver_version]
+    return _Named(device.name.strip(), " | ".join(part.strip() for part in parts))
 
 
 def describe(device: cl.Device, index: int | None = None) -> DeviceDescription:
@@ -98,9 +139,10 @@ def describe(device: cl.Device, index: int | None = None) -> DeviceDescription:
     if index is None:
         index = next((i for i, d in enumerate(_all_devices()) if d.int_ptr == device.int_ptr), -1)
     image_support = bool(device.image_support)
-    return DeviceDescription(
+    platform = device.platform.name.strip()
+    description = DeviceDescription(
         index=index,
-        platform=device.platform.name.strip(),
+        platform=platform,
         platform_version=device.platform.version.strip(),
         vendor=device.vendor.strip(),
         name=device.name.strip(),
@@ -119,7 +161,12 @@ def describe(device: cl.Device, index: int | None = None) -> DeviceDescription:
         compute_capability=capability,
         gfx_target=gfx,
         extensions=extensions,
+        max_work_group_size=int(device.max_work_group_size),
+        implementation=implementations.identify(platform).name,
     )
+    verdict = probe(device)
+    return dataclasses.replace(description, timers=verdict.timers, usable=verdict.usable,
+                               why_unusable=verdict.why)
 
 
 def devices():
@@ -130,56 +177,205 @@ def devices():
     return [describe(d, i) for i, d in enumerate(_all_devices())]
 
 
+# ---- probing: does a device build and run a kernel, and do its timers tell the truth --
+PROBE_VERSION = 1
+_COUNT_SOURCE = """
+__kernel void count(__global float *out, const int n)
+{
+    float value = (float)get_global_id(0);
+    for (int k = 0; k < n; k++)
+        value = mad(value, 0.5f, 1.0f);     /* exact: halving, then adding 1 */
+    out[get_global_id(0)] = value;
+}
+"""
+PROBE_ITEMS = 1024
+PROBE_WALL = 0.02  # seconds a timed probe launch should last for its timers to be judged
+
+
+@dataclass(frozen=True)
+class Probe:
+    """Whether a device builds and runs pybp's simplest kernel (``why`` if not), and
+    whether its profiling timestamps agree with the wall clock (rusticl's say about
+    1 ns per kernel: then pybp times by the wall clock)."""
+
+    usable: bool
+    why: str = ""
+    timers: bool = True
+
+
+def _first_error(exc) -> str:
+    """The line of a build log or OpenCL error worth showing: the first that says error."""
+    lines = [line.strip() for line in str(exc).splitlines() if line.strip()]
+    errors = [line for line in lines if "error" in line.lower() and "build" not in line.lower()]
+    return (errors or lines or [type(exc).__name__])[0][:200]
+
+
+def _count_reference(n: int) -> np.ndarray:
+    value = np.arange(PROBE_ITEMS, dtype=np.float32)
+    for _ in range(min(n, 64)):  # converged to 2.0 long before
+        value = value * np.float32(0.5) + np.float32(1.0)
+    return value
+
+
+def _run_probe(cl_device) -> Probe:
+    try:
+        context = cl.Context([cl_device])
+        try:
+            program = cl.Program(context, _COUNT_SOURCE).build()
+        except cl.Error as exc:
+            return Probe(False, f"cannot build kernels ({_first_error(exc)})")
+        queue = cl.CommandQueue(context, properties=cl.command_queue_properties.PROFILING_ENABLE)
+        count = cl.Kernel(program, "count")
+        out = np.zeros(PROBE_ITEMS, np.float32)
+        buffer = cl.Buffer(context, cl.mem_flags.WRITE_ONLY, out.nbytes)
+        n = 16
+        while True:  # lengthen the launch until the wall clock can judge its timer
+            start = time.perf_counter()
+            event = count(queue, (PROBE_ITEMS,), None, buffer, np.int32(n))
+            cl.enqueue_copy(queue, out, buffer)  # blocking, after the kernel
+            wall = time.perf_counter() - start
+            if not np.array_equal(out, _count_reference(n)):
+                return Probe(False, "gives wrong results for a trivial kernel")
+            if wall >= PROBE_WALL or n >= 1 << 24:
+                break
+            n *= 4
+        seconds = (event.profile.end - event.profile.start) * 1e-9
+        return Probe(True, timers=bool(seconds >= 0.1 * wall))
+    except cl.Error as exc:
+        return Probe(False, f"cannot run kernels ({_first_error(exc)})")
+
+
+_PROBES = {}  # device pointer -> Probe: once per process; on disk once per device and driver
+
+
+def probe(cl_device) -> Probe:
+    """Build and run a trivial kernel on ``cl_device`` once per device and driver (the
+    verdict is kept with the device's records, ``pybp.profiles``)."""
+    if cl_device.int_ptr in _PROBES:
+        return _PROBES[cl_device.int_ptr]
+    named = _named(cl_device)
+    record = profiles.read_record(named, "probe").get("probe")
+    if record and record.get("version") == PROBE_VERSION:
+        found = Probe(record["usable"], record["why"], record["timers"])
+    else:
+        found = _run_probe(cl_device)
+        try:
+            if not found.usable and not found.why.startswith("cannot build"):
+                raise OSError  # may pass another time: not kept
+            profiles.update_record(named, "probe", {"probe": dict(
+                version=PROBE_VERSION, usable=found.usable, why=found.why, timers=found.timers)})
+        except OSError:
+            pass  # an unwritable cache: probe again next time
+    _PROBES[cl_device.int_ptr] = found
+    return found
+
+
+def _label(device, found) -> str:
+    index = next((i for i, d in enumerate(found) if d.int_ptr == device.int_ptr), -1)
+    return f"[{index}] {device.name.strip()} ({device.platform.version.strip()})"
+
+
+# ---- choosing -------------------------------------------------------------------------
 def _speed_rank(device):
-    # A GPU before an accelerator before a CPU; then the larger, faster chip.
-    order = {"gpu": 0, "accelerator": 1, "cpu": 2, "other": 3}[_device_type_name(device)]
-    return (order, -device.max_compute_units * device.max_clock_frequency)
+    # A GPU before an accelerator before a CPU, a simulator last; then the implementation
+    # measured faster (pybp.implementations); then the larger, faster chip.
+    order = {"gpu": 0, "accelerator": 1, "cpu": 2, "other": 3, "simulator": 4}
+    return (order[_device_type_name(device)],
+            implementations.identify(device.platform.name).rank,
+            -device.max_compute_units * device.max_clock_frequency)
+
+
+NO_DEVICE_REMEDY = ('install a GPU driver with OpenCL, or the CPU runtimes with '
+                    '`pip install "pybp-opencl[cpu]"`')
+
+
+def usable_devices(found=None, warn=True) -> list:
+    """The devices that build and run kernels (:func:`probe`); each one skipped gets one
+    warning naming it and why."""
+    found = _all_devices() if found is None else found
+    usable = []
+    for device in found:
+        verdict = probe(device)
+        if verdict.usable:
+            usable.append(device)
+        elif warn:
+            warnings.warn(f"pybp: skipping {_label(device, _all_devices())}: {verdict.why}",
+                          RuntimeWarning, stacklevel=3)
+    return usable
+
+
+def _no_usable_device(found) -> RuntimeError:
+    reasons = "; ".join(f"{_label(d, found)} {probe(d).why}" for d in found)
+    return RuntimeError(f"no usable OpenCL device: {reasons}. Remedy: {NO_DEVICE_REMEDY}, or "
+                        f"choose another device with {ENV_DEVICE} (see `pybp devices`)")
+
+
+def _checked(device, source, found):
+    verdict = probe(device)
+    if not verdict.usable:
+        raise RuntimeError(f"{source}: {_label(device, found)} {verdict.why}; choose another "
+                           f"device (see `pybp devices`) or: {NO_DEVICE_REMEDY}")
+    return device
 
 
 def select_device(device=None) -> cl.Device:
-    """Pick a device: a ``pyopencl.Device``, an index, or a substring of its name.
+    """Pick a device: a ``pyopencl.Device``, an index, or a piece of its name, its
+    platform's name or its platform's version (``"PoCL 3.1"``).
 
-    Without one, ``PYBP_DEVICE`` decides, else the fastest device (a GPU first).
+    Without one, ``PYBP_DEVICE`` decides, else the fastest device that builds and runs
+    kernels (a GPU first; a simulator never). A chosen device that cannot raises
+    ``RuntimeError`` naming it and why.
     """
     if isinstance(device, cl.Device):
-        return device
+        return _checked(device, "device", _all_devices())
     found = _all_devices()
     if not found:
-        raise RuntimeError(
-            "no OpenCL device found: install a GPU driver with OpenCL, or the CPU runtime "
-            'with `pip install "pybp-opencl[pocl]"`'
-        )
+        raise RuntimeError(f"no OpenCL device found: {NO_DEVICE_REMEDY}")
     source = "device"
     if device is None:
         device = os.environ.get(ENV_DEVICE) or None
         source = ENV_DEVICE
     if device is None:
-        return min(found, key=_speed_rank)
+        usable = [d for d in usable_devices(found)
+                  if _device_type_name(d) != "simulator"]
+        if not usable:
+            raise _no_usable_device(found)
+        return min(usable, key=_speed_rank)
     if isinstance(device, (bool, np.bool_)):
         raise TypeError(f"{source}: expected an index or a name, got {device!r}")
+    names = "; ".join(f"[{i}] {d.name}" for i, d in enumerate(found))
     if isinstance(device, (int, np.integer)) or (isinstance(device, str) and device.strip().isdigit()):
         index = int(device)
-        names = "; ".join(f"[{i}] {d.name}" for i, d in enumerate(found))
         if not 0 <= index < len(found):
             raise ValueError(f"{source}: no device has index {index}; available: {names}")
-        return found[index]
+        return _checked(found[index], source, found)
     if isinstance(device, str):
         needle = device.strip().lower()
-        matches = [d for d in found
-                   if needle in d.name.lower() or needle in d.platform.name.lower()]
+        matches = [d for d in found if needle in d.name.lower()
+                   or needle in d.platform.name.lower() or needle in d.platform.version.lower()]
         if not matches:
-            names = "; ".join(f"[{i}] {d.name}" for i, d in enumerate(found))
             raise ValueError(f"{source}: no device matches {device!r}; available: {names}")
-        return min(matches, key=_speed_rank)
+        usable = [d for d in matches if probe(d).usable]
+        return _checked(min(usable or matches, key=_speed_rank), source, found)
     raise TypeError(f"{source}: expected a pyopencl.Device, an index or a name, got {type(device).__name__}")
 
 
 _PROBE_SOURCE = """
 __constant sampler_t nearest = CLK_NORMALIZED_COORDS_FALSE | CLK_ADDRESS_CLAMP | CLK_FILTER_NEAREST;
-__kernel void sample(__read_only image2d_t image, __global float4 *out)
+__kernel void sample(__read_only image2d_t image, __global float *out)
 {
     const int x = get_global_id(0), y = get_global_id(1);
-    out[y * get_global_size(0) + x] = read_imagef(image, nearest, (float2)(x + 0.5f, y + 0.5f));
+    const float4 texel = read_imagef(image, nearest, (float2)(x + 0.5f, y + 0.5f));
+    __global float *to = out + (y * get_global_size(0) + x) * CHANNELS;
+    /* Only the image's channels: Oclgrind's checker takes the others for undefined. */
+    to[0] = texel.x;
+#if CHANNELS > 1
+    to[1] = texel.y;
+#endif
+#if CHANNELS > 2
+    to[2] = texel.z;
+    to[3] = texel.w;
+#endif
 }
 """
 
@@ -196,14 +392,14 @@ def _format_usable(context, channels, storage):
     data = (np.arange(8 * 4 * channels) - 7.25).astype(dtype).reshape(4, 8, channels)
     try:
         image = cl.create_image(context, cl.mem_flags.READ_ONLY | cl.mem_flags.COPY_HOST_PTR, fmt,
-                         shape=(8, 4), hostbuf=data)
-        sampled = np.empty((4, 8, 4), np.float32)
+                                shape=(8, 4), hostbuf=data)
+        sampled = np.empty((4, 8, channels), np.float32)
         out = cl.Buffer(context, cl.mem_flags.WRITE_ONLY, sampled.nbytes)
-        program = cl.Program(context, _PROBE_SOURCE).build()
+        program = cl.Program(context, f"#define CHANNELS {channels}\n" + _PROBE_SOURCE).build()
         with cl.CommandQueue(context) as queue:
             program.sample(queue, (8, 4), None, image, out)
             cl.enqueue_copy(queue, sampled, out)
-        return bool(np.array_equal(sampled[..., :channels], data.astype(np.float32)))
+        return bool(np.array_equal(sampled, data.astype(np.float32)))
     except (cl.Error, ValueError, TypeError, RuntimeError):
         return False
 

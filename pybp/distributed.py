@@ -28,7 +28,7 @@ import uuid
 import numpy as np
 import pyopencl as cl
 
-from .device import _all_devices, _device_type_name, _speed_rank, select_device
+from .device import _all_devices, _device_type_name, _speed_rank, select_device, usable_devices
 
 ENV_DEVICES = "PYBP_DEVICES"
 SLABS_PER_WORKER = 4  # tasks per worker: few enough that set-up stays small, enough to balance
@@ -40,16 +40,18 @@ _WORKER_LOCK = threading.Lock()
 
 def device_list(devices) -> list:
     """``devices`` as a list of ``pyopencl.Device``: ``"all"`` (every GPU, else every
-    device of the fastest kind), a list of indices, names or devices, or a string of
-    comma-separated indices or names (``"0,1"``). A device named twice runs two
-    pipelines (useful to test several pipelines on one CPU)."""
+    device of the fastest kind, of those that build and run kernels; never a simulator;
+    of CPU runtimes, the fastest, as they share the host's cores), a list of indices, names or devices, or a string of comma-separated
+    indices or names (``"0,1"``). A device named twice runs two pipelines (useful to
+    test several pipelines on one CPU)."""
     if isinstance(devices, str) and devices.strip().lower() == "all":
-        found = _all_devices()
+        found = [d for d in usable_devices() if _device_type_name(d) != "simulator"]
         if not found:
             select_device(None)  # raises the no-device error
-        kind = _device_type_name(min(found, key=_speed_rank))
-        return sorted((d for d in found if _device_type_name(d) == kind),
-                      key=lambda d: found.index(d))
+        best = min(found, key=_speed_rank)
+        if _device_type_name(best) == "cpu":  # CPU runtimes all share the one host CPU
+            return [best]
+        return [d for d in found if _device_type_name(d) == _device_type_name(best)]
     if isinstance(devices, str):
         devices = [d.strip() for d in devices.split(",") if d.strip()]
     if isinstance(devices, cl.Device) or not hasattr(devices, "__iter__"):

@@ -121,7 +121,7 @@ class FftFilter:
 
     ``weights`` are the angle weights (the geometry's, or the caller's)."""
 
-    def __init__(self, context, name, n_bins, weights, padding="zero", paired=None):
+    def __init__(self, context, device, name, n_bins, weights, padding="zero", paired=None):
         size = padded_size(n_bins)
         self.n_angles = len(weights)
         self.items = min(FFT_ITEMS, size // 2, context.devices[0].max_work_group_size)
@@ -135,7 +135,7 @@ class FftFilter:
         if paired is None:  # whole complex values through local memory, where they fit
             paired = 8 * size <= context.devices[0].local_mem_size
         source = codegen.render_fft(size, self.items, padding, first, paired)
-        self.kernel = cl.Program(context, source).build().filter_rows
+        self.kernel = codegen.kernel(codegen.build(context, source, device), "filter_rows", device)
         self.n_bins = n_bins
 
     @staticmethod
@@ -169,7 +169,7 @@ class ConvolutionFilter:
     """Filters rows of sinograms on the device by direct convolution (any row length;
     not in place). ``weights`` are the angle weights."""
 
-    def __init__(self, context, name, n_bins, weights, padding="zero"):
+    def __init__(self, context, device, name, n_bins, weights, padding="zero"):
         self.n_bins, self.n_angles = n_bins, len(weights)
         flags = cl.mem_flags.READ_ONLY | cl.mem_flags.COPY_HOST_PTR
         self.taps = cl.Buffer(context, flags, hostbuf=filter_taps(name, n_bins).astype(np.float32))
@@ -177,7 +177,7 @@ class ConvolutionFilter:
         edges = edge_weights(name, n_bins) if padding == "edge" else np.zeros((2, 1))
         self.edges = cl.Buffer(context, flags, hostbuf=edges.astype(np.float32))
         source = codegen.render_filter(padding)
-        self.kernel = cl.Program(context, source).build().filter_rows
+        self.kernel = codegen.kernel(codegen.build(context, source, device), "filter_rows", device)
 
     row_step = 1
     in_place = False  # work-groups read whole rows that others write
@@ -207,7 +207,7 @@ def device_filter(context, device, name, n_bins, weights, padding="zero", method
         if not FftFilter.fits(device, n_bins):
             raise ValueError(f"filter_method: a padded row of {padded_size(n_bins)} points does "
                              f"not fit {device.name}'s local memory; use convolution")
-        return FftFilter(context, name, n_bins, weights, padding)
+        return FftFilter(context, device, name, n_bins, weights, padding)
     if method != "convolution":
         raise ValueError(f"filter_method: expected auto, fft or convolution; got {method!r}")
-    return ConvolutionFilter(context, name, n_bins, weights, padding)
+    return ConvolutionFilter(context, device, name, n_bins, weights, padding)

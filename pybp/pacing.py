@@ -2,7 +2,8 @@
 amount of device work queued ahead, and waits in short sleeps.
 
 A running kernel cannot be stopped, and a thread blocked in ``clWaitForEvents`` or
-``clFinish`` sees ``KeyboardInterrupt`` only when the call returns: one 20000^2 slice
+``clFinish`` sees ``KeyboardInterrupt`` only when the call returns (or, on some
+implementations, never: Debian's PoCL 3.1 ran on to the end): one 20000^2 slice
 on a CPU device is a minute in one launch. So a slice is back-projected in tiles of
 rows (and columns), and sinogram rows are filtered in blocks, each launch about
 ``LAUNCH_SECONDS`` at the speed measured so far (the kernels take the launch's first
@@ -27,7 +28,7 @@ QUEUED_SECONDS = 0.3  # device work enqueued ahead of what has finished
 # assumed for a stage before its first launch of an executor has been timed: low for
 # the device type, so the first launch is short (PoCL with 2 cores: 0.9 GU/s for one
 # slice; the H100: 3750 GU/s).
-FIRST_RATE = {"cpu": 0.05e9, "gpu": 20e9}
+FIRST_RATE = {"cpu": 0.05e9, "gpu": 20e9, "simulator": 1e5}
 OTHER_RATE = 1e9
 MAX_SLEEP = 0.002  # the longest sleep between two looks at an event
 
@@ -38,7 +39,17 @@ class Stopped(Exception):
 
 def wait(event, stop=None):
     """``event.wait()`` in short sleeps, so that ``KeyboardInterrupt`` comes at once and
-    a set ``stop`` (a ``threading.Event``) raises :class:`Stopped`."""
+    a set ``stop`` (a ``threading.Event``) raises :class:`Stopped`.
+
+    The event's queue is flushed first: an implementation may hold enqueued commands
+    until a flush (rusticl and Oclgrind do; so may a GPU driver that batches), and a
+    status poll, unlike ``clWaitForEvents``, does not flush."""
+    try:
+        queue = event.command_queue
+    except cl.Error:  # a user event
+        queue = None
+    if queue is not None:
+        queue.flush()
     delay = 5e-5
     while event.command_execution_status > 0:  # queued, submitted or running
         if stop is not None and stop.is_set():
@@ -55,12 +66,19 @@ def finish(queue, stop=None):
 
 class Pacer:
     """Launch sizes and the queue's depth for one executor, from the speed of its
-    launches so far, per stage (``rates``: work units per second)."""
+    launches so far, per stage (``rates``: work units per second).
 
-    def __init__(self, device_type: str):
+    A launch's duration comes from its profiling timestamps, or, where the device's
+    cannot be trusted (``timers=False``, see :func:`pybp.device.probe`), from the wall
+    clock: from when it was launched, or when the launch before it was seen finished,
+    to when it is seen finished (an upper bound, good to the polling interval)."""
+
+    def __init__(self, device_type: str, timers: bool = True):
         self.first_rate = FIRST_RATE.get(device_type, OTHER_RATE)
+        self.timers = timers
         self.rates = {}
-        self.in_flight = deque()  # (event, stage, units) of launches not seen finished
+        self.in_flight = deque()  # (event, stage, units, launched at) not seen finished
+        self._last_seen = 0.0  # when the last launch was seen finished
 
     def rate(self, stage: str) -> float:
         return self.rates.get(stage, self.first_rate)
@@ -96,22 +114,27 @@ class Pacer:
         """Wait until a launch of ``units`` fits beside the queued ones within
         ``QUEUED_SECONDS``."""
         self._retire()
-        while self.in_flight and (sum(u / self.rate(s) for _, s, u in self.in_flight)
+        while self.in_flight and (sum(u / self.rate(s) for _, s, u, _ in self.in_flight)
                                   + units / self.rate(stage) > QUEUED_SECONDS):
             wait(self.in_flight[0][0], stop)
             self._retire()
 
     def launched(self, event, stage: str, units: int):
-        self.in_flight.append((event, stage, units))
+        self.in_flight.append((event, stage, units, time.perf_counter()))
 
     def _retire(self):
         """Forget finished launches; each one's speed becomes its stage's rate."""
         while self.in_flight and self.in_flight[0][0].command_execution_status <= 0:
-            event, stage, units = self.in_flight.popleft()
-            try:
-                seconds = (event.profile.end - event.profile.start) * 1e-9
-            except cl.Error:  # a caller's queue without profiling
-                continue
+            event, stage, units, launched = self.in_flight.popleft()
+            now = time.perf_counter()
+            if self.timers:
+                try:
+                    seconds = (event.profile.end - event.profile.start) * 1e-9
+                except cl.Error:  # a caller's queue without profiling
+                    continue
+            else:
+                seconds = now - max(launched, self._last_seen)
+            self._last_seen = now
             if seconds > 0:
                 self.rates[stage] = units / seconds
 

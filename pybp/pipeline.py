@@ -127,6 +127,41 @@ def _acquire(semaphore, stop):
             raise Stopped
 
 
+def _serial(executor, rows, read, write, progress, timings, stop) -> int:
+    """:func:`stream` in the calling thread, one step after another, for
+    implementations that take commands from one thread at a time."""
+    stop = stop if stop is not None else threading.Event()
+    clipped, slices = 0, 0
+    try:
+        while (taken := rows.take(executor.memory.chunk_slices)) is not None:
+            start, count = taken
+            references = read(start, count, executor.staging_in(0, count))
+            event, stages = executor.upload(0, count, references)
+            wait(event, stop)
+            computed, computing = executor.compute(0, count, stop)
+            wait(computed, stop)
+            event, downloaded = executor.download(0, count)
+            wait(event, stop)
+            executor.record(stages + computing + downloaded)
+            clipped += executor.clipped(0)
+            write(start, count, executor.staging_out(0, count))
+            slices += count
+            if progress is not None:
+                progress.update(count)
+    except Stopped:  # set elsewhere: end quietly
+        pass
+    except BaseException:
+        stop.set()
+        if progress is not None:
+            progress.close()
+        raise
+    finally:
+        executor.finish()
+    if timings is not None:
+        timings.update(wait_device=0.0, slices=slices)
+    return clipped
+
+
 def stream(executor, rows, read, write, progress=None, timings=None, stop=None) -> int:
     """Run the chunks of ``rows`` (a :class:`Rows`, or a number of slices) through
     ``executor`` (its slots reserved).
@@ -144,6 +179,8 @@ def stream(executor, rows, read, write, progress=None, timings=None, stop=None) 
     """
     if not isinstance(rows, Rows):
         rows = Rows(rows)
+    if not executor.threads:
+        return _serial(executor, rows, read, write, progress, timings, stop)
     chunk, slots = executor.memory.chunk_slices, len(executor.slots)
     ready, done = queue.Queue(maxsize=slots), queue.Queue(maxsize=slots)
     input_free = [threading.Semaphore(1) for _ in range(slots)]

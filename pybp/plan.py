@@ -6,7 +6,7 @@ discovers a bad setting after it has written part of its output.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 import numpy as np
 
@@ -106,6 +106,10 @@ class Plan:
                                                          params.constant_floats) for p in pieces)
             passes[width] = PassPlan(params, pieces, tables)
         return cls(geometry, slices_per_pass, passes, unplanned)
+
+    def replaced(self, width: int, pass_plan: PassPlan) -> "Plan":
+        """This plan with the pass of ``width`` replaced (pybp.runner's fallback)."""
+        return replace(self, passes={**self.passes, width: pass_plan})
 
     def width_for(self, count: int) -> int:
         """The pass width that runs ``count`` slices (at most ``slices_per_pass``)."""

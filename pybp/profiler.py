@@ -132,6 +132,17 @@ def architecture(device: DeviceDescription) -> Architecture:
     return next(row for row in ARCHITECTURES if row.matches(device))
 
 
+# Where a kernel family gives wrong results on a device (pybp.runner checks each
+# parameter set the first time it runs there), the next of these that passes is used:
+# the exact ALU kernel first, then the texture kernels from the fastest on GPUs.
+FALLBACK_ORDER = ("alu", "multiproj", "locality", "standard")
+
+
+def fallbacks(device: DeviceDescription, failed: str) -> list:
+    """Kernel families to try, in order, instead of ``failed`` on ``device``."""
+    return [kernel for kernel in FALLBACK_ORDER if kernel != failed]
+
+
 def choose_texel(formats, slices_per_pass: int, storage: str, max_texel_bytes: int = 16):
     """``(source, channels, rows)``: the narrowest usable image texel for the slices,
     two texel rows per projection where one texel would be wider than

@@ -1,9 +1,12 @@
-"""Tuned profiles: the winners of ``pybp tune`` per device, as JSON files.
+"""What pybp keeps per device, as JSON files: tuned profiles (the winners of ``pybp
+tune``), probes (whether the device builds and runs kernels, and whether its profiling
+timers can be trusted) and verdicts (which parameter sets gave right results there).
 
-A profile lives in the user's cache directory (``PYBP_CACHE_DIR`` overrides), named
-after the device; its header holds the full device identity, so a profile made for
-another device or driver is ignored. Files are written atomically. The profiler reads
-them (``pybp.profiler``), the tuner writes them (``pybp.tuning``).
+Records live in the user's cache directory (``PYBP_CACHE_DIR`` overrides), named after
+the device; their header holds the full device identity, so a record made for another
+device or driver is ignored. Files are written atomically. The profiler reads profiles
+(``pybp.profiler``), the tuner writes them (``pybp.tuning``); ``pybp.device`` keeps the
+probes and ``pybp.runner`` the verdicts.
 """
 
 from __future__ import annotations
@@ -30,22 +33,42 @@ def cache_dir() -> Path:
     return Path(platformdirs.user_cache_dir("pybp"))
 
 
-def profile_path(device) -> Path:
+def record_path(device, kind: str) -> Path:
+    """The file of one kind of record (``profile``, ``probe``, ``verified``) for a device."""
     digest = hashlib.sha1(device.identity.encode()).hexdigest()[:12]
     safe = "".join(c if c.isalnum() else "_" for c in device.name)[:40]
-    return cache_dir() / f"profile-{safe}-{digest}.json"
+    return cache_dir() / f"{kind}-{safe}-{digest}.json"
 
 
-def _entries(device) -> dict:
-    """Setting key -> ``{"params": ..., "gups": ...}`` for exactly this device and
-    driver, or ``{}``."""
+def profile_path(device) -> Path:
+    return record_path(device, "profile")
+
+
+def read_record(device, kind: str) -> dict:
+    """The entries of ``kind`` for exactly this device and driver, or ``{}``."""
     try:
-        data = json.loads(profile_path(device).read_text())
+        data = json.loads(record_path(device, kind).read_text())
     except (OSError, ValueError):
         return {}
     if data.get("format") != FORMAT_VERSION or data.get("device") != device.identity:
         return {}
     return data.get("settings", {})
+
+
+def update_record(device, kind: str, entries: dict) -> Path:
+    """Merge ``entries`` into the device's record of ``kind``, atomically."""
+    path = record_path(device, kind)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    merged = dict(read_record(device, kind), **entries)
+    text = json.dumps({"format": FORMAT_VERSION, "device": device.identity,
+                       "settings": merged}, indent=2, sort_keys=True)
+    return write_text_new(path, text, overwrite=True)
+
+
+def _entries(device) -> dict:
+    """Setting key -> ``{"params": ..., "gups": ...}`` for exactly this device and
+    driver, or ``{}``."""
+    return read_record(device, "profile")
 
 
 def load_profile(device) -> dict:
@@ -60,15 +83,4 @@ def load_speeds(device) -> dict:
 
 def save_profile(device, settings: dict) -> Path:
     """Merge ``settings`` (key -> {"params": ..., "gups": ...}) into the device's profile."""
-    path = profile_path(device)
-    path.parent.mkdir(parents=True, exist_ok=True)
-    try:
-        data = json.loads(path.read_text())
-        if data.get("device") != device.identity:
-            data = {}
-    except (OSError, ValueError):
-        data = {}
-    merged = dict(data.get("settings", {}), **settings)
-    text = json.dumps({"format": FORMAT_VERSION, "device": device.identity,
-                       "settings": merged}, indent=2, sort_keys=True)
-    return write_text_new(path, text, overwrite=True)
+    return update_record(device, "profile", settings)

@@ -4,10 +4,13 @@ caller's output."""
 
 from __future__ import annotations
 
+import hashlib
+import warnings
+
 import numpy as np
 import pyopencl as cl
 
-from . import filters, pipeline, profiler, scaling
+from . import codegen, filters, pipeline, profiler, profiles, reference, scaling, verify
 from .device import describe, select_device, usable_image_formats
 from .executor import Executor
 from .geometry import Geometry, _positive_int, as_sinogram_stack, check_output
@@ -61,6 +64,14 @@ class Backprojector:
     call runs longer than 2 s. ``device``, ``context`` or ``queue`` (then the compute
     queue) choose the device; ``filter_method`` forces ``"fft"`` or ``"convolution"``.
 
+    ``verify`` (default True): the first time a parameter set runs on a device and
+    driver, it is checked on a small reference case (:data:`pybp.verify.FIRST_USE`,
+    judged by the one rule; the verdict is kept with the device's records). A set the
+    profiler chose that fails gives way, with one warning, to the next kernel family
+    that passes; a set the caller forced (``kernel``, ``overrides``) that fails raises
+    ``RuntimeError``. ``pybp bench`` and ``pybp tune``, which check every candidate on
+    their own case, turn it off.
+
     The parameter set and pieces of every pass width are chosen and checked here
     (``self.plan``); a call checks its data before it writes anything to ``out``, then
     streams the stack through ``self.executor`` in chunks. ``close()``, or leaving a
@@ -72,7 +83,7 @@ class Backprojector:
                  interpolation="linear", slices_per_pass="auto", precision="float",
                  kernel="auto", filter=None, slice_offset=None, overrides=None,
                  piece_shape=None, progress=False, padding="zero", angle_weights=None,
-                 context=None, queue=None, filter_method="auto", circle=False):
+                 context=None, queue=None, filter_method="auto", circle=False, verify=True):
         self.geometry = Geometry.create(n_bins, angles, center, slice_shape, slice_offset,
                                         angle_weights)
         self.interpolation = _choice("interpolation", interpolation, INTERPOLATIONS)
@@ -95,6 +106,9 @@ class Backprojector:
         self.plan = Plan.create(self.geometry, self.device, self.formats, slices_per_pass,
                                 self.interpolation, self.precision, self.kernel, overrides,
                                 piece_shape)
+        if verify:
+            forced = self.kernel != "auto" or bool(overrides)
+            self.plan = self._verified(self.plan, forced, piece_shape)
         MemoryPlan.create(self.plan, self.device, 0, 1)  # one slice fits, or ValueError
         weights = self.geometry.angle_weights()
         gain = None if self.filter is None else filters.gain(self.filter, self.geometry.n_bins)
@@ -110,6 +124,61 @@ class Backprojector:
     def params(self):
         """The parameter set of full passes (``self.plan`` holds every width's)."""
         return self.plan.params
+
+    # ---- the first use of a parameter set on a device ----------------------------------
+    def _verdict(self, params) -> dict:
+        """Whether ``params`` gives right results on this device: from the device's
+        records, else by running the first-use case (``pybp.verify``) now."""
+        source = codegen.render(params) + codegen.render_pack(params)
+        key = f"{params.key()}-{hashlib.sha1(source.encode()).hexdigest()[:12]}"
+        known = profiles.read_record(self.device, "verified").get(key)
+        if known is None:
+            options = dict(context=self.context, interpolation=params.interpolation,
+                           precision=params.storage, kernel=params.kernel,
+                           slices_per_pass=params.slices_per_pass, verify=False,
+                           overrides={k: v for k, v in params.as_dict().items() if k not in
+                                      ("kernel", "slices_per_pass", "interpolation", "storage")})
+            verdict, small = check(options, verify.FIRST_USE)
+            small.close()
+            known = dict(passed=verdict.passed, verdict=str(verdict))
+            try:
+                profiles.update_record(self.device, "verified", {key: known})
+            except OSError:
+                pass  # an unwritable cache: check again next time
+        return known
+
+    def _verified(self, plan, forced, piece_shape):
+        """``plan`` with each pass width's parameter set checked on its first use here;
+        a set the profiler chose that fails is replaced by the first kernel family that
+        passes (:func:`pybp.profiler.fallbacks`)."""
+        for width, pass_plan in sorted(plan.passes.items()):
+            params = pass_plan.params
+            known = self._verdict(params)
+            if known["passed"]:
+                continue
+            where = self.device.label()
+            if forced:
+                raise RuntimeError(f"{where}: the {params.key()} kernel gives wrong results on "
+                                   f"this device ({known['verdict']}); choose another kernel")
+            for kernel in profiler.fallbacks(self.device, params.kernel):
+                try:
+                    other = Plan.create(plan.geometry, self.device, self.formats, width,
+                                        self.interpolation, self.precision, kernel, None,
+                                        piece_shape)
+                except ValueError:
+                    continue
+                replacement = other.passes[width].params
+                if self._verdict(replacement)["passed"]:
+                    warnings.warn(f"pybp: the {params.key()} kernel gives wrong results on "
+                                  f"{where} ({known['verdict']}); using "
+                                  f"{replacement.key()} instead", RuntimeWarning, stacklevel=4)
+                    plan = plan.replaced(width, other.passes[width])
+                    break
+            else:
+                raise RuntimeError(f"{where}: no kernel family gives right results on this "
+                                   f"device (the {params.key()} kernel: {known['verdict']}); "
+                                   f"choose another device (see `pybp devices`)")
+        return plan
 
     def __call__(self, sinograms, out=None):
         stack, single, peaks = as_sinogram_stack(sinograms, self.geometry)
@@ -151,6 +220,25 @@ class Backprojector:
 
     def __exit__(self, *exc):
         self.close()
+
+
+def check(options, case: verify.Case = verify.CHECK):
+    """Run a parameter set (:class:`Backprojector` options) on ``case`` (pybp.verify) and
+    judge it by the one rule. Returns ``(verdict, backprojector)``. Oversampling, an
+    approximation, is judged on the FBP of the Shepp-Logan phantom instead of random
+    data (``pybp tune``, ``pybp bench`` and the first use of a parameter set)."""
+    if options.get("overrides", {}).get("cache") == "oversample":
+        geometry = Geometry.create(255, np.linspace(0, np.pi, 256, endpoint=False))
+        small = Backprojector(255, geometry.angles, filter="ramp", **options)
+        data = np.repeat(reference.shepp_logan_radon(geometry).astype(np.float32)[None],
+                         small.slices_per_pass, 0)
+        return verify.judge(small(data), data, geometry, small.params, filter="ramp"), small
+    rng = np.random.default_rng(1)
+    angles = np.sort(rng.uniform(0, np.pi, case.n_angles))
+    small = Backprojector(case.n_bins, angles, center=(case.n_bins - 1) / 2 + case.center_shift,
+                          slice_shape=case.slice_shape, **options)
+    data = rng.standard_normal((small.slices_per_pass, case.n_angles, case.n_bins)).astype(np.float32)
+    return verify.judge(small(data), data, small.geometry, small.params), small
 
 
 def skimage_options(n_bins: int) -> dict:

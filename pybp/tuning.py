@@ -11,7 +11,7 @@ import time
 import numpy as np
 import pyopencl as cl
 
-from . import profiler, verify
+from . import profiler
 from .device import describe, select_device
 from .params import (
     CACHE_MODES,
@@ -22,7 +22,7 @@ from .params import (
     TEXTURE_KERNELS,
 )
 from .profiles import profile_path, save_profile, setting_key
-from .runner import Backprojector
+from .runner import Backprojector, check
 
 UNROLLS = (1, 2, 4, 8)
 
@@ -146,12 +146,12 @@ def _try(context, size, angles, data, repeats, slices, interpolation, storage, v
     """``(profile params, GU/s)`` of one candidate (None: the setting's default), or
     None where it does not fit the device or fails verification."""
     options = dict(context=context, interpolation=interpolation, slices_per_pass=slices,
-                   precision=storage)
+                   precision=storage, verify=False)  # judged on the check case below
     if values is not None:
         options.update(kernel=values["kernel"],
                        overrides={k: v for k, v in values.items() if k != "kernel"})
     try:
-        verdict, small = verify.check(options, interpolation, storage)
+        verdict, small = check(options)
     except ValueError as exc:  # does not fit this device
         log(f"  {values}: skipped ({exc})")
         return None

@@ -120,23 +120,21 @@ def judge_half(got_half, got_float) -> Verdict:
 CHECK_BINS, CHECK_ANGLES, CHECK_ROWS = 1024, 64, 40
 
 
-def check(options, interpolation, storage):
-    """Run a parameter set (``Backprojector`` options) on the check case and judge it.
+@dataclass(frozen=True)
+class Case:
+    """Random zero-mean sinograms of ``n_angles`` sorted random angles and ``n_bins``
+    bins, the axis ``center_shift`` bins off the middle, into slices of ``slice_shape``;
+    run by :func:`pybp.runner.check`."""
 
-    Returns ``(verdict, backprojector)``. Oversampling, an approximation, is judged on
-    the FBP of the Shepp-Logan phantom instead of random data.
-    """
-    from .runner import Backprojector
+    n_bins: int
+    n_angles: int
+    center_shift: float
+    slice_shape: tuple
 
-    if options.get("overrides", {}).get("cache") == "oversample":
-        geometry = Geometry.create(255, np.linspace(0, np.pi, 256, endpoint=False))
-        small = Backprojector(255, geometry.angles, filter="ramp", **options)
-        data = np.repeat(reference.shepp_logan_radon(geometry).astype(np.float32)[None],
-                         small.slices_per_pass, 0)
-        return judge(small(data), data, geometry, small.params, filter="ramp"), small
-    rng = np.random.default_rng(1)
-    angles = np.sort(rng.uniform(0, np.pi, CHECK_ANGLES))
-    small = Backprojector(CHECK_BINS, angles, center=(CHECK_BINS - 1) / 2 + 3.3,
-                          slice_shape=(CHECK_ROWS, CHECK_BINS), **options)
-    data = rng.standard_normal((small.slices_per_pass, CHECK_ANGLES, CHECK_BINS)).astype(np.float32)
-    return judge(small(data), data, small.geometry, small.params), small
+
+CHECK = Case(CHECK_BINS, CHECK_ANGLES, 3.3, (CHECK_ROWS, CHECK_BINS))
+# The first use of a parameter set on a device (pybp.runner): small, so that it costs
+# little (0.3 M updates per slice), but with partial squares on both axes, more angles
+# than any kernel caches per round (64), and the axis off the middle: where a compiler
+# that mishandles barriers or vectorisation (docs/portability.md) shows.
+FIRST_USE = Case(72, 70, -5.2, (61, 75))

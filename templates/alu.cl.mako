@@ -63,13 +63,24 @@ inline float two_sum(const float a, const float b, float *error)
     return s;
 }
 
+// a - b and its rounding error, added to *error: two_sum(a, -b) spelled without
+// negating b (see common.cl.mako on negation in kernels with barriers).
+inline float two_diff(const float a, const float b, float *error)
+{
+    const float s = a - b;
+    const float bb = s - a;
+    *error += (a - (s - bb)) - (b + bb);
+    return s;
+}
+
 inline float square_origin(const int x0, const int y0, const float8 c, float *error)
 {
     const float x = (float)x0, y = (float)y0;
     const float px = x * c.s0;
     const float py = y * c.s1;
-    *error = (fma(x, c.s0, -px) - fma(y, c.s1, -py)) + ((x * c.s4 - y * c.s5) + c.s3);
-    return two_sum(two_sum(px, -py, error), c.s2, error);
+    // fma(-x, c, p) is exactly -(x c - p), the product's rounding error negated.
+    *error = (fma(-y, c.s1, py) - fma(-x, c.s0, px)) + ((x * c.s4 - y * c.s5) + c.s3);
+    return two_sum(two_diff(px, py, error), c.s2, error);
 }
 
 __kernel __attribute__((reqd_work_group_size(${p.items}, 1, 1)))
@@ -102,7 +113,7 @@ ${common.tail_args()}
 % endif
         for (int a = 0; a < n_angles; a++) {
             const float4 c = projection[a].s0123;
-            const float h = mad(fx, c.x, mad(-fy, c.y, c.z));
+            const float h = mad(fx, c.x, mad(fy, -c.y, c.z));
             const float step = ${row_step}.0f * c.y;
             #pragma unroll
             for (int k = 0; k < PIXELS; k++)
@@ -155,7 +166,7 @@ ${common.store(p, "total[k]")}
             const float first_pixel = square_origin(x0, y0, c, &error);
             // The lowest position any pixel of the square reaches, less one bin of
             // margin so that rounding never indexes below the cache (Sect. 6.1: c_m).
-            const float lowest = (SQUARE - 1) * fmin(fmin(0.0f, c.x), fmin(-c.y, c.x - c.y));
+            const float lowest = (SQUARE - 1) * fmin(fmin(0.0f, c.x), fmin(0.0f - c.y, c.x - c.y));
             const float first_bin = floor(first_pixel + lowest) - 1.0f;
             // first_pixel - first_bin: exact once positions pass twice the cache width
             // (Sterbenz), else rounded at the result's own ulp; w: the step between a
@@ -212,9 +223,9 @@ ${common.store(p, "total[k]")}
         for (int r = 0; r < count; r++) {
             const float4 g = geometry[r];
 % if column_offsets:
-            const float t0 = mad(-(float)ly, g.y, column_offset[r][lx]);
+            const float t0 = mad((float)ly, -g.y, column_offset[r][lx]);
 % else:
-            const float t0 = mad((float)lx, g.x, mad(-(float)ly, g.y, g.z));
+            const float t0 = mad((float)lx, g.x, mad((float)ly, -g.y, g.z));
 % endif
 % if fixed:
             // t0 >= 1, so t0 * 2^23 is a whole float: the conversion is exact.

@@ -1,5 +1,13 @@
 ## Shared pieces of the back-projection kernels. Each <%def> is OpenCL with the
 ## parameter-dependent parts filled in; `p` is the parameter set (pybp/params.py).
+##
+## Negation in kernels with barriers: the kernels negate only values that are the same
+## for the whole work-group, as in mad(fy, -c.y, c.z) rather than mad(-fy, c.y, c.z);
+## the two are equal bit for bit. Intel's CPU OpenCL compiler (oneAPI 2026.2) keeps one
+## copy per work-group of a value that crosses a barrier unless it finds the value
+## depends on the work-item, and that analysis does not look through a float negation
+## (LLVM's fneg): -fy, hoisted out of a loop with barriers, came out as one work-item's
+## for all (docs/portability.md).
 <%!
     COMPONENTS = ("x", "y", "z", "w")
 

@@ -4,7 +4,8 @@
 ## pair of rows in local memory: loads, a radix-2 Stockham FFT, the product with the
 ## filter's response, the inverse, and stores, with no pass through global memory in
 ## between. The rows can be filtered in place: a group reads its two rows whole
-## before it writes them.
+## before it writes them (with a global fence between, where edge padding reads bins
+## that other work-items write).
 ${"/* pybp FBP filter by FFT: %d points, %d work-items, %s padding, %s exchange */" % (size, items, padding, "paired" if paired else "split")}
 #define N ${size}                   /* padded row length, a power of two */
 #define ITEMS ${items}              /* work-items per transform */
@@ -53,6 +54,12 @@ void filter_rows(
         const int i = item + m * ITEMS;
         v[m] = (float2)(padded(a, n_bins, i), has_b ? padded(b, n_bins, i) : 0.0f);
     }
+% if padding == "edge":
+    // In place (out == rows), work-items read the edge bins that others write at the
+    // end; local fences do not order global memory, so this one does (Oclgrind found
+    // the race). With zero padding each work-item reads only the bins it writes.
+    barrier(CLK_GLOBAL_MEM_FENCE);
+% endif
 
     // A forward transform, the product with the response, and the inverse: radix-2
     // Stockham stages on v[m] = x[item + m ITEMS], natural order in and out. Each

@@ -76,7 +76,7 @@ ${common.tail_args()}
 % endif
 % endif
 % if not probe:
-            const float h = mad(fx, c.x, mad(-fy, c.y, c.z));
+            const float h = mad(fx, c.x, mad(fy, -c.y, c.z));
             const float row_step = ${rows_apart}.0f * c.y;   /* h moves by -${rows_apart} sin per ${rows_apart} rows */
 % endif
             #pragma unroll

@@ -24,7 +24,7 @@ ${common.zorder_pixel(p)}
 % endif
     for (int a = 0; a < n_angles; a++) {
         const float4 c = projection[a];
-        sum += fetch(sinogram, n_bins, mad(fx, c.x, mad(-fy, c.y, c.z)), a);
+        sum += fetch(sinogram, n_bins, mad(fx, c.x, mad(fy, -c.y, c.z)), a);
     }
 ${common.store(p, "sum")}
 }

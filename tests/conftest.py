@@ -19,6 +19,23 @@ def device_is_gpu():
     return describe(select_device()).type == "gpu"
 
 
+@functools.lru_cache(maxsize=1)
+def cpu_runtimes():
+    """``PYBP_DEVICE`` values of each CPU implementation here that builds kernels (PoCL,
+    Intel's runtime with the cpu extra): what the Ctrl-C tests run on, one after the
+    other; just the test device on a GPU machine or where PYBP_DEVICE is set."""
+    import os
+
+    from pybp import device
+    if device_is_gpu() or os.environ.get("PYBP_DEVICE"):
+        return (os.environ.get("PYBP_DEVICE", ""),)
+    found = {}
+    for d in device.usable_devices(warn=False):
+        if device._device_type_name(d) == "cpu":
+            found.setdefault(d.platform.name.strip(), d)
+    return tuple(found) or ("",)
+
+
 def real_sizes():
     """Detector widths of the exactness cases: where float32 positions go wrong."""
     return (1024, 2048, 4096) if device_is_gpu() else (1024,)

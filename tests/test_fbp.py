@@ -73,7 +73,8 @@ def test_fft_exchange_of_one_component_at_a_time(cl_device, rng, padding):
     n_bins, n_angles = 1024, 5
     weights = np.full(n_angles, np.pi / n_angles)
     data = (rng.standard_normal((1, n_angles, n_bins)) + 3).astype(np.float32)
-    stage = filters.FftFilter(context, "hann", n_bins, weights, padding, paired=False)
+    stage = filters.FftFilter(context, describe(cl_device), "hann", n_bins, weights, padding,
+                              paired=False)
     buffer = cl.Buffer(context, cl.mem_flags.READ_WRITE | cl.mem_flags.COPY_HOST_PTR, hostbuf=data)
     stage(queue, buffer, buffer, 1)
     got = np.empty_like(data)

@@ -155,7 +155,7 @@ def test_interrupted_run_resumes_to_the_same_volume(long_scan, tmp_path, cl_devi
             "--device", cl_device.name, "--quiet"]
     code, err = stop_in_the_middle(argv, out, sig)
     done = sorted(out.glob("slice_*.tif"))
-    assert 2 <= len(done) < LONG_ROWS, "the run was not stopped in the middle"
+    assert 2 <= len(done) < LONG_ROWS, f"the run was not stopped in the middle: {err}"
     if sig == signal.SIGINT:
         assert code == 130
         assert err.strip().splitlines()[-1].startswith(
