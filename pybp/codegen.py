@@ -112,6 +112,14 @@ def _title(source: str) -> str:
     return first.split(":")[0] if first.startswith("pybp") else "a pybp kernel"
 
 
+def first_error(exc) -> str:
+    """The line of an OpenCL error or build log worth showing: the first that says error
+    (pyopencl's own first line only says that the build failed)."""
+    lines = [line.strip() for line in str(exc).splitlines() if line.strip()]
+    errors = [line for line in lines if "error" in line.lower() and "build" not in line.lower()]
+    return (errors or lines or [type(exc).__name__])[0][:200]
+
+
 def build(context, source: str, device):
     """Build ``source`` for ``device`` (a :class:`pybp.device.DeviceDescription`); a
     compiler failure becomes one line naming the device, the kernel and the first error
@@ -120,10 +128,8 @@ def build(context, source: str, device):
     try:
         return cl.Program(context, source).build(options=options)
     except cl.Error as exc:
-        lines = [line.strip() for line in str(exc).splitlines() if "error" in line.lower()]
-        first = next((line for line in lines if "build" not in line.lower()), str(exc))
         raise BuildError(f"{device.label()}: the OpenCL compiler failed on the {_title(source)}"
-                         f" kernel ({first.strip()[:200]})") from exc
+                         f" kernel ({first_error(exc)})") from exc
 
 
 def kernel(program, name: str, device):

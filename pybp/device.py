@@ -15,7 +15,7 @@ from dataclasses import dataclass
 import numpy as np
 import pyopencl as cl
 
-from . import implementations, profiles
+from . import codegen, implementations, profiles
 
 ENV_DEVICE = "PYBP_DEVICE"
 
@@ -203,13 +203,6 @@ class Probe:
     timers: bool = True
 
 
-def _first_error(exc) -> str:
-    """The line of a build log or OpenCL error worth showing: the first that says error."""
-    lines = [line.strip() for line in str(exc).splitlines() if line.strip()]
-    errors = [line for line in lines if "error" in line.lower() and "build" not in line.lower()]
-    return (errors or lines or [type(exc).__name__])[0][:200]
-
-
 def _count_reference(n: int) -> np.ndarray:
     value = np.arange(PROBE_ITEMS, dtype=np.float32)
     for _ in range(min(n, 64)):  # converged to 2.0 long before
@@ -223,7 +216,7 @@ def _run_probe(cl_device) -> Probe:
         try:
             program = cl.Program(context, _COUNT_SOURCE).build()
         except cl.Error as exc:
-            return Probe(False, f"cannot build kernels ({_first_error(exc)})")
+            return Probe(False, f"cannot build kernels ({codegen.first_error(exc)})")
         queue = cl.CommandQueue(context, properties=cl.command_queue_properties.PROFILING_ENABLE)
         count = cl.Kernel(program, "count")
         out = np.zeros(PROBE_ITEMS, np.float32)
@@ -242,7 +235,7 @@ def _run_probe(cl_device) -> Probe:
         seconds = (event.profile.end - event.profile.start) * 1e-9
         return Probe(True, timers=bool(seconds >= 0.1 * wall))
     except cl.Error as exc:
-        return Probe(False, f"cannot run kernels ({_first_error(exc)})")
+        return Probe(False, f"cannot run kernels ({codegen.first_error(exc)})")
 
 
 _PROBES = {}  # device pointer -> Probe: once per process; on disk once per device and driver

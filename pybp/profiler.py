@@ -138,8 +138,8 @@ def architecture(device: DeviceDescription) -> Architecture:
 FALLBACK_ORDER = ("alu", "multiproj", "locality", "standard")
 
 
-def fallbacks(device: DeviceDescription, failed: str) -> list:
-    """Kernel families to try, in order, instead of ``failed`` on ``device``."""
+def fallbacks(failed: str) -> list:
+    """Kernel families to try, in order, instead of ``failed``."""
     return [kernel for kernel in FALLBACK_ORDER if kernel != failed]
 
 

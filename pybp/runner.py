@@ -160,7 +160,7 @@ class Backprojector:
             if forced:
                 raise RuntimeError(f"{where}: the {params.key()} kernel gives wrong results on "
                                    f"this device ({known['verdict']}); choose another kernel")
-            for kernel in profiler.fallbacks(self.device, params.kernel):
+            for kernel in profiler.fallbacks(params.kernel):
                 try:
                     other = Plan.create(plan.geometry, self.device, self.formats, width,
                                         self.interpolation, self.precision, kernel, None,
