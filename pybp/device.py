@@ -292,7 +292,7 @@ def usable_devices(found=None, warn=True) -> list:
         if verdict.usable:
             usable.append(device)
         elif warn:
-            warnings.warn(f"pybp: skipping {_label(device, _all_devices())}: {verdict.why}",
+            warnings.warn(f"pybp: skipping {_label(device, found)}: {verdict.why}",
                           RuntimeWarning, stacklevel=3)
     return usable
 

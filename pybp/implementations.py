@@ -35,7 +35,6 @@ class Implementation:
     # Whether commands may be enqueued from several threads at once (pybp.pipeline).
     threads: bool = True
     build_options: tuple = ()  # given to every build of pybp's kernels (pybp.codegen)
-    note: str = ""
 
 
 # First match wins; keep the catch-all last.
@@ -45,16 +44,13 @@ IMPLEMENTATIONS = (
     # stops a kernel at LLVM's `freeze` ("Unsupported instruction"), which the
     # optimiser brings in for a division and remainder of one value: unoptimised builds.
     Implementation("Oclgrind", "oclgrind", simulator=True, threads=False,
-                   build_options=("-cl-opt-disable",),
-                   note="a simulator that checks kernels (races, uninitialised reads)"),
-    Implementation("PoCL", "portable computing language", rank=1,
-                   note="faster than Intel's CPU runtime on the default kernels"),
-    Implementation("Intel CPU runtime", "intel(r) opencl", rank=2,
-                   note="builds on every x86-64 CPU, unlike PoCL 3.0"),
+                   build_options=("-cl-opt-disable",)),
+    Implementation("PoCL", "portable computing language", rank=1),
+    Implementation("Intel CPU runtime", "intel(r) opencl", rank=2),
     # Mesa 22.3: every kernel's CL_KERNEL_WORK_GROUP_SIZE reads 32 (its SIMD width),
-    # reqd_work_group_size(256) kernels included, which then run at 256 as asked.
-    Implementation("rusticl", "rusticl", rank=3, kernel_limits=False,
-                   note="profiling timestamps near 1 ns: timed by the wall clock"),
+    # reqd_work_group_size(256) kernels included, which then run at 256 as asked. (Its
+    # profiling timestamps, about 1 ns a kernel, are found out by pybp.device.probe.)
+    Implementation("rusticl", "rusticl", rank=3, kernel_limits=False),
     Implementation("other", ""),
 )
 

@@ -2,8 +2,7 @@
 amount of device work queued ahead, and waits in short sleeps.
 
 A running kernel cannot be stopped, and a thread blocked in ``clWaitForEvents`` or
-``clFinish`` sees ``KeyboardInterrupt`` only when the call returns (or, on some
-implementations, never: Debian's PoCL 3.1 ran on to the end): one 20000^2 slice
+``clFinish`` sees ``KeyboardInterrupt`` only when the call returns: one 20000^2 slice
 on a CPU device is a minute in one launch. So a slice is back-projected in tiles of
 rows (and columns), and sinogram rows are filtered in blocks, each launch about
 ``LAUNCH_SECONDS`` at the speed measured so far (the kernels take the launch's first
@@ -139,4 +138,7 @@ class Pacer:
                 self.rates[stage] = units / seconds
 
     def clear(self):
+        """Learn the rates of the launches that finished, then forget the rest (after
+        ``finish``, so the last launch of a call is timed too)."""
+        self._retire()
         self.in_flight.clear()

@@ -126,12 +126,12 @@ class Backprojector:
         return self.plan.params
 
     # ---- the first use of a parameter set on a device ----------------------------------
-    def _verdict(self, params) -> dict:
-        """Whether ``params`` gives right results on this device: from the device's
-        records, else by running the first-use case (``pybp.verify``) now."""
+    def _verdict(self, params, records) -> dict:
+        """Whether ``params`` gives right results on this device: from ``records`` (the
+        device's verdicts), else by running the first-use case (``pybp.verify``) now."""
         source = codegen.render(params) + codegen.render_pack(params)
         key = f"{params.key()}-{hashlib.sha1(source.encode()).hexdigest()[:12]}"
-        known = profiles.read_record(self.device, "verified").get(key)
+        known = records.get(key)
         if known is None:
             options = dict(context=self.context, interpolation=params.interpolation,
                            precision=params.storage, kernel=params.kernel,
@@ -151,9 +151,10 @@ class Backprojector:
         """``plan`` with each pass width's parameter set checked on its first use here;
         a set the profiler chose that fails is replaced by the first kernel family that
         passes (:func:`pybp.profiler.fallbacks`)."""
+        records = profiles.read_record(self.device, "verified")  # one read for all widths
         for width, pass_plan in sorted(plan.passes.items()):
             params = pass_plan.params
-            known = self._verdict(params)
+            known = self._verdict(params, records)
             if known["passed"]:
                 continue
             where = self.device.label()
@@ -168,7 +169,7 @@ class Backprojector:
                 except ValueError:
                     continue
                 replacement = other.passes[width].params
-                if self._verdict(replacement)["passed"]:
+                if self._verdict(replacement, records)["passed"]:
                     warnings.warn(f"pybp: the {params.key()} kernel gives wrong results on "
                                   f"{where} ({known['verdict']}); using "
                                   f"{replacement.key()} instead", RuntimeWarning, stacklevel=4)
