@@ -4,6 +4,7 @@
 >>> angles = np.linspace(0, np.pi, 180, endpoint=False)
 >>> slice_ = pybp.fbp(sinogram, angles)            # doctest: +SKIP
 >>> volume = pybp.reconstruct(projections, angles, flats, darks)  # doctest: +SKIP
+>>> center = pybp.find_center(projections, angles, flats, darks)  # doctest: +SKIP
 
 The names below load their modules (and pyopencl) on first use, so that the ``pybp``
 command can answer Ctrl-C during its start-up with one line.
@@ -15,7 +16,7 @@ __version__ = "0.1.0"
 
 _HOMES = {"Backprojector": "runner", "backproject": "runner", "fbp": "runner",
           "skimage_options": "runner", "reconstruct": "volume", "Reconstructor": "volume",
-          "devices": "device", "FILTERS": "filters"}
+          "devices": "device", "FILTERS": "filters", "find_center": "centre"}
 __all__ = sorted(_HOMES)
 
 

@@ -7,7 +7,7 @@ import sys
 def run():
     try:
         from .cli import main
-    except KeyboardInterrupt:
+    except KeyboardInterrupt:  # main notes Ctrl-C from its first line
         print("pybp: interrupted", file=sys.stderr)
         sys.exit(130)
     sys.exit(main())

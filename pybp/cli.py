@@ -8,6 +8,7 @@ import argparse
 import importlib.util
 import platform
 import shlex
+import signal
 import sys
 import time
 import warnings
@@ -306,7 +307,44 @@ def _setting_options(parser):
                         help="texel storage (default: all)")
 
 
+class _Interrupts:
+    """SIGINT noted as well as raised, from the first line of ``main``: an interrupt
+    that some library swallowed (raised inside a destructor or a callback) still ends
+    the command with status 130 instead of being lost."""
+
+    def __init__(self):
+        self.count = 0
+        self.previous = None
+
+    def _handle(self, signum, frame):
+        self.count += 1
+        raise KeyboardInterrupt
+
+    def __enter__(self):
+        try:
+            self.previous = signal.signal(signal.SIGINT, self._handle)
+        except ValueError:  # not the main thread: Python's own handling
+            self.previous = None
+        return self
+
+    def __exit__(self, *exc):
+        if self.previous is not None:
+            signal.signal(signal.SIGINT, self.previous)
+
+
 def main(argv=None):
+    with _Interrupts() as interrupts:
+        try:
+            code = _main(argv)
+        except KeyboardInterrupt:
+            code = None
+        if code is None or (interrupts.count and code == 0):
+            print("pybp: interrupted", file=sys.stderr)
+            code = cli_files.EXIT_INTERRUPTED
+        return code
+
+
+def _main(argv):
     # PoCL's compiler notes (an unroll hint it did not take) are not the user's concern.
     warnings.filterwarnings("ignore", message="Non-empty compiler output")
     argv = sys.argv[1:] if argv is None else list(argv)

@@ -4,7 +4,6 @@ slices on disk (pybp/io), with the axis found (pybp/centre.py)."""
 from __future__ import annotations
 
 import argparse
-import errno
 import hashlib
 import sys
 import time
@@ -16,8 +15,13 @@ from . import __version__, centre
 from .filters import FILTERS, PADDINGS
 from .imagefile import contact_sheet, display_range, label, to_8bit, write_png
 from .io.readers import open_scan
+from .device import select_device
+from .geometry import Geometry
+from .io.readers import ANGLE_UNITS
 from .io.writers import (
     DTYPES,
+    STORAGE_ERRORS,
+    WriteError,
     check_output_file,
     check_output_path,
     open_output,
@@ -31,6 +35,10 @@ from .volume import reconstruct
 
 EXIT_INTERRUPTED = 130
 SHEET_TILE = 256  # pixels of one slice on the contact sheet
+MAX_SWEEP = 400   # centres one --center-sweep may try (each a PNG)
+# Data with no flats and darks whose sampled values are all at least 1 with a median
+# above this look like raw counts, not transmissions or line integrals.
+RAW_COUNTS_MEDIAN = 100
 
 
 class HelpFormatter(argparse.RawDescriptionHelpFormatter):
@@ -73,14 +81,18 @@ def _sweep(text):
         a, b, step = (float(v) for v in text.split(":"))
     except ValueError:
         raise ValueError(f"center-sweep: expected FIRST:LAST:STEP, got {text!r}") from None
-    if step <= 0 or b < a:
+    if not (np.isfinite([a, b, step]).all() and step > 0 and b >= a):
         raise ValueError(f"center-sweep: expected FIRST <= LAST and STEP > 0, got {text!r}")
-    return np.arange(a, b + step / 2, step)
+    count = int((b - a) / step + 1.5)
+    if count > MAX_SWEEP:
+        raise ValueError(f"center-sweep: {text} is {count} centres, more than {MAX_SWEEP}; "
+                         "sweep a narrower range or a larger step (then refine)")
+    return a + step * np.arange(count)
 
 
 def _open(args):
     scan = open_scan(args.input, flats=args.flats, darks=args.darks, angles=args.angles,
-                     angle_range=args.angle_range)
+                     angle_range=args.angle_range, angle_unit=args.angle_unit)
     n_rows = scan.shape[1]
     rows = _range(args.rows, "rows", n_rows) if args.rows else (0, n_rows)
     return scan, rows
@@ -98,11 +110,19 @@ def _estimate(args, scan, rows):
                                                  scan.shape[2]))
     tick = time.perf_counter()
     found = centre.estimate_center(scan.projections, scan.angles, scan.flats, scan.darks,
-                                   rows, search, log=not args.no_log)
+                                   rows, search, log=not args.no_log,
+                                   device=getattr(args, "device", None))
     seconds = time.perf_counter() - tick
-    cross = found["registration"]
-    text = (f"center: {found['center']:.2f} (Vo's method, rows around {found['row']}; "
-            f"{seconds:.1f} s)")
+    vo, refined, cross = found["vo"], found["refined"], found["registration"]
+    if refined is None:
+        how = (f"Vo's method, rows around {found['row']}; the sample is wider than the "
+               "field of view, so not refined by the slice")
+    elif abs(refined - vo) > centre.AGREE_PIXELS:
+        how = (f"the least negative slice, rows around {found['row']}; Vo's method gave "
+               f"{vo:.2f}: they disagree, check with --center-sweep")
+    else:
+        how = f"Vo's method refined by the least negative slice, rows around {found['row']}"
+    text = f"center: {found['center']:.2f} ({how}; {seconds:.1f} s)"
     if cross is not None:
         text += f"; registration of the 0 and 180 degree projections: {cross:.2f}"
         if abs(cross - found["center"]) > centre.DISAGREE_PIXELS:
@@ -112,16 +132,34 @@ def _estimate(args, scan, rows):
 
 def cmd_center(args):
     with _open(args)[0] as scan:
+        _check_counts(args, scan)
         rows = _range(args.rows, "rows", scan.shape[1]) if args.rows else None
         _, text = _estimate(args, scan, rows)
         print(text)
     return 0
 
 
+def _check_counts(args, scan):
+    """Refuse raw counts taken for normalised data: with no flats and darks, values
+    are taken as transmissions (``-log``) or, with ``--no-log``, line integrals."""
+    if scan.flats is not None or args.no_log or args.normalised:
+        return
+    n_angles, n_rows, _ = scan.shape
+    sample = np.asarray(scan.projections[::max(1, n_angles // 16), n_rows // 2], np.float64)
+    median = float(np.median(sample))
+    if np.all(sample >= 1) and median > RAW_COUNTS_MEDIAN:
+        raise ValueError(f"input: {scan.source['projections']} has no flats or darks and its "
+                         f"values look like raw counts (all >= 1, median {median:.6g}); give "
+                         "--flats and --darks, or --normalised if they are flat-field "
+                         "corrected transmissions (-log is taken), or --no-log if they are "
+                         "line integrals")
+
+
 def _metadata(args, scan, rows, center):
     n_bins = scan.shape[2]
     digest = hashlib.sha1(np.ascontiguousarray(scan.angles, np.float64).tobytes()).hexdigest()
-    return dict(input=str(Path(args.input).resolve()), center=round(float(center), 6),
+    return dict(input=str(Path(args.input).resolve()), input_sha1=scan.fingerprint(),
+                center=float(center),  # exactly (JSON keeps every bit): resume is bit for bit
                 first_row=rows[0], rows=list(rows), angles_sha1=digest, n_angles=scan.shape[0],
                 angle_span_degrees=float(np.degrees(np.ptp(scan.angles))),
                 filter=args.filter, padding=args.padding, interpolation=args.interpolation,
@@ -135,6 +173,8 @@ def _center_sweep(args, scan, rows):
     sheet in the folder ``args.output``."""
     folder = Path(args.output)
     candidates = _sweep(args.center_sweep)
+    for c in (candidates[0], candidates[-1]):
+        Geometry.create(scan.shape[2], scan.angles, c)  # the axis on the detector
     names = [folder / f"center_{c:.2f}.png" for c in candidates] + [folder / "contact_sheet.png"]
     if not args.overwrite and any(p.exists() for p in names):
         raise FileExistsError(f"output: {folder} already holds a centre sweep; pass --overwrite")
@@ -189,18 +229,44 @@ def _cluster(args):
         raise OSError(f"scheduler: cannot reach {args.scheduler}: {exc}") from None
 
 
-def _describe_devices(args):
-    if args.devices and not args.scheduler:
+def _check_devices(args):
+    """The devices asked for, found and able to build kernels, before any file is made."""
+    if args.scheduler:
+        return
+    if args.devices:
         from .distributed import device_list
 
         names = [d.name for d in device_list(args.devices)]
         _say(args, f"devices: {len(names)} ({', '.join(names)})")
+    else:
+        select_device(args.device)
+
+
+def _center(args, scan, rows, stored):
+    """The axis: a number, the one of the run being resumed, or estimated."""
+    if args.center != "auto":
+        try:
+            return float(args.center)
+        except ValueError:
+            raise ValueError(f"center: expected a number or 'auto', got {args.center!r}") \
+                from None
+    if stored and "center" in stored:
+        _say(args, f"center: {stored['center']:.2f} (from the run being resumed)")
+        return float(stored["center"])
+    center, text = _estimate(args, scan, rows)
+    _say(args, text)
+    return center
 
 
 def cmd_reconstruct(args):
-    if not args.center_sweep:  # before any work
-        check_output_path(args.output, args.overwrite, args.resume)
+    """Everything is checked (output, devices, scheduler, centre, free space) before the
+    output is made; a run that fails before its first slice removes what it made."""
+    inputs = (args.input, args.flats, args.darks, args.angles)
+    if not args.center_sweep:
+        check_output_path(args.output, args.overwrite, args.resume, inputs)
         _check_cluster(args)
+    else:
+        _sweep(args.center_sweep)
     if args.preview:
         check_output_file(args.preview, args.overwrite, (".png",), "--preview")
     scan, rows = _open(args)
@@ -209,63 +275,42 @@ def cmd_reconstruct(args):
         _say(args, f"input: {scan.source['projections']} ({scan.source['format']}): "
                    f"{n_angles} projections of {scan.shape[1]} x {n_bins}, rows "
                    f"{rows[0]}..{rows[1] - 1}")
+        _check_counts(args, scan)
         if args.center_sweep:
             return _center_sweep(args, scan, rows)
-        check_output_path(args.output, args.overwrite, args.resume)
+        _check_devices(args)
         stored = stored_metadata(args.output) if args.resume else None
-        if args.center != "auto":
-            try:
-                center = float(args.center)
-            except ValueError:
-                raise ValueError(f"center: expected a number or 'auto', got {args.center!r}") \
-                    from None
-        elif stored and "center" in stored:
-            center = stored["center"]
-            _say(args, f"center: {center:.2f} (from the run being resumed)")
-        else:
-            center, text = _estimate(args, scan, rows)
-            _say(args, text)
+        center = _center(args, scan, rows, stored)
+        Geometry.create(n_bins, scan.angles, center)  # the axis on the detector
         n = rows[1] - rows[0]
-        output = open_output(args.output, (n, n_bins, n_bins), args.dtype,
-                             _metadata(args, scan, rows, center), overwrite=args.overwrite,
-                             resume=args.resume)
-        client = None
+        metadata = _metadata(args, scan, rows, center)
+        client = _cluster(args)
         try:
-            missing = int((~output.done).sum())
-            runs = output.remaining(align=max(SLICES_PER_PASS))
-            todo = sum(b - a for a, b in runs)
-            if missing < n:
-                _say(args, f"resume: {n - missing} of {n} slices are already in {args.output}")
-            _describe_devices(args)
-            client = _cluster(args)
-            options = dict(center=center, filter=args.filter, padding=args.padding,
-                           interpolation=args.interpolation, precision=args.precision,
-                           slices_per_pass=args.slices_per_pass, circle=args.circle)
-            tick = time.perf_counter()
-            for a, b in runs:
-                if client is not None:
-                    _on_cluster(args, client, scan, output, rows, a, b, options)
-                    continue
-                reconstruct(scan.projections, scan.angles, scan.flats, scan.darks,
-                            rows=(rows[0] + a, rows[0] + b), out=output.view(a, b),
-                            log=not args.no_log, progress=not args.quiet,
-                            chunk_slices=args.chunk_slices, device=args.device,
-                            devices=args.devices, **options)
-            seconds = time.perf_counter() - tick
-            output.finish()
-        except KeyboardInterrupt:
-            done = int(output.scan_done().sum())
-            print(f"pybp reconstruct: interrupted after {done} of {n} slices; the same "
-                  "command with --resume finishes the job", file=sys.stderr)
-            return EXIT_INTERRUPTED
-        except OSError as exc:
-            if exc.errno == errno.ENOSPC:
+            output = open_output(args.output, (n, n_bins, n_bins), args.dtype, metadata,
+                                 overwrite=args.overwrite, resume=args.resume, inputs=inputs)
+            try:
+                todo, seconds = _run(args, scan, rows, center, output, client)
+            except KeyboardInterrupt:
                 done = int(output.scan_done().sum())
-                raise OSError(f"output: the disk is full ({done} of {n} slices are complete); "
-                              "free some space and run again with --resume") from exc
-            raise
+                if not done and output.made:
+                    output.discard()
+                    print("pybp reconstruct: interrupted before the first slice; nothing "
+                          "was written", file=sys.stderr)
+                else:
+                    print(f"pybp reconstruct: interrupted after {done} of {n} slices; the "
+                          "same command with --resume finishes the job", file=sys.stderr)
+                return EXIT_INTERRUPTED
+            except OSError as exc:
+                if isinstance(exc, WriteError) or exc.errno in STORAGE_ERRORS:
+                    raise OSError(exc.errno, output.failure(exc)) from exc
+                output.discard()
+                raise
+            except BaseException:
+                output.discard()
+                raise
+            finally:
+                output.close()
         finally:
-            output.close()
             if client is not None:
                 cluster = client.cluster if args.scheduler == "local" else None
                 client.close()
@@ -278,6 +323,31 @@ def cmd_reconstruct(args):
         if args.preview:
             _say(args, f"preview: {write_preview(args.output, args.preview, args.overwrite)}")
     return 0
+
+
+def _run(args, scan, rows, center, output, client):
+    """The slices missing from ``output``; returns how many were made and the seconds."""
+    n = rows[1] - rows[0]
+    missing = int((~output.done).sum())
+    runs = output.remaining(align=max(SLICES_PER_PASS))
+    if missing < n:
+        _say(args, f"resume: {n - missing} of {n} slices are already in {args.output}")
+    options = dict(center=center, filter=args.filter, padding=args.padding,
+                   interpolation=args.interpolation, precision=args.precision,
+                   slices_per_pass=args.slices_per_pass, circle=args.circle)
+    tick = time.perf_counter()
+    for a, b in runs:
+        if client is not None:
+            _on_cluster(args, client, scan, output, rows, a, b, options)
+            continue
+        reconstruct(scan.projections, scan.angles, scan.flats, scan.darks,
+                    rows=(rows[0] + a, rows[0] + b), out=output.view(a, b),
+                    log=not args.no_log, progress=not args.quiet,
+                    chunk_slices=args.chunk_slices, device=args.device,
+                    devices=args.devices, **options)
+    seconds = time.perf_counter() - tick
+    output.finish()
+    return sum(b - a for a, b in runs), seconds
 
 
 def _on_cluster(args, client, scan, output, rows, a, b, options):
@@ -330,9 +400,18 @@ def _input_options(parser):
                        help="angles in even steps over DEG degrees from 0, e.g. 180 or 360 "
                             "(default: from the HDF5 file or --angles)")
     group.add_argument("--rows", metavar="A:B", help="detector rows A to B-1 (default: all)")
-    group.add_argument("--no-log", action="store_true",
-                       help="the data are already normalised line integrals: no flat/dark "
-                            "correction, no -log")
+    group.add_argument("--angle-unit", choices=ANGLE_UNITS,
+                       help="unit of --angles, --angle-range and of angles in a file that "
+                            "does not say (DXchange's theta, NXtomo without units) "
+                            "(default: degrees; a span under 6.3 is then refused as radians)")
+    normalised = group.add_mutually_exclusive_group()
+    normalised.add_argument("--no-log", action="store_true",
+                            help="the data are already normalised line integrals: no "
+                                 "flat/dark correction, no -log")
+    normalised.add_argument("--normalised", action="store_true",
+                            help="without flats and darks: the data are transmissions, "
+                                 "flat-field corrected already (-log is taken); needed when "
+                                 "their values look like raw counts")
 
 
 def _center_options(parser):

@@ -6,6 +6,8 @@ from __future__ import annotations
 import functools
 import os
 import tempfile
+import threading
+from collections import OrderedDict
 from importlib import resources
 from pathlib import Path
 
@@ -102,6 +104,11 @@ def render_normalize(raw_type: str, real: str = "float") -> str:
     return _render("normalize.cl.mako", raw_type=raw_type, real=real)
 
 
+KEPT_PROGRAMS = 64  # built programs kept for reuse (a few kernels per geometry)
+_PROGRAMS = OrderedDict()
+_PROGRAMS_LOCK = threading.Lock()
+
+
 class BuildError(RuntimeError):
     """A kernel the device's compiler rejected, or cannot launch: one line for the user."""
 
@@ -121,15 +128,28 @@ def first_error(exc) -> str:
 
 
 def build(context, source: str, device):
-    """Build ``source`` for ``device`` (a :class:`pybp.device.DeviceDescription`); a
-    compiler failure becomes one line naming the device, the kernel and the first error
-    of the log (``--debug`` shows the whole)."""
+    """Build ``source`` for ``device`` (a :class:`pybp.device.DeviceDescription`), or
+    take it from the programs built in this process (:data:`KEPT_PROGRAMS` of them, so
+    a one-shot ``pybp.fbp`` builds nothing the second time); a compiler failure becomes
+    one line naming the device, the kernel and the first error of the log (``--debug``
+    shows the whole)."""
     options = list(implementations.named(device.implementation).build_options)
+    key = (context.int_ptr, source, tuple(options))
+    with _PROGRAMS_LOCK:
+        if key in _PROGRAMS:
+            _PROGRAMS.move_to_end(key)
+            return _PROGRAMS[key][1]
     try:
-        return cl.Program(context, source).build(options=options)
+        program = cl.Program(context, source).build(options=options)
     except cl.Error as exc:
         raise BuildError(f"{device.label()}: the OpenCL compiler failed on the {_title(source)}"
-                         f" kernel ({first_error(exc)})") from exc
+                         f" kernel ({first_error(exc)}); choose another device (see `pybp "
+                         "devices`)") from exc
+    with _PROGRAMS_LOCK:
+        _PROGRAMS[key] = (context, program)  # the context kept alive with its key
+        while len(_PROGRAMS) > KEPT_PROGRAMS:
+            _PROGRAMS.popitem(last=False)
+    return program
 
 
 def kernel(program, name: str, device):

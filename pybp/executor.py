@@ -128,7 +128,8 @@ class Executor:
         self._circle = None
         self._scratch = None  # rows filtered by direct convolution, before they go back
         if circle:
-            self._circle = cl.Buffer(self.context, flags, hostbuf=g.circle_columns())
+            radius = None if circle is True else float(circle)
+            self._circle = cl.Buffer(self.context, flags, hostbuf=g.circle_columns(radius))
         self.memory = None
         self.slots = []
         for width in plan.passes:  # a build error comes before any work
@@ -289,8 +290,13 @@ class Executor:
 
     def clipped(self, slot: int) -> int:
         """How many values the normalisation of the slot's last downloaded chunk replaced
-        (see FLOOR_TRANSMISSION)."""
-        return int(self.slots[slot].clipped_host[0]) if self.raw_dtype is not None else 0
+        (see FLOOR_TRANSMISSION); with ``log=False`` any (NaN or Inf) is an error."""
+        count = int(self.slots[slot].clipped_host[0]) if self.raw_dtype is not None else 0
+        if count and not self.log:
+            raise ValueError(f"projections: {count} values of a chunk are NaN or Inf; with "
+                             "log=False the values are back-projected as they are: replace "
+                             "them first (numpy.nan_to_num), or pass flats and darks")
+        return count
 
     def _filter_rows(self, s, count, stop):
         """The FBP filter over the chunk's sinogram rows, in blocks paced by

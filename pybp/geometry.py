@@ -137,12 +137,12 @@ class Geometry:
         lands on the detector at every angle when ``center +- r`` does."""
         return float(min(self.center.min(), self.n_bins - 1 - self.center.max())) + 0.5
 
-    def circle_columns(self) -> np.ndarray:
+    def circle_columns(self, radius=None) -> np.ndarray:
         """Per slice row, ``[first, stop)`` of the columns inside the reconstruction
-        circle (``fx^2 + fy^2 <= radius^2``), int32 ``(ny, 2)``; an empty row is
-        ``[0, 0)``."""
+        circle (``fx^2 + fy^2 <= radius^2``; ``radius`` by default
+        :meth:`circle_radius`), int32 ``(ny, 2)``; an empty row is ``[0, 0)``."""
         fx, fy = self.pixel_offsets()
-        radius = self.circle_radius()
+        radius = self.circle_radius() if radius is None else radius
         half = np.sqrt(np.maximum(radius ** 2 - fy ** 2, 0.0))
         first = np.searchsorted(fx, -half, side="left")
         stop = np.searchsorted(fx, half, side="right")
@@ -255,4 +255,8 @@ def check_output(out, shape, name="out"):
         raise TypeError(f"{name}: expected a floating-point array, got dtype {out.dtype}")
     if isinstance(out, np.ndarray) and not out.flags.writeable:
         raise ValueError(f"{name}: the array is read-only")
+    mode = getattr(getattr(out, "file", None), "mode", None)  # an h5py dataset's file
+    if mode == "r":
+        raise ValueError(f"{name}: the HDF5 file {out.file.filename} is open read-only; "
+                         "open it with mode 'r+' or 'a'")
     return out

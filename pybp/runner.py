@@ -5,6 +5,8 @@ caller's output."""
 from __future__ import annotations
 
 import hashlib
+import os
+import threading
 import warnings
 
 import numpy as np
@@ -24,15 +26,48 @@ def _choice(name, value, choices):
     return value
 
 
+_CONTEXTS = {}  # one context per device for the calls that give none: programs are kept
+_CONTEXTS_LOCK = threading.Lock()
+HOST_MEMORY_SHARE = 0.5  # of this machine's memory, the most one slice may take
+
+
 def open_device(device=None, context=None, queue=None):
     """``(cl_device, context, queue or None)`` from what the caller gave: a queue, a
-    context, or a device choice (see :func:`pybp.device.select_device`)."""
+    context, or a device choice (see :func:`pybp.device.select_device`; its context is
+    made once per process, so that built programs are reused)."""
     if queue is not None:
         return queue.device, queue.context, queue
     if context is not None:
         return context.devices[0], context, None
     cl_device = select_device(device)
-    return cl_device, cl.Context([cl_device]), None
+    with _CONTEXTS_LOCK:
+        key = cl_device.int_ptr
+        if key not in _CONTEXTS:
+            _CONTEXTS[key] = cl.Context([cl_device])
+        return cl_device, _CONTEXTS[key], None
+
+
+def host_memory() -> int:
+    """Bytes of memory of this machine."""
+    try:
+        return os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES")
+    except (ValueError, OSError, AttributeError):
+        return 1 << 62  # unknown: not checked
+
+
+def _check_host_memory(geometry, named_shape):
+    """One slice, one sinogram and the filter's padded rows on the host, within
+    :data:`HOST_MEMORY_SHARE` of its memory (before anything of that size is made)."""
+    ny, nx = geometry.slice_shape
+    padded = 2 ** int(np.ceil(np.log2(2 * geometry.n_bins)))
+    need = 4 * (ny * nx + geometry.n_angles * geometry.n_bins) + 16 * padded
+    total = host_memory()
+    if need > HOST_MEMORY_SHARE * total:
+        name = "slice_shape" if named_shape else "n_bins"
+        raise ValueError(f"{name}: one {ny}x{nx} slice from {geometry.n_angles}x"
+                         f"{geometry.n_bins} sinograms needs {need / 2 ** 30:.1f} GiB of host "
+                         f"memory; this machine has {total / 2 ** 30:.1f} GiB: reconstruct a "
+                         "smaller slice_shape, or a region of it with slice_offset")
 
 
 class Backprojector:
@@ -86,6 +121,11 @@ class Backprojector:
                  context=None, queue=None, filter_method="auto", circle=False, verify=True):
         self.geometry = Geometry.create(n_bins, angles, center, slice_shape, slice_offset,
                                         angle_weights)
+        _check_host_memory(self.geometry, slice_shape is not None)  # before the plan's
+        if filter is not None and len(np.unique(self.geometry.angles)) < 2:
+            raise ValueError("angles: a filtered back-projection needs projections at two "
+                             "distinct angles at least")
+        self._closed = False
         self.interpolation = _choice("interpolation", interpolation, INTERPOLATIONS)
         self.precision = _choice("precision", precision, STORAGES)
         self.kernel = _choice("kernel", kernel, ("auto",) + KERNELS)
@@ -115,7 +155,7 @@ class Backprojector:
         self._result_bound = scaling.result_bound(self.geometry.n_angles, weights, gain)
         self.executor = Executor(self.plan, self.device, self.context, queue, self.filter,
                                  self.padding, weights, filter_method=filter_method,
-                                 circle=bool(circle))
+                                 circle=_circle(circle))
         self.queue = self.executor.queue
         self.last_kernel_seconds = 0.0  # back-projection launches of the last call
         self.last_filter_seconds = 0.0  # FBP filtering of the last call
@@ -182,6 +222,9 @@ class Backprojector:
         return plan
 
     def __call__(self, sinograms, out=None):
+        if self._closed:
+            raise RuntimeError("Backprojector: closed (by close() or its with block); make "
+                               "a new one")
         stack, single, peaks = as_sinogram_stack(sinograms, self.geometry)
         g = self.geometry
         scaling.check_range(peaks * self._result_bound)
@@ -213,7 +256,9 @@ class Backprojector:
         return out
 
     def close(self):
-        """Release device memory now (also on leaving a ``with`` block)."""
+        """Release device memory now (also on leaving a ``with`` block); calling it
+        after is an error."""
+        self._closed = True
         self.executor.close()
 
     def __enter__(self):
@@ -242,18 +287,33 @@ def check(options, case: verify.Case = verify.CHECK):
     return verify.judge(small(data), data, small.geometry, small.params), small
 
 
+def _circle(circle):
+    """``circle``: False, True (the reconstruction circle) or a radius in pixels."""
+    if isinstance(circle, (bool, np.bool_)):
+        return bool(circle)
+    try:
+        radius = float(circle)
+    except (TypeError, ValueError):
+        raise TypeError(f"circle: expected True, False or a radius in pixels, got "
+                        f"{circle!r}") from None
+    if not radius > 0 or not np.isfinite(radius):
+        raise ValueError(f"circle: expected a positive radius in pixels, got {circle!r}")
+    return radius
+
+
 def skimage_options(n_bins: int) -> dict:
     """Options that reconstruct a ``skimage.transform.radon`` sinogram of ``n_bins``
     bins on scikit-image's grid: its axis at bin ``n_bins // 2``, its slice centred on
     that pixel (half a pixel from pybp's default for an even ``n_bins``), and zero
-    outside the reconstruction circle, as ``iradon(circle=True)``::
+    outside the circle ``iradon(circle=True)`` keeps (radius ``n_bins // 2`` about that
+    pixel)::
 
         sinogram = radon(image, theta)                    # (n_bins, n_angles), degrees
         slice_ = pybp.fbp(sinogram.T, np.radians(theta), **pybp.skimage_options(len(sinogram)))
     """
     n_bins = _positive_int(n_bins, "n_bins")
     shift = (n_bins - 1) / 2 - n_bins // 2  # -0.5 for an even size, 0 for an odd one
-    return dict(center=n_bins // 2, slice_offset=(shift, shift), circle=True)
+    return dict(center=n_bins // 2, slice_offset=(shift, shift), circle=n_bins // 2)
 
 
 def _n_bins(sinograms):
@@ -283,5 +343,11 @@ def fbp(sinograms, angles, filter="ramp", **options):
     if filter is None:
         raise ValueError("filter: FBP needs a filter; use pybp.backproject for none")
     out = options.pop("out", None)
+    if isinstance(options.get("center"), str) and options["center"] == "auto":
+        from .centre import find_center  # centre uses this module: imported on demand
+
+        stack = np.asarray(sinograms)
+        rows = stack if stack.ndim == 2 else stack.mean(axis=0)
+        options["center"] = find_center(rows, angles, device=options.get("device"))
     with Backprojector(_n_bins(sinograms), angles, filter=filter, **options) as bp:
         return bp(sinograms, out=out)

@@ -14,6 +14,7 @@ of rows (:mod:`pybp.distributed`).
 
 from __future__ import annotations
 
+import operator
 import threading
 import time
 import warnings
@@ -47,9 +48,9 @@ def _row_range(rows, n_rows):
     if rows is None:
         return 0, n_rows
     try:
-        first, stop = (int(r) for r in rows)
+        first, stop = (operator.index(r) for r in rows)
     except (TypeError, ValueError):
-        raise ValueError(f"rows: expected (first, stop), got {rows!r}") from None
+        raise ValueError(f"rows: expected (first, stop), two integers, got {rows!r}") from None
     if not 0 <= first < stop <= n_rows:
         raise ValueError(f"rows: expected 0 <= first < stop <= {n_rows} (the projections' "
                          f"rows, axis 1), got ({first}, {stop})")
@@ -116,7 +117,9 @@ def reconstruct(projections, angles, flats=None, darks=None, center=None, rows=N
       ``-log`` of that: values that are not positive become 1e-6 first, not-a-number
       ones 1 (counted in one warning). ``log=False`` back-projects the values as they are
       (e.g. sinograms already taken the log of, as ``(n_angles, n_rows, n_bins)``).
-    - ``center``: the axis' detector column (default ``(n_bins - 1) / 2``).
+    - ``center``: the axis' detector column (default ``(n_bins - 1) / 2``), or
+      ``"auto"``: found from the data by :func:`pybp.find_center` (Vo's method refined
+      by the least negative slice).
     - ``out``: where slices go (NumPy array, memmap, h5py dataset), of shape
       ``(stop - first, ny, nx)``, or ``(n_rows, ny, nx)`` for slices to land at their own
       row; float dtype. Nothing is written before every argument has been checked.
@@ -146,6 +149,11 @@ def reconstruct(projections, angles, flats=None, darks=None, center=None, rows=N
     if np.ndim(angles) != 1 or len(angles) != n_angles:
         raise ValueError(f"angles: expected one per projection ({n_angles}, axis 0 of "
                          f"projections), got {np.shape(angles)}")
+    if isinstance(center, str) and center == "auto":
+        from .centre import find_center  # centre uses the runner: imported on demand
+
+        center = find_center(projections, angles, flats, darks, rows, log=log,
+                             device=device if devices is None and client is None else None)
     tick = time.perf_counter()
     made = Reconstructor(n_bins, angles, center, filter=filter, padding=padding, device=device,
                          devices=devices, client=client, context=context, queue=queue,

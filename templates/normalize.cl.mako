@@ -41,6 +41,11 @@ __kernel void sinograms_from_projections(
             atomic_inc(clipped);
         }
         value = -log(value);
+    } else if (!isfinite(value)) {
+        // Values as given: a NaN or Inf would spread over the slice. Count them; the
+        // caller refuses the chunk before any slice of it is written.
+        value = 0;
+        atomic_inc(clipped);
     }
     sinograms[((size_t)row * n_angles + angle) * n_bins + bin] = (float)value;
 }

@@ -50,7 +50,9 @@ N_BINS, N_ANGLES, SHAPE = 24, 20, (20, 36)
 
 
 def case(name):
-    """Mark where a case starts, on both streams: Oclgrind's reports follow on stderr."""
+    """Mark where a case starts, on both streams: Oclgrind's reports follow on stderr.
+    Each case has a context of its own, as before pybp kept one per device."""
+    runner._CONTEXTS.clear()
     print("CASE", name, flush=True)
     print("CASE", name, file=sys.stderr, flush=True)
 

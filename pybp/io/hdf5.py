@@ -135,9 +135,12 @@ def _find_class(group, nx_class, having):
 
 
 def _degrees_or_radians(dataset):
-    units = _text(dataset.attrs.get("units", "degree")).lower()
+    """Radians, and whether degrees were assumed (no ``units`` attribute)."""
+    units = dataset.attrs.get("units")
     values = np.asarray(dataset[()], np.float64).ravel()
-    return values if units.startswith("rad") else np.deg2rad(values)
+    if units is not None and _text(units).lower().startswith("rad"):
+        return values, False
+    return np.deg2rad(values), units is None
 
 
 def _open_nxtomo(h5file, path, entry):
@@ -158,7 +161,7 @@ def _open_nxtomo(h5file, path, entry):
     if len(samples) != 1:
         raise ValueError(f"input: NXtomo entry /{entry} of {path} has "
                          f"{'no' if not samples else len(samples)} NXsample with rotation_angle")
-    angles = _degrees_or_radians(group[samples[0]]["rotation_angle"])
+    angles, assumed = _degrees_or_radians(group[samples[0]]["rotation_angle"])
     if len(keys) != data.shape[0] or len(angles) != data.shape[0]:
         raise ValueError(f"input: /{entry} of {path}: {data.shape[0]} frames, "
                          f"{len(keys)} image keys, {len(angles)} rotation angles")
@@ -170,7 +173,9 @@ def _open_nxtomo(h5file, path, entry):
     return Scan(Frames(data, projections), angles[projections],
                 Frames(data, flats) if len(flats) else None,
                 Frames(data, darks) if len(darks) else None,
-                source=dict(format="NXtomo", projections=where))
+                source=dict(format="NXtomo", projections=where,
+                            angles=f"{path}:/{entry}/{samples[0]}/rotation_angle"),
+                angles_assumed_degrees=assumed)
 
 
 def _open_dxchange(h5file, path):
@@ -180,9 +185,12 @@ def _open_dxchange(h5file, path):
     group = h5file["exchange"]
     theta = group.get("theta")
     data = direct_rows(group["data"]) or group["data"]
-    return Scan(data, None if theta is None else np.deg2rad(np.asarray(theta[()], np.float64)),
-                group.get("data_white"), group.get("data_dark"),
-                source=dict(format="DXchange", projections=f"{path}:/exchange/data"))
+    # DXchange's theta is in degrees; a units attribute, where there is one, says so
+    angles, assumed = _degrees_or_radians(theta) if theta is not None else (None, False)
+    return Scan(data, angles, group.get("data_white"), group.get("data_dark"),
+                source=dict(format="DXchange", projections=f"{path}:/exchange/data",
+                            angles=f"{path}:/exchange/theta"),
+                angles_assumed_degrees=assumed)
 
 
 def open_hdf5(path, entry=None):

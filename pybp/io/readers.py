@@ -10,17 +10,22 @@ file gives a ``ValueError`` that lists what the file holds.
 from __future__ import annotations
 
 import glob
+import hashlib
 import os
 import re
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from pathlib import Path
+from struct import error as struct_error
 
 import numpy as np
 
 HDF5_SUFFIXES = (".h5", ".hdf5", ".hdf", ".nxs", ".nx", ".cxi")
 TIFF_SUFFIXES = (".tif", ".tiff")
 READ_THREADS = 8  # TIFF files read at once (one file per projection)
+ANGLE_UNITS = ("deg", "rad")
+# Degrees that span no more than this look like radians (a full turn is 6.28 radians).
+RADIAN_SPAN = 2 * np.pi * 1.01
 
 
 def _need(module):
@@ -41,12 +46,24 @@ class Scan:
     flats: object = None
     darks: object = None
     source: dict = field(default_factory=dict)
+    angles_assumed_degrees: bool = False  # read from a place that does not say the unit
     files: list = field(default_factory=list)
     opened_with: dict = field(default_factory=dict)  # open_scan's arguments, paths absolute
 
     @property
     def shape(self):
         return tuple(int(n) for n in self.projections.shape)
+
+    def fingerprint(self) -> str:
+        """A hash of the data's shape and type and of its first, middle and last
+        projections and first flat and dark: a resumed run refuses input that changed."""
+        digest = hashlib.sha1(repr((self.shape, str(self.projections.dtype))).encode())
+        n = self.shape[0]
+        frames = [self.projections[i] for i in sorted({0, n // 2, n - 1})]
+        frames += [f[0] for f in (self.flats, self.darks) if f is not None]
+        for frame in frames:
+            digest.update(np.ascontiguousarray(frame).tobytes())
+        return digest.hexdigest()
 
     def close(self):
         for f in self.files:
@@ -109,9 +126,8 @@ class TiffStack:
     chunk of rows)."""
 
     def __init__(self, files, name):
-        tifffile = _need("tifffile")
         self.files, self.name = list(files), name
-        with tifffile.TiffFile(self.files[0]) as tif:
+        with _tiff(self.files[0], name) as tif:
             page = tif.pages[0]
             shape, self.dtype = tuple(page.shape), np.dtype(page.dtype)
         if len(shape) != 2:
@@ -127,8 +143,7 @@ class TiffStack:
         """``(offset, shape, dtype)`` of file ``i``'s image when it is stored
         uncompressed in one piece, else ``(None, shape, dtype)``."""
         if self._offsets[i] is None:
-            tifffile = _need("tifffile")
-            with tifffile.TiffFile(self.files[i]) as tif:
+            with _tiff(self.files[i], self.name) as tif:
                 page = tif.pages[0]
                 plain = page.is_contiguous and np.dtype(page.dtype).isnative
                 offset = page.dataoffsets[0] if plain else None
@@ -141,7 +156,8 @@ class TiffStack:
             raise ValueError(f"{self.name}: {self.files[i]} is {shape} {dtype}, the first "
                              f"file {self.shape[1:]} {self.dtype}")
         if offset is None:
-            return _need("tifffile").imread(self.files[i])[rows]
+            with _tiff(self.files[i], self.name) as tif:
+                return tif.pages[0].asarray()[rows]
         first, stop, step = rows.indices(shape[0])
         stop = max(first, stop)
         data = np.fromfile(self.files[i], dtype, count=(stop - first) * shape[1],
@@ -167,21 +183,69 @@ class TiffStack:
         return out[:, 0] if squeeze else out
 
 
-def read_angles(path=None, angle_range=None, n_angles=None, name="angles"):
-    """Radians from a text file of degrees (one per line), or ``n_angles`` even steps
-    over ``angle_range`` degrees."""
+class _tiff:
+    """``tifffile.TiffFile`` of one image, a file it cannot read a ``ValueError`` that
+    names it (not tifffile's ``IndexError`` of a truncated file)."""
+
+    def __init__(self, path, name):
+        self.path, self.name, self.tif = path, name, None
+
+    def __enter__(self):
+        try:
+            self.tif = _need("tifffile").TiffFile(self.path)
+            self.tif.pages[0]
+        except (OSError, ValueError, IndexError, KeyError, EOFError, struct_error) as exc:
+            if self.tif is not None:
+                self.tif.close()
+            raise ValueError(f"{self.name}: cannot read {self.path} as a TIFF image "
+                             f"({exc or type(exc).__name__})") from None
+        return self.tif
+
+    def __exit__(self, kind, exc, traceback):
+        self.tif.close()
+        if kind is not None and issubclass(kind, (IndexError, KeyError, EOFError, struct_error)):
+            raise ValueError(f"{self.name}: cannot read {self.path} as a TIFF image "
+                             f"({exc or kind.__name__})") from None
+
+
+def read_angles(path=None, angle_range=None, n_angles=None, name="angles", unit=None):
+    """Radians from a text file (one angle per line), or ``n_angles`` even steps over
+    ``angle_range``; both in ``unit`` (``"deg"`` or ``"rad"``; None: degrees, and
+    :func:`check_angles` then asks about a span that looks like radians)."""
+    scale = 1.0 if unit == "rad" else np.pi / 180
     if path is not None:
         try:
-            degrees = np.loadtxt(path, dtype=np.float64, ndmin=1)
+            values = np.loadtxt(path, dtype=np.float64, ndmin=1)
         except (OSError, ValueError) as exc:
             raise ValueError(f"{name}: cannot read {path}: {exc}") from None
-        if len(degrees) != n_angles:
-            raise ValueError(f"{name}: {path} has {len(degrees)} angles; the projections are "
-                             f"{n_angles}")
-        return np.deg2rad(degrees)
-    if not angle_range or angle_range <= 0:
-        raise ValueError(f"angle-range: expected a positive number of degrees, got {angle_range}")
-    return np.deg2rad(np.arange(n_angles) * (float(angle_range) / n_angles))
+        if len(values) != n_angles:
+            raise ValueError(f"{name}: {path} has {len(values)} angles for {n_angles} "
+                             "projections; give one angle per projection, in the "
+                             "projections' order")
+        return values * scale
+    if angle_range is None or not np.isfinite(angle_range) or angle_range <= 0:
+        raise ValueError(f"angle-range: expected a positive number of "
+                         f"{'radians' if unit == 'rad' else 'degrees'}, got {angle_range}")
+    return np.arange(n_angles) * (float(angle_range) * scale / n_angles)
+
+
+def check_angles(angles, where, assumed_degrees):
+    """Angles (radians) that can be reconstructed: numbers, two distinct values at
+    least, and, where degrees were assumed, a span that does not look like radians."""
+    angles = np.asarray(angles, np.float64)
+    bad = int((~np.isfinite(angles)).sum())
+    if bad:
+        raise ValueError(f"angles: {bad} of the {len(angles)} angles in {where} are not "
+                         "numbers (NaN or Inf)")
+    if len(np.unique(angles)) < 2:
+        raise ValueError(f"angles: {where} holds {len(np.unique(angles))} distinct angle(s); "
+                         "a reconstruction needs projections at two angles at least")
+    span = float(np.degrees(np.ptp(angles)))
+    if assumed_degrees and span <= RADIAN_SPAN:
+        raise ValueError(f"angles: {where} spans {span:.4g}, read as degrees (its unit is "
+                         "not given); that looks like radians: pass --angle-unit rad, or "
+                         f"--angle-unit deg if the scan covers {span:.4g} degrees")
+    return angles
 
 
 def _open_npy(path, name):
@@ -200,12 +264,19 @@ def _frames_from(spec, name):
     return TiffStack(tiff_files(text, name), name)
 
 
-def open_scan(path, flats=None, darks=None, angles=None, angle_range=None) -> Scan:
+def open_scan(path, flats=None, darks=None, angles=None, angle_range=None,
+              angle_unit=None) -> Scan:
     """Open a scan: ``path`` is an HDF5 file (DXchange or NXtomo; ``FILE:/ENTRY`` picks
     one NXtomo entry), a ``.npy`` stack ``(n_angles, n_rows, n_bins)``, or a folder or
     glob of TIFF projections. ``flats`` and ``darks`` (``.npy``, TIFF folder or glob)
     replace or supply the references; ``angles`` (text file, degrees) or ``angle_range``
-    (degrees, even steps from 0) replace or supply the angles."""
+    (even steps from 0) replace or supply the angles, in degrees or, with
+    ``angle_unit="rad"``, radians; ``angle_unit`` also says the unit of angles in a
+    file that does not (DXchange's theta, NXtomo without units). Where degrees are
+    assumed, angles spanning less than a full turn's radians are refused."""
+    if angle_unit not in (None,) + ANGLE_UNITS:
+        raise ValueError(f"angle-unit: expected one of {', '.join(ANGLE_UNITS)}, got "
+                         f"{angle_unit!r}")
     text = str(path)
     entry = None
     if ":/" in text and not os.path.exists(text):
@@ -226,21 +297,24 @@ def open_scan(path, flats=None, darks=None, angles=None, angle_range=None) -> Sc
         raise ValueError(f"input: {text}: expected an HDF5 file ({', '.join(HDF5_SUFFIXES)}), "
                          f"a .npy file, or a folder or glob of TIFF files")
     try:
-        _complete(scan, flats, darks, angles, angle_range)
+        _complete(scan, flats, darks, angles, angle_range, angle_unit)
     except BaseException:
         scan.close()
         raise
     absolute = {name: None if value is None else os.path.abspath(str(value))
                 for name, value in dict(path=path, flats=flats, darks=darks, angles=angles).items()}
-    scan.opened_with = dict(absolute, angle_range=angle_range)  # for workers on other hosts
+    scan.opened_with = dict(absolute, angle_range=angle_range, angle_unit=angle_unit)  # for workers on other hosts
     return scan
 
 
-def _complete(scan, flats, darks, angles, angle_range):
+def _complete(scan, flats, darks, angles, angle_range, angle_unit):
     shape = scan.projections.shape
     if len(shape) != 3:
         raise ValueError(f"input: expected projections (n_angles, n_rows, n_bins), got shape "
                          f"{tuple(shape)}")
+    if 0 in shape:
+        raise ValueError(f"input: {scan.source['projections']} holds no projections (shape "
+                         f"{tuple(shape)})")
     if flats is not None:
         scan.flats, scan.source["flats"] = _frames_from(flats, "flats"), str(flats)
     if darks is not None:
@@ -249,13 +323,27 @@ def _complete(scan, flats, darks, angles, angle_range):
         missing = "darks" if scan.darks is None else "flats"
         raise ValueError(f"{missing}: the input has {'flats' if missing == 'darks' else 'darks'} "
                          f"but no {missing}; give --{missing}")
+    for name in ("flats", "darks"):
+        frames = getattr(scan, name)
+        if frames is not None and (len(frames.shape) not in (2, 3)
+                                   or tuple(frames.shape[-2:]) != tuple(shape[1:])):
+            raise ValueError(f"{name}: frames of shape {tuple(frames.shape)} for projections "
+                             f"of {tuple(shape[1:])} (rows x bins)")
+    where = scan.source.get("angles", "the file")
     if angles is not None or angle_range is not None:
-        scan.angles = read_angles(angles, angle_range, shape[0])
-        scan.source["angles"] = str(angles) if angles is not None else f"0..{angle_range} deg"
+        scan.angles = read_angles(angles, angle_range, shape[0], unit=angle_unit)
+        unit = "rad" if angle_unit == "rad" else "deg"
+        where = str(angles) if angles is not None else f"--angle-range {angle_range}"
+        scan.source["angles"] = str(angles) if angles is not None else f"0..{angle_range} {unit}"
+        scan.angles_assumed_degrees = angle_unit is None
+    elif scan.angles is not None and scan.angles_assumed_degrees and angle_unit is not None:
+        if angle_unit == "rad":
+            scan.angles = np.degrees(scan.angles)  # the file's values were radians
+        scan.angles_assumed_degrees = False
     elif scan.angles is None:
         raise ValueError(f"angles: {scan.source['format']} input has no angles; give "
                          "--angles FILE (degrees, one per line) or --angle-range DEG")
     elif len(scan.angles) != shape[0]:
         raise ValueError(f"angles: the file has {len(scan.angles)} angles for {shape[0]} "
-                         "projections")
-    scan.angles = np.asarray(scan.angles, np.float64)
+                         "projections; give one per projection with --angles FILE")
+    scan.angles = check_angles(scan.angles, where, scan.angles_assumed_degrees)
