@@ -14,7 +14,7 @@ import importlib
 
 __version__ = "0.1.0"
 
-_HOMES = {"Backprojector": "runner", "backproject": "runner", "fbp": "runner",
+_HOMES = {"Backprojector": "runner", "backproject": "oneshot", "fbp": "oneshot",
           "skimage_options": "runner", "reconstruct": "volume", "Reconstructor": "volume",
           "devices": "device", "FILTERS": "filters", "find_center": "centre"}
 __all__ = sorted(_HOMES)

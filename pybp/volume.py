@@ -23,6 +23,7 @@ from concurrent.futures import Future, ThreadPoolExecutor
 import numpy as np
 
 from . import filters, pipeline
+from .centre import find_center
 from .executor import raw_dtype
 from .geometry import Geometry, check_output
 from .params import SLICES_PER_PASS
@@ -150,8 +151,6 @@ def reconstruct(projections, angles, flats=None, darks=None, center=None, rows=N
         raise ValueError(f"angles: expected one per projection ({n_angles}, axis 0 of "
                          f"projections), got {np.shape(angles)}")
     if isinstance(center, str) and center == "auto":
-        from .centre import find_center  # centre uses the runner: imported on demand
-
         center = find_center(projections, angles, flats, darks, rows, log=log,
                              device=device if devices is None and client is None else None)
     tick = time.perf_counter()

@@ -739,9 +739,14 @@ def open_output(path, shape, dtype="float32", metadata=None, overwrite=False, re
     metadata = dict(metadata or {}, first_row=int((metadata or {}).get("first_row", 0)))
     try:
         json.dumps(metadata).encode()
-        os.fsencode(path)
     except (TypeError, ValueError) as exc:
         raise ValueError(f"output: cannot store what the slices are: {exc}") from None
+    if kind == "hdf5":
+        try:
+            str(Path(path).resolve()).encode("utf-8")
+        except UnicodeEncodeError:
+            raise ValueError(f"output: {os.fsencode(path)!r}: HDF5 needs a file name (and "
+                             "folder) in UTF-8; choose another name") from None
     n_bytes = int(np.prod(shape[1:])) * np.dtype(dtype).itemsize
     if not resume:
         check_free_space(Path(path) if kind == "tiff" else Path(path).parent, shape[0] * n_bytes)
