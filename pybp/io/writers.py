@@ -107,6 +107,10 @@ def _files_of(path: Path, kind: str) -> list:
     return files
 
 
+def _lock_path(path: Path, kind: str) -> Path:
+    return path / LOCK if kind == "tiff" else path.with_name(f".{path.name}{LOCK}")
+
+
 def _input_paths(spec):
     """The files and folders an input argument names (a glob: its folder and files)."""
     text = str(spec)
@@ -163,6 +167,8 @@ def check_output_path(path, overwrite=False, resume=False, inputs=()) -> str:
             raise FileExistsError(f"output: {path} is a folder; give a file name")
         existing = any(p.exists() for p in _files_of(path, kind))
         _writable_folder(path.parent, create=False)
+    if existing:
+        OutputLock(_lock_path(path, kind), path).check_free()
     if existing and not (overwrite or resume):
         found = path if kind == "tiff" else next(p for p in _files_of(path, kind) if p.exists())
         raise FileExistsError(f"output: {found} exists; pass --resume to finish it, or "
@@ -343,6 +349,23 @@ class OutputLock:
         os.write(fd, f"process {os.getpid()} on {socket.gethostname()}".encode())
         self.fd = fd
 
+    def check_free(self):
+        """Raise as :meth:`acquire` would if another process holds the lock; take
+        nothing (what :func:`check_output_path` asks before reading the output)."""
+        try:
+            fd = os.open(self.path, os.O_RDONLY)
+        except FileNotFoundError:
+            return
+        try:
+            if fcntl is None:
+                self._busy("")
+            try:
+                fcntl.flock(fd, fcntl.LOCK_SH | fcntl.LOCK_NB)
+            except BlockingIOError:
+                self._busy(os.pread(fd, 200, 0).decode(errors="replace").strip())
+        finally:
+            os.close(fd)
+
     def _busy(self, holder):
         raise FileExistsError(f"output: {self.output} is being written by another pybp "
                               f"{'(' + holder + ') ' if holder else ''}run; wait for it to "
@@ -500,7 +523,7 @@ class TiffFolder(Output):
         missing = [p for p in [folder, *folder.parents] if not p.exists()]
         _writable_folder(folder, create=True)
         self.made += missing[::-1]
-        self._lock(folder / LOCK)
+        self._lock(_lock_path(folder, "tiff"))
         self._remove_partial()
         description = json.dumps({k: self.metadata[k] for k in ("center", "filter", "input")
                                   if k in self.metadata})
@@ -555,7 +578,7 @@ class Hdf5File(Output):
     def open(self, resume=False):
         self.h5py = _need("h5py")
         self.partial = _partial(self.path)
-        self._lock(self.path.with_name(f".{self.path.name}{LOCK}"))
+        self._lock(_lock_path(self.path, "file"))
         if resume and self.path.exists() and not self.partial.exists():
             with self.h5py.File(self.path, "r") as f:
                 _check_same(_h5_metadata(f), self.metadata, self.path)
@@ -647,7 +670,7 @@ class NpyFile(Output):
         self.partial = _partial(self.path)
         self.record_path = self.path.with_name(self.path.name + ".partial.done")
         self.sidecar = _sidecar(self.path)
-        self._lock(self.path.with_name(f".{self.path.name}{LOCK}"))
+        self._lock(_lock_path(self.path, "file"))
         if resume and self.sidecar.exists() and (self.path.exists() or self.partial.exists()):
             _check_same(json.loads(self.sidecar.read_text()), self.metadata, self.path)
             if self.path.exists() and not self.partial.exists():
