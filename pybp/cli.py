@@ -332,12 +332,21 @@ class _Interrupts:
             signal.signal(signal.SIGINT, self.previous)
 
 
+def _one_line_warning(message, category, filename, lineno, file=None, line=None):
+    """Warnings as one line for the user, without the file and line of pybp's code."""
+    print(f"pybp: warning: {message}", file=sys.stderr if file is None else file)
+
+
 def main(argv=None):
+    shown = warnings.showwarning
+    warnings.showwarning = _one_line_warning
     with _Interrupts() as interrupts:
         try:
             code = _main(argv)
         except KeyboardInterrupt:
             code = None
+        finally:
+            warnings.showwarning = shown
         if code is None or (interrupts.count and code == 0):
             print("pybp: interrupted", file=sys.stderr)
             code = cli_files.EXIT_INTERRUPTED

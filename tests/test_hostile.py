@@ -465,3 +465,16 @@ def test_skimage_options_keep_iradons_circle():
             got[row, first:stop] = True
         y, x = np.mgrid[:n, :n] - n // 2
         np.testing.assert_array_equal(got, x ** 2 + y ** 2 <= (n // 2) ** 2)
+
+
+def test_warnings_are_one_line(scan, tmp_path, cl_device, capsys):  # noqa: F811
+    """Pixels whose flat equals their dark: pybp's warning as one line, not Python's
+    file-and-line form."""
+    flats = scan["flats"].copy()
+    flats[:, 2, 5] = scan["darks"][:, 2, 5]
+    np.save(tmp_path / "flats.npy", flats)
+    dx = make_input("dxchange", scan, tmp_path)[0]
+    code = run([dx, "--flats", str(tmp_path / "flats.npy"), "-o", str(tmp_path / "o")]
+               + device_args(cl_device, scan["center"]))[0]
+    err = capsys.readouterr().err.strip().splitlines()
+    assert code == 0 and len(err) == 1 and err[0].startswith("pybp: warning: projections:"), err
