@@ -1,7 +1,7 @@
 """Several devices of a host, and Dask workers, each running pipelines on slabs of rows
 (design section 3).
 
-On one host, :func:`device_list` names the devices and :class:`pybp.volume.Pipelines`
+On one host, :func:`device_list` names the devices and :class:`pybp.team.Pipelines`
 runs one pipeline per device from one shared source of rows. On a cluster, Dask
 distributed schedules the work: the rows are cut into slabs, one task per slab
 (:func:`reconstruct_on_cluster`); a worker runs its slab through the pipelines of its
@@ -29,6 +29,8 @@ import numpy as np
 import pyopencl as cl
 
 from .device import _all_devices, _device_type_name, _speed_rank, select_device, usable_devices
+from .pipeline import Progress
+from .team import Pipelines, geometry_of
 
 ENV_DEVICES = "PYBP_DEVICES"
 SLABS_PER_WORKER = 4  # tasks per worker: few enough that set-up stays small, enough to balance
@@ -125,7 +127,6 @@ def _worker_devices(worker):
 def _team(worker, setup):
     """The worker's pipelines for ``setup`` (kept between its tasks; made anew when the
     geometry or options change)."""
-    from .volume import Pipelines
 
     key = repr({k: (np.asarray(v).tobytes() if isinstance(v, np.ndarray) else v)
                 for k, v in sorted(setup.items())})
@@ -209,7 +210,7 @@ def release_workers(client, background=False):
 
 
 def reconstruct_on_cluster(client, setup, slab, scan=None, release=True) -> int:
-    """Reconstruct ``slab`` (the arguments of :meth:`pybp.volume.Pipelines.run`) on the
+    """Reconstruct ``slab`` (the arguments of :meth:`pybp.team.Pipelines.run`) on the
     workers of ``client``, a task per slab of rows; return how many values
     normalisation replaced. ``scan``: the arguments of ``open_scan`` for workers to
     read the projections themselves, with ``slab["out"]`` a picklable writer; else
@@ -217,8 +218,6 @@ def reconstruct_on_cluster(client, setup, slab, scan=None, release=True) -> int:
     workers free their pipelines when the last slab is done (False: they keep them
     for the next call with the same ``setup``, until :func:`release_workers`)."""
     distributed = _need_dask()
-    from .pipeline import Progress
-    from .volume import geometry_of
 
     if not client.scheduler_info()["workers"]:
         client.wait_for_workers(1, timeout=60)

@@ -8,7 +8,7 @@ import numpy as np
 
 from .. import reference
 from ..geometry import Geometry
-from .readers import _need
+from .scan import need
 
 ATTENUATION = 2.0  # largest line integral, so that the flats' counts stay well above dark
 
@@ -32,7 +32,7 @@ def phantom_scan(n_bins=256, n_rows=64, n_angles=None, span_degrees=180.0, axis_
 def write_dxchange(path, projections, flats, darks, degrees, overwrite=False):
     """A DXchange file: ``/exchange/data``, ``data_white``, ``data_dark`` and
     ``theta`` (degrees), projections chunked a frame at a time."""
-    h5py = _need("h5py")
+    h5py = need("h5py")
     with h5py.File(path, "w" if overwrite else "w-") as f:
         f.create_dataset("exchange/data", data=projections,
                          chunks=(1,) + projections.shape[1:])

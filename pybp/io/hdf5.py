@@ -8,7 +8,7 @@ from concurrent.futures import ThreadPoolExecutor
 
 import numpy as np
 
-from .readers import READ_THREADS, Frames, Scan, _need
+from .scan import READ_THREADS, Frames, Scan, need
 
 LISTED = 12  # datasets named in an error about a file's contents
 
@@ -195,7 +195,7 @@ def _open_dxchange(h5file, path):
 
 def open_hdf5(path, entry=None):
     """DXchange or NXtomo; ``entry`` names one NXtomo entry of several."""
-    h5py = _need("h5py")
+    h5py = need("h5py")
     try:
         h5file = h5py.File(path, "r")
     except OSError as exc:

@@ -10,97 +10,22 @@ file gives a ``ValueError`` that lists what the file holds.
 from __future__ import annotations
 
 import glob
-import hashlib
 import os
 import re
 from concurrent.futures import ThreadPoolExecutor
-from dataclasses import dataclass, field
 from pathlib import Path
 from struct import error as struct_error
 
 import numpy as np
 
+from .hdf5 import open_hdf5
+from .scan import READ_THREADS, Scan, need
+
 HDF5_SUFFIXES = (".h5", ".hdf5", ".hdf", ".nxs", ".nx", ".cxi")
 TIFF_SUFFIXES = (".tif", ".tiff")
-READ_THREADS = 8  # TIFF files read at once (one file per projection)
 ANGLE_UNITS = ("deg", "rad")
 # Degrees that span no more than this look like radians (a full turn is 6.28 radians).
 RADIAN_SPAN = 2 * np.pi * 1.01
-
-
-def _need(module):
-    try:
-        return __import__(module)
-    except ImportError:
-        raise RuntimeError(f"reading these files needs {module}: pip install \"pybp-opencl[io]\"") from None
-
-
-@dataclass
-class Scan:
-    """Projections ``(n_angles, n_rows, n_bins)``, their angles in radians, and flats
-    and darks ``(n_frames, n_rows, n_bins)`` (None for normalised data); ``source``
-    says where each came from. ``close()`` (or ``with``) closes the files."""
-
-    projections: object
-    angles: np.ndarray
-    flats: object = None
-    darks: object = None
-    source: dict = field(default_factory=dict)
-    angles_assumed_degrees: bool = False  # read from a place that does not say the unit
-    files: list = field(default_factory=list)
-    opened_with: dict = field(default_factory=dict)  # open_scan's arguments, paths absolute
-
-    @property
-    def shape(self):
-        return tuple(int(n) for n in self.projections.shape)
-
-    def fingerprint(self) -> str:
-        """A hash of the data's shape and type and of its first, middle and last
-        projections and first flat and dark: a resumed run refuses input that changed."""
-        digest = hashlib.sha1(repr((self.shape, str(self.projections.dtype))).encode())
-        n = self.shape[0]
-        frames = [self.projections[i] for i in sorted({0, n // 2, n - 1})]
-        frames += [f[0] for f in (self.flats, self.darks) if f is not None]
-        for frame in frames:
-            digest.update(np.ascontiguousarray(frame).tobytes())
-        return digest.hexdigest()
-
-    def close(self):
-        for f in self.files:
-            f.close()
-        self.files.clear()
-
-    def __enter__(self):
-        return self
-
-    def __exit__(self, *exc):
-        self.close()
-
-
-class Frames:
-    """Frames ``indices`` of a 3-D dataset (NXtomo keeps projections, flats and darks in
-    one), read as contiguous runs of frames: ``frames[:, rows]`` and ``frames[i]``."""
-
-    def __init__(self, dataset, indices):
-        self.dataset, self.indices = dataset, np.asarray(indices, np.int64)
-        self.shape = (len(self.indices),) + tuple(dataset.shape[1:])
-        self.dtype = dataset.dtype
-        breaks = np.flatnonzero(np.diff(self.indices) != 1) + 1
-        self.runs = [(int(run[0]), int(run[-1]) + 1)
-                     for run in np.split(self.indices, breaks) if len(run)]
-
-    def __len__(self):
-        return self.shape[0]
-
-    def __getitem__(self, key):
-        key = key if isinstance(key, tuple) else (key,)
-        head, rest = key[0], key[1:]
-        if isinstance(head, (int, np.integer)):
-            return self.dataset[(int(self.indices[head]),) + rest]
-        if head != slice(None):
-            raise IndexError("Frames: index the first axis with ':' or one integer")
-        parts = [np.asarray(self.dataset[(slice(a, b),) + rest]) for a, b in self.runs]
-        return np.concatenate(parts) if len(parts) > 1 else parts[0]
 
 
 def _natural_key(path):
@@ -192,7 +117,7 @@ class _tiff:
 
     def __enter__(self):
         try:
-            self.tif = _need("tifffile").TiffFile(self.path)
+            self.tif = need("tifffile").TiffFile(self.path)
             self.tif.pages[0]
         except (OSError, ValueError, IndexError, KeyError, EOFError, struct_error) as exc:
             if self.tif is not None:
@@ -285,8 +210,6 @@ def open_scan(path, flats=None, darks=None, angles=None, angle_range=None,
     if not any(ch in text for ch in "*?[") and not os.path.exists(text):
         raise ValueError(f"input: {text} does not exist")
     if suffix in HDF5_SUFFIXES:
-        from .hdf5 import open_hdf5
-
         scan = open_hdf5(text, entry)
     elif suffix == ".npy":
         scan = Scan(_open_npy(text, "input"), None, source=dict(format="npy", projections=text))

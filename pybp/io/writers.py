@@ -32,7 +32,8 @@ from pathlib import Path
 
 import numpy as np
 
-from .readers import HDF5_SUFFIXES, TiffStack, _need
+from .readers import HDF5_SUFFIXES, TiffStack
+from .scan import need
 
 try:
     import fcntl
@@ -484,7 +485,7 @@ class TiffSlices:
         return f"slice_{self.first_row + index:0{self.digits}d}.tif"
 
     def write(self, index, image):
-        tifffile = _need("tifffile")
+        tifffile = need("tifffile")
         buffer = io.BytesIO()
         tifffile.imwrite(buffer, _converted(image[None], self.dtype, self.first_row + index)[0],
                          description=self.description, photometric="minisblack", metadata=None)
@@ -518,7 +519,7 @@ class TiffFolder(Output):
     slices = None
 
     def open(self, resume=False):
-        _need("tifffile")
+        need("tifffile")
         folder = self.path
         missing = [p for p in [folder, *folder.parents] if not p.exists()]
         _writable_folder(folder, create=True)
@@ -576,7 +577,7 @@ class Hdf5File(Output):
     file = record = None
 
     def open(self, resume=False):
-        self.h5py = _need("h5py")
+        self.h5py = need("h5py")
         self.partial = _partial(self.path)
         self._lock(_lock_path(self.path, "file"))
         if resume and self.path.exists() and not self.partial.exists():
@@ -776,7 +777,7 @@ def open_output(path, shape, dtype="float32", metadata=None, overwrite=False, re
     output = KINDS[kind](path, shape, dtype, metadata)
     try:
         output.open(resume)
-        if kind == "tiff":
+        if resume and kind == "tiff":  # what is still to write (files reserve their space)
             check_free_space(output.path, int((~output.done).sum()) * n_bytes)
     except BaseException:
         output.close()
@@ -798,7 +799,7 @@ def stored_metadata(path):
             return json.loads(found.read_text()) if found.exists() else None
         for candidate in (_partial(path), path):
             if candidate.exists():
-                with _need("h5py").File(candidate, "r") as f:
+                with need("h5py").File(candidate, "r") as f:
                     return _h5_metadata(f)
     except (OSError, KeyError, ValueError):
         return None
@@ -821,7 +822,7 @@ def read_slices(path):
         metadata = json.loads(sidecar.read_text()) if sidecar.exists() else {}
         slices = np.load(path, mmap_mode="r")
     else:
-        h5file = _need("h5py").File(path, "r")
+        h5file = need("h5py").File(path, "r")
         if "slices" not in h5file:
             h5file.close()
             raise ValueError(f"input: {path} has no /slices dataset")
