@@ -93,17 +93,26 @@ def _bin(sinogram, factor):
 
 
 def half_turn(sinogram, angles):
-    """The rows of a 0-180 degree span (a 360 degree scan's first half), at most
-    :data:`MAX_ANGLES` of them (neighbours averaged)."""
+    """The rows of a 0-180 degree span (a 360 degree scan's first half) in angle order,
+    at most :data:`MAX_ANGLES` of them (neighbours averaged), and their angles."""
     angles = np.asarray(angles, np.float64)
     span = angles - angles.min()
-    keep = span < np.pi - 1e-9
-    sino = sinogram[keep][np.argsort(span[keep])]
+    keep = np.flatnonzero(span < np.pi - 1e-9)
+    keep = keep[np.argsort(span[keep])]
+    sino, kept = sinogram[keep], angles[keep]
     group = int(np.ceil(len(sino) / MAX_ANGLES))
     if group > 1:
         n = len(sino) // group * group
         sino = sino[:n].reshape(-1, group, sino.shape[1]).mean(axis=1)
-    return sino
+        kept = kept[:n].reshape(-1, group).mean(axis=1)
+    return sino, kept
+
+
+def _shadow(sinogram):
+    """Detector columns of the object's shadow: mean absorption above
+    :data:`SHADOW_LEVEL` of its largest."""
+    profile = np.abs(np.asarray(sinogram, np.float64)).mean(axis=0)
+    return np.flatnonzero(profile > SHADOW_LEVEL * profile.max())
 
 
 def default_window(sinogram):
@@ -116,8 +125,7 @@ def default_window(sinogram):
     best. Within the detector less :data:`EDGE_MARGIN` at each edge."""
     n_bins = sinogram.shape[1]
     low, high = EDGE_MARGIN * (n_bins - 1), (1 - EDGE_MARGIN) * (n_bins - 1)
-    profile = np.abs(sinogram).mean(axis=0)
-    shadow = np.flatnonzero(profile > SHADOW_LEVEL * profile.max())
+    shadow = _shadow(sinogram)
     if len(shadow):
         left, right = shadow[0] > 0, shadow[-1] < n_bins - 1  # edges on the detector
         mirror_low, mirror_high = shadow[-1] / 2.0, (n_bins - 1 + shadow[0]) / 2.0
@@ -139,7 +147,7 @@ def vo_center(sinogram, angles, search=None) -> float:
     or 360 degree scan. ``search=(low, high)`` bounds it (default:
     :func:`default_window`)."""
     sinogram = np.asarray(sinogram, np.float64)
-    sino = half_turn(sinogram, angles)
+    sino, _ = half_turn(sinogram, angles)
     low, high = search if search is not None else default_window(sino)
     coarse_sino = ndimage.gaussian_filter(sino, (3, 1), mode="reflect")
     fine_sino = ndimage.gaussian_filter(sino, (2, 2), mode="reflect")
@@ -189,9 +197,8 @@ def _shifted(sinogram, shifts):
 def truncated(sinogram) -> bool:
     """Whether the object's shadow reaches an edge of the detector (a sample wider than
     the field of view), from the rows' mean absorption."""
-    profile = np.abs(np.asarray(sinogram, np.float64)).mean(axis=0)
-    shadow = np.flatnonzero(profile > SHADOW_LEVEL * profile.max())
-    return not len(shadow) or shadow[0] == 0 or shadow[-1] == len(profile) - 1
+    shadow = _shadow(sinogram)
+    return not len(shadow) or shadow[0] == 0 or shadow[-1] == np.shape(sinogram)[1] - 1
 
 
 def refine_center(sinogram, angles, guess, span=REFINE_SPAN, device=None):
@@ -199,21 +206,17 @@ def refine_center(sinogram, angles, guess, span=REFINE_SPAN, device=None):
     ``-log``; a mean of rows is fine) has the least negative mass, or None for a sample
     wider than the field of view (its slice's negative values come from the
     truncation, not the axis). Made from the first half turn (a wrong axis doubles
-    edges into crescents there), rows smoothed by :data:`REFINE_SMOOTH` column and the
+    edges into crescents there; :func:`half_turn`), rows smoothed by :data:`REFINE_SMOOTH` column and the
     Hann window, so that noise does not hide the crescents: trial axes every
     ``REFINE_STEPS[0]`` pixel, then every ``REFINE_STEPS[1]`` about the best, and the
     vertex of a parabola through the best three. Each trial is the sinogram shifted to
     one axis, all back-projected in one call (rows padded with their edge values; pixels
-    outside the reconstruction circle left out). At most :data:`MAX_ANGLES` angles and
-    :data:`REFINE_BINS` columns are used."""
+    outside the reconstruction circle left out). At most :data:`REFINE_BINS` columns
+    are used (wider rows binned)."""
     sinogram = np.asarray(sinogram, np.float64)
     if truncated(sinogram):
         return None
-    angles = np.asarray(angles, np.float64)
-    span_from_first = angles - angles.min()
-    half = np.flatnonzero(span_from_first < np.pi - 1e-9)
-    half = half[np.argsort(span_from_first[half])][::int(np.ceil(len(half) / MAX_ANGLES))]
-    sinogram, angles = sinogram[half], angles[half]
+    sinogram, angles = half_turn(sinogram, angles)
     factor = int(np.ceil(sinogram.shape[1] / REFINE_BINS))
     binned = ndimage.gaussian_filter1d(_bin(sinogram, factor), REFINE_SMOOTH, axis=1)
     to_binned = lambda c: (c - (factor - 1) / 2.0) / factor  # noqa: E731
@@ -253,7 +256,10 @@ def find_center(data, angles, flats=None, darks=None, rows=None, search=None, lo
         volume = pybp.reconstruct(projections, angles, flats, darks, center=center)
     """
     if np.ndim(data) == 2:
-        sinogram = np.asarray(data, np.float64)
+        try:
+            sinogram = np.asarray(data, np.float64)
+        except (TypeError, ValueError):
+            raise TypeError(f"data: expected real numbers, got {np.asarray(data).dtype}") from None
         if not np.isfinite(sinogram).all():
             raise ValueError("data: contains NaN or Inf")
         angles = _checked_angles(angles, sinogram.shape[0])

@@ -82,7 +82,8 @@ class Backprojector:
     detector, ``(n_bins - 1) / 2`` (scalar, or one value per angle); slices of
     ``slice_shape`` (default ``(n_bins, n_bins)``) centred on the axis, moved by
     ``slice_offset`` ``(rows, columns)`` pixels. ``circle=True`` zeroes the pixels
-    outside the reconstruction circle (those some projection did not see), as
+    outside the reconstruction circle (those some projection did not see; a number:
+    outside that radius in pixels about the axis), as
     scikit-image's ``iradon`` does. scikit-image's ``radon`` puts the axis at
     ``n_bins // 2`` and the slice centre on that pixel: for an even ``n_bins`` that is
     half a pixel from pybp's default; :func:`pybp.skimage_options` gives the options
@@ -132,6 +133,7 @@ class Backprojector:
         _choice("slices_per_pass", slices_per_pass, ("auto",) + SLICES_PER_PASS)
         self.filter = None if filter is None else _choice("filter", filter, filters.FILTERS)
         self.padding = _choice("padding", padding, filters.PADDINGS)
+        circle = _circle(circle)
         if self.filter is None and padding != "zero":
             raise ValueError("padding: pads the rows of the FBP filter; give a filter too")
         self.progress = progress
@@ -155,7 +157,7 @@ class Backprojector:
         self._result_bound = scaling.result_bound(self.geometry.n_angles, weights, gain)
         self.executor = Executor(self.plan, self.device, self.context, queue, self.filter,
                                  self.padding, weights, filter_method=filter_method,
-                                 circle=_circle(circle))
+                                 circle=circle)
         self.queue = self.executor.queue
         self.last_kernel_seconds = 0.0  # back-projection launches of the last call
         self.last_filter_seconds = 0.0  # FBP filtering of the last call

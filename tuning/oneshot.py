@@ -8,23 +8,13 @@ each from the phantom, and whether the circles of ``skimage_options`` and
 """
 
 import argparse
-import time
 
 import numpy as np
 from skimage.data import shepp_logan_phantom
 from skimage.transform import iradon, radon, resize
 
 import pybp
-
-
-def median_seconds(call, repeats):
-    call()
-    times = []
-    for _ in range(repeats):
-        tick = time.perf_counter()
-        call()
-        times.append(time.perf_counter() - tick)
-    return float(np.median(times))
+from host_copies import seconds as median_seconds  # tuning/host_copies.py
 
 
 def main():
