@@ -14,9 +14,10 @@ import importlib
 
 __version__ = "0.1.0"
 
-_HOMES = {"Backprojector": "runner", "backproject": "oneshot", "fbp": "oneshot",
-          "skimage_options": "runner", "reconstruct": "volume", "Reconstructor": "volume",
-          "devices": "device", "FILTERS": "filters", "find_center": "centre"}
+_HOMES = {"Backprojector": "api.sinograms", "backproject": "api.oneshot", "fbp": "api.oneshot",
+          "skimage_options": "api.sinograms", "reconstruct": "api.volumes",
+          "Reconstructor": "api.volumes", "devices": "cl.device", "FILTERS": "stages.filters",
+          "find_center": "centre"}
 __all__ = sorted(_HOMES)
 
 

@@ -6,7 +6,7 @@ import sys
 
 def run():
     try:
-        from .cli import main
+        from pybp.cli.commands import main
     except KeyboardInterrupt:  # main notes Ctrl-C from its first line
         print("pybp: interrupted", file=sys.stderr)
         sys.exit(130)

@@ -21,7 +21,7 @@ from __future__ import annotations
 import numpy as np
 from scipy import ndimage
 
-from .runner import Backprojector
+from pybp.api.sinograms import Backprojector
 
 COARSE_BINS = 256      # detector columns of the coarse search
 MAX_ANGLES = 720       # sinogram rows used by the metric (more are averaged in groups)

@@ -28,9 +28,9 @@ import uuid
 import numpy as np
 import pyopencl as cl
 
-from .device import _all_devices, _device_type_name, _speed_rank, select_device, usable_devices
-from .pipeline import Progress
-from .team import Pipelines, geometry_of
+from pybp.cl.device import _all_devices, _device_type_name, _speed_rank, select_device, usable_devices
+from pybp.stream.pipeline import Progress
+from pybp.stream.team import Pipelines, geometry_of
 
 ENV_DEVICES = "PYBP_DEVICES"
 SLABS_PER_WORKER = 4  # tasks per worker: few enough that set-up stays small, enough to balance
@@ -172,7 +172,7 @@ def _run_slab(source, setup, first, stop, offset, log, chunk_slices):
             projections, flats, darks, out = (arrays[k] for k in
                                               ("projections", "flats", "darks", "out"))
         else:
-            from .io.readers import open_scan
+            from pybp.io.readers import open_scan
 
             scan = open_scan(**source[1])
             projections, flats, darks, out = scan.projections, scan.flats, scan.darks, source[2]

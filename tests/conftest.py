@@ -8,8 +8,8 @@ import zlib
 import numpy as np
 import pytest
 
-from pybp import verify
-from pybp.device import describe, select_device
+from pybp.parallel import verify
+from pybp.cl.device import describe, select_device
 
 
 @functools.lru_cache(maxsize=1)
@@ -26,7 +26,7 @@ def cpu_runtimes():
     other; just the test device on a GPU machine or where PYBP_DEVICE is set."""
     import os
 
-    from pybp import device
+    from pybp.cl import device
     if device_is_gpu() or os.environ.get("PYBP_DEVICE"):
         return (os.environ.get("PYBP_DEVICE", ""),)
     found = {}

@@ -15,8 +15,9 @@ import numpy as np
 import pyopencl.characterize
 
 import pybp
-from pybp import reference, runner, verify
-from pybp.geometry import Geometry
+from pybp.parallel import reference, verify
+from pybp.api import sinograms as runner
+from pybp.geometry.parallel import Geometry
 
 _nv = pyopencl.characterize.nv_compute_capability
 

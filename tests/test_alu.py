@@ -7,9 +7,9 @@ import pytest
 from conftest import assert_verified
 
 import pybp
-from pybp import reference, verify
-from pybp.geometry import Geometry
-from pybp.params import ROUNDINGS, SLICES_PER_PASS
+from pybp.parallel import reference, verify
+from pybp.geometry.parallel import Geometry
+from pybp.parallel.params import ROUNDINGS, SLICES_PER_PASS
 
 N_BINS, N_ANGLES = 72, 50
 ALU_SHAPES = [dict(square=64, items=256, items_per_row=32),   # n_q = 16

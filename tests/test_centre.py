@@ -6,8 +6,9 @@ import pytest
 from scipy import ndimage
 
 import pybp
-from pybp import centre, reference
-from pybp.geometry import Geometry
+from pybp import centre
+from pybp.parallel import reference
+from pybp.geometry.parallel import Geometry
 from pybp.io.demo import phantom_scan
 
 CENTER_TOLERANCE = 0.25  # pixels (issue 9): Vo's method

@@ -10,9 +10,9 @@ import pyopencl as cl
 import pytest
 
 import pybp
-from pybp import codegen
-from pybp.cli import main
-from pybp.params import TextureParams
+from pybp.cl import codegen
+from pybp.cli.commands import main
+from pybp.parallel.params import TextureParams
 
 
 def test_templates_found_where_pybp_is():
@@ -97,7 +97,7 @@ def test_render_offers_every_field_of_the_parameter_sets(capsys):
     """`pybp render` derives its options from the dataclasses: nothing to keep in step."""
     from dataclasses import fields
 
-    from pybp.params import AluParams
+    from pybp.parallel.params import AluParams
 
     with pytest.raises(SystemExit):
         main(["render", "--help"])

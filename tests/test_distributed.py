@@ -18,8 +18,9 @@ import pytest
 import tifffile
 
 import pybp
-from pybp import cli, pipeline
-from pybp.bench_pipeline import make_scan
+from pybp.cli import commands as cli
+from pybp.stream import pipeline
+from pybp.bench.volume import make_scan
 from pybp.distributed import SLAB_ALIGN, device_list, slabs
 
 distributed = pytest.importorskip("distributed")
@@ -54,7 +55,7 @@ def test_flat_field_means_in_blocks_shared_by_pipelines(scan, one_device, cl_dev
     pipelines asking for them: the volume is still one device's; the means of a chunk
     are those of its rows."""
     per_row = 2 * 3 * 2 * N_BINS  # darks and flats, 3 frames each, of uint16
-    monkeypatch.setattr(pybp.pipeline, "REFERENCE_BYTES", 3 * per_row)
+    monkeypatch.setattr(pipeline, "REFERENCE_BYTES", 3 * per_row)
     two = pybp.reconstruct(**scan, devices=[cl_device, cl_device], chunk_slices=4,
                            progress=False)
     np.testing.assert_array_equal(two, one_device)

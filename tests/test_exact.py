@@ -9,7 +9,7 @@ import pytest
 from conftest import assert_verified, real_sizes
 
 import pybp
-from pybp.params import SLICES_PER_PASS
+from pybp.parallel.params import SLICES_PER_PASS
 
 N_ANGLES = 64
 N_ROWS = 32  # rows of the slice the reference computes: spread over the whole slice

@@ -9,9 +9,10 @@ import pytest
 from conftest import assert_verified
 
 import pybp
-from pybp import filters, reference
-from pybp.device import describe
-from pybp.geometry import Geometry
+from pybp.stages import filters
+from pybp.parallel import reference
+from pybp.cl.device import describe
+from pybp.geometry.parallel import Geometry
 
 N = 129  # odd: skimage's rotation centre n//2 is ours, (n-1)/2
 

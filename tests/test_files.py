@@ -15,8 +15,9 @@ import pytest
 import tifffile
 
 import pybp
-from pybp import cli, reference
-from pybp.geometry import Geometry
+from pybp.cli import commands as cli
+from pybp.parallel import reference
+from pybp.geometry.parallel import Geometry
 from pybp.io import open_scan
 from pybp.io.demo import phantom_scan, write_dxchange
 

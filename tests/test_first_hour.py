@@ -17,9 +17,13 @@ import pytest
 from conftest import cpu_runtimes, device_is_gpu
 
 import pybp
-from pybp import cli, pacing, profiler, profiles, runner
-from pybp.device import describe
-from pybp.plan import MemoryPlan, Plan
+from pybp.cli import commands as cli
+from pybp.cl import pacing, profiles
+from pybp.parallel import profiler
+from pybp.tune import search
+from pybp.api import sinograms as runner
+from pybp.cl.device import describe
+from pybp.parallel.plan import MemoryPlan, Plan
 
 LONG = 3072  # a slice that takes tens of seconds on PoCL with 2 cores
 # On a GPU the slice takes milliseconds: tuning/interrupt_latency.py measures there.
@@ -202,7 +206,7 @@ def test_auto_takes_a_measured_width_over_an_unmeasured_default(cl_device, tmp_p
 
 def test_tune_schedule_times_every_default_first():
     settings = [(1, "linear", "float"), (4, "nearest", "half")]
-    order = pybp.tuning.schedule(settings, ("texture", "alu"), "alu")
+    order = search.schedule(settings, ("texture", "alu"), "alu")
     assert order[:2] == [(settings[0], None), (settings[1], None)]
     assert order[2][1]["kernel"] == "alu" and len({str(o) for o in order}) == len(order)
 
@@ -304,7 +308,8 @@ def test_circle_zeroes_outside_and_keeps_inside(cl_device, rng):
 def test_filter_by_convolution_in_blocks_matches_fft(cl_device, rng, monkeypatch):
     """Direct convolution filters blocks of rows into scratch memory (never in place:
     its work-groups read whole rows that others write), here in many small launches."""
-    from pybp import executor, reference
+    from pybp.stream import executor
+    from pybp.parallel import reference
 
     angles = np.linspace(0, np.pi, 90, endpoint=False)
     stack = rng.standard_normal((3, 90, 256)).astype(np.float32)

@@ -8,8 +8,8 @@ import pytest
 from conftest import assert_verified
 
 import pybp
-from pybp import reference
-from pybp.geometry import GAP_FACTOR, Geometry
+from pybp.parallel import reference
+from pybp.geometry.parallel import GAP_FACTOR, Geometry
 
 
 def test_skimage_radon_reconstructs_upright(cl_device):

@@ -7,8 +7,9 @@ import numpy as np
 import pytest
 
 import pybp
-from pybp import reference, scaling, verify
-from pybp.geometry import Geometry
+from pybp.parallel import reference, verify
+from pybp.stages import halfscale as scaling
+from pybp.geometry.parallel import Geometry
 
 SCALES = (1e-6, 1e-5, 1e-4, 1e-3, 1e-2, 1.0, 1e2, 1e4)
 

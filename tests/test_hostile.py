@@ -352,7 +352,7 @@ def test_early_ctrl_c_is_one_line_and_never_lost(scan, dx, tmp_path, cl_device):
 
 def test_interrupts_swallowed_by_a_library_are_not_lost(monkeypatch, capsys):
     """An interrupt that something caught and dropped still ends the command as one."""
-    from pybp import cli
+    from pybp.cli import commands as cli
 
     def swallowing(args):
         try:
@@ -453,7 +453,7 @@ def test_cli_inputs_that_were_silently_wrong(scan, dx, tmp_path, cl_device, caps
 def test_skimage_options_keep_iradons_circle():
     """``iradon(circle=True)`` keeps pixels within ``n // 2`` of pixel ``n // 2``; so do
     ``skimage_options`` (issue 20: they kept 255.49 at n = 512)."""
-    from pybp.geometry import Geometry
+    from pybp.geometry.parallel import Geometry
 
     for n in (512, 255, 256):
         options = pybp.skimage_options(n)

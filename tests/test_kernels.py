@@ -6,7 +6,7 @@ import pytest
 from conftest import assert_verified
 
 import pybp
-from pybp.params import SLICES_PER_PASS, TEXTURE_KERNELS
+from pybp.parallel.params import SLICES_PER_PASS, TEXTURE_KERNELS
 
 N_BINS, N_ANGLES = 72, 50
 VARIANTS = [(k, c) for k in TEXTURE_KERNELS for c in ("constant", "local") if c == "constant" or k == "multiproj"]

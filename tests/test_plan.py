@@ -10,7 +10,7 @@ import pytest
 from conftest import assert_verified
 
 import pybp
-from pybp import reference, verify
+from pybp.parallel import reference, verify
 
 
 @pytest.mark.parametrize("kernel", ["standard", "multiproj", "alu"])
@@ -111,6 +111,6 @@ def test_out_accepts_numpy_memmap_and_hdf5(cl_device, rng, tmp_path):
 
 def test_runner_does_not_import_the_tuner():
     """The profiler owns the choice of parameters; the runner never needs the tuner."""
-    code = "import sys, pybp; assert 'pybp.tuning' not in sys.modules, sorted(sys.modules)"
+    code = "import sys, pybp; assert 'pybp.tune.search' not in sys.modules, sorted(sys.modules)"
     done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True)
     assert done.returncode == 0, done.stderr

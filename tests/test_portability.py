@@ -20,8 +20,11 @@ import pyopencl as cl
 import pytest
 
 import pybp
-from pybp import cli, codegen, device, implementations, pacing, profiles, runner, verify
-from pybp.params import AluParams
+from pybp.cli import commands as cli
+from pybp.cl import codegen, device, implementations, pacing, profiles
+from pybp.api import sinograms as runner
+from pybp.parallel import verify
+from pybp.parallel.params import AluParams
 
 
 @pytest.fixture

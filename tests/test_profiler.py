@@ -5,8 +5,8 @@ from dataclasses import replace
 
 import pytest
 
-from pybp import profiler
-from pybp.device import DeviceDescription, describe
+from pybp.parallel import profiler
+from pybp.cl.device import DeviceDescription, describe
 
 BASE = DeviceDescription(
     index=0, platform="P", platform_version="OpenCL 3.0", vendor="V", name="N",

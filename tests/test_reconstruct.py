@@ -13,9 +13,10 @@ import numpy as np
 import pytest
 
 import pybp
-from pybp import pipeline, reference
-from pybp.geometry import Geometry
-from pybp.pipeline import Progress, RowBlocks
+from pybp.stream import pipeline
+from pybp.parallel import reference
+from pybp.geometry.parallel import Geometry
+from pybp.stream.pipeline import Progress, RowBlocks
 
 PIPELINE_RTOL = 1e-6  # float32 normalisation and -log on the device
 
@@ -193,7 +194,7 @@ def test_progress_shows_rows_speed_and_time_left():
 def test_half_storage_scales_on_the_device(cl_device):
     """Half texels are scaled per slice from their largest value, found on the device
     after filtering: any data scale keeps half's precision (rule ``half``)."""
-    from pybp import verify
+    from pybp.parallel import verify
     angles, projections, flats, darks = make_scan(128, 64, 4)
     results = {}
     for precision in ("float", "half"):

@@ -5,9 +5,10 @@ import json
 import numpy as np
 import pytest
 
-from pybp import profiles, tuning
-from pybp.cli import main
-from pybp.device import describe
+from pybp.cl import profiles
+from pybp.tune import search as tuning
+from pybp.cli.commands import main
+from pybp.cl.device import describe
 
 
 @pytest.fixture
@@ -41,7 +42,7 @@ def test_tune_picks_a_verified_winner_and_it_is_used(cl_device, cache):
 
 
 def test_alu_candidates_are_valid_parameter_sets():
-    from pybp.params import AluParams
+    from pybp.parallel.params import AluParams
 
     for interpolation in ("linear", "nearest"):
         found = list(tuning.candidates(interpolation, ("alu",)))

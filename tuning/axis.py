@@ -9,8 +9,9 @@ import time
 
 import numpy as np
 
-from pybp import centre, reference
-from pybp.geometry import Geometry
+from pybp import centre
+from pybp.parallel import reference
+from pybp.geometry.parallel import Geometry
 
 for n, m in ((2048, 2048), (1024, 1024)):
     a = np.deg2rad(np.arange(m) * 180 / m)

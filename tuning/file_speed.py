@@ -21,10 +21,11 @@ from pathlib import Path
 
 import numpy as np
 
-from pybp import bench_pipeline, cli
+from pybp.bench import volume as bench_pipeline
+from pybp.cli import commands as cli
 from pybp.io import open_output, open_scan
 from pybp.io.demo import write_dxchange
-from pybp.volume import reconstruct
+from pybp.api.volumes import reconstruct
 
 BLOCK = 64 << 20
 

@@ -9,7 +9,7 @@ Two runs must agree exactly, and both match the FFT filter to float32 rounding.
 import numpy as np
 
 import pybp
-from pybp import reference
+from pybp.parallel import reference
 
 for n in (4096, 8192):
     a = np.linspace(0, np.pi, 256, endpoint=False)

@@ -16,7 +16,7 @@ from concurrent.futures import ThreadPoolExecutor
 import numpy as np
 import pyopencl as cl
 
-from pybp.device import select_device
+from pybp.cl.device import select_device
 
 
 def seconds(action, repeats=3):

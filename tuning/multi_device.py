@@ -29,14 +29,15 @@ from pathlib import Path
 import numpy as np
 import tifffile
 
-from pybp import bench_pipeline, pipeline
-from pybp.bench import rate
-from pybp.device import _all_devices
+from pybp.bench import volume as bench_pipeline
+from pybp.stream import pipeline
+from pybp.bench.kernels import rate
+from pybp.cl.device import _all_devices
 from pybp.distributed import device_list, local_cluster
 from pybp.io.demo import write_dxchange
-from pybp.runner import Backprojector
-from pybp.tuning import gups
-from pybp.volume import Reconstructor, reconstruct
+from pybp.api.sinograms import Backprojector
+from pybp.tune.search import gups
+from pybp.api.volumes import Reconstructor, reconstruct
 
 
 def fill(array, value):

@@ -34,10 +34,13 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from pybp import codegen, filters, profiler, tuning  # noqa: E402
-from pybp.device import DeviceDescription  # noqa: E402
-from pybp.executor import RAW_TYPES  # noqa: E402
-from pybp.params import SETTINGS  # noqa: E402
+from pybp.cl import codegen
+from pybp.stages import filters
+from pybp.parallel import profiler
+from pybp.tune import search as tuning  # noqa: E402
+from pybp.cl.device import DeviceDescription  # noqa: E402
+from pybp.stream.executor import RAW_TYPES  # noqa: E402
+from pybp.parallel.params import SETTINGS  # noqa: E402
 
 CLANG = os.environ.get("PYBP_CLANG", "clang-19")
 DEVICE_LIBS = os.environ.get("PYBP_ROCM_DEVICE_LIBS", "/usr/lib/x86_64-linux-gnu/amdgcn/bitcode")

@@ -15,8 +15,8 @@ import sys
 import numpy as np
 
 import pybp
-from pybp import reference
-from pybp.geometry import Geometry
+from pybp.parallel import reference
+from pybp.geometry.parallel import Geometry
 
 
 def errors(n_bins):

@@ -26,9 +26,9 @@ import time
 BENCH = """
 import json, sys, warnings
 warnings.simplefilter("ignore")
-from pybp import bench
+from pybp.bench import kernels as bench
 rows, _ = bench.run(size={size}, repeats={repeats}, with_silx=False, log=lambda *a: None)
-from pybp.device import describe, select_device
+from pybp.cl.device import describe, select_device
 d = describe(select_device())
 print("JSON" + json.dumps(dict(device=d.name, platform=d.platform_version, driver=d.driver,
                                 rows=rows)))

@@ -17,7 +17,7 @@ import sys
 import numpy as np
 
 import pybp
-from pybp.tuning import gups
+from pybp.tune.search import gups
 
 
 def main(argv):

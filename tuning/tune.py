@@ -11,7 +11,7 @@ device and driver, and used by `pybp.Backprojector` from then on. Same as `pybp 
 
 import sys
 
-from pybp.cli import main
+from pybp.cli.commands import main
 
 if __name__ == "__main__":
     sys.exit(main(["tune"] + sys.argv[1:]))

@@ -1,8 +1,8 @@
 """Files in and out: scans (DXchange, NXtomo, TIFF, npy) and slices (TIFF folder,
 HDF5, npy), for :func:`pybp.reconstruct` and ``pybp reconstruct``."""
 
-from .readers import open_scan
-from .scan import Scan
-from .writers import open_output, read_slices
+from pybp.io.readers import open_scan
+from pybp.io.scan import Scan
+from pybp.io.writers import open_output, read_slices
 
 __all__ = ["Scan", "open_scan", "open_output", "read_slices"]

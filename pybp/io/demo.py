@@ -6,9 +6,9 @@ from __future__ import annotations
 
 import numpy as np
 
-from .. import reference
-from ..geometry import Geometry
-from .scan import need
+from pybp.parallel import reference
+from pybp.geometry.parallel import Geometry
+from pybp.io.scan import need
 
 ATTENUATION = 2.0  # largest line integral, so that the flats' counts stay well above dark
 

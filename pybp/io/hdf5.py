@@ -8,7 +8,7 @@ from concurrent.futures import ThreadPoolExecutor
 
 import numpy as np
 
-from .scan import READ_THREADS, Frames, Scan, need
+from pybp.io.scan import READ_THREADS, Frames, Scan, need
 
 LISTED = 12  # datasets named in an error about a file's contents
 

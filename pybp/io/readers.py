@@ -18,8 +18,8 @@ from struct import error as struct_error
 
 import numpy as np
 
-from .hdf5 import open_hdf5
-from .scan import READ_THREADS, Scan, need
+from pybp.io.hdf5 import open_hdf5
+from pybp.io.scan import READ_THREADS, Scan, need
 
 HDF5_SUFFIXES = (".h5", ".hdf5", ".hdf", ".nxs", ".nx", ".cxi")
 TIFF_SUFFIXES = (".tif", ".tiff")

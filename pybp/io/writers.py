@@ -32,8 +32,8 @@ from pathlib import Path
 
 import numpy as np
 
-from .readers import HDF5_SUFFIXES, TiffStack
-from .scan import need
+from pybp.io.readers import HDF5_SUFFIXES, TiffStack
+from pybp.io.scan import need
 
 try:
     import fcntl
@@ -385,7 +385,7 @@ class Output:
     run made, when it wrote no slice)."""
 
     def __init__(self, path, shape, dtype, metadata):
-        from .. import __version__
+        from pybp import __version__
 
         self.path, self.shape, self.dtype = Path(path), tuple(shape), np.dtype(dtype)
         self.metadata = dict(metadata, shape=list(self.shape), dtype=self.dtype.name)

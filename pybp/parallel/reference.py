@@ -5,8 +5,8 @@ from __future__ import annotations
 
 import numpy as np
 
-from .filters import filter_numpy
-from .geometry import Geometry
+from pybp.stages.filters import filter_numpy
+from pybp.geometry.parallel import Geometry
 
 
 def relative_rms(got, want) -> float:

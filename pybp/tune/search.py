@@ -11,9 +11,9 @@ import time
 import numpy as np
 import pyopencl as cl
 
-from . import profiler
-from .device import describe, select_device
-from .params import (
+from pybp.parallel import profiler
+from pybp.cl.device import describe, select_device
+from pybp.parallel.params import (
     CACHE_MODES,
     CONSTANT_MODES,
     ROUNDINGS,
@@ -21,8 +21,8 @@ from .params import (
     SLICES_PER_PASS,
     TEXTURE_KERNELS,
 )
-from .profiles import profile_path, save_profile, setting_key
-from .runner import Backprojector, check
+from pybp.cl.profiles import profile_path, save_profile, setting_key
+from pybp.api.sinograms import Backprojector, check
 
 UNROLLS = (1, 2, 4, 8)
 

@@ -12,12 +12,15 @@ import warnings
 import numpy as np
 import pyopencl as cl
 
-from . import codegen, filters, pipeline, profiler, profiles, reference, scaling, verify
-from .device import describe, select_device, usable_image_formats
-from .executor import Executor
-from .geometry import Geometry, _positive_int, as_sinogram_stack, check_output
-from .params import INTERPOLATIONS, KERNELS, SLICES_PER_PASS, STORAGES
-from .plan import MemoryPlan, Plan
+from pybp.cl import codegen, profiles
+from pybp.stages import filters, halfscale as scaling
+from pybp.stream import pipeline
+from pybp.parallel import profiler, reference, verify
+from pybp.cl.device import describe, select_device, usable_image_formats
+from pybp.stream.executor import Executor
+from pybp.geometry.parallel import Geometry, _positive_int, as_sinogram_stack, check_output
+from pybp.parallel.params import INTERPOLATIONS, KERNELS, SLICES_PER_PASS, STORAGES
+from pybp.parallel.plan import MemoryPlan, Plan
 
 
 def _choice(name, value, choices):

@@ -10,10 +10,10 @@ from dataclasses import dataclass, replace
 
 import numpy as np
 
-from . import profiler
-from .device import DeviceDescription
-from .geometry import Geometry
-from .params import SLICES_PER_PASS, KernelParams
+from pybp.parallel import profiler
+from pybp.cl.device import DeviceDescription
+from pybp.geometry.parallel import Geometry
+from pybp.parallel.params import SLICES_PER_PASS, KernelParams
 
 
 @dataclass(frozen=True)

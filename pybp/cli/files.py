@@ -11,14 +11,14 @@ from pathlib import Path
 
 import numpy as np
 
-from . import __version__, centre
-from .filters import FILTERS, PADDINGS
-from .imagefile import contact_sheet, display_range, label, to_8bit, write_png
-from .io.readers import open_scan
-from .device import select_device
-from .geometry import Geometry
-from .io.readers import ANGLE_UNITS
-from .io.writers import (
+from pybp import __version__, centre
+from pybp.stages.filters import FILTERS, PADDINGS
+from pybp.io.images import contact_sheet, display_range, label, to_8bit, write_png
+from pybp.io.readers import open_scan
+from pybp.cl.device import select_device
+from pybp.geometry.parallel import Geometry
+from pybp.io.readers import ANGLE_UNITS
+from pybp.io.writers import (
     DTYPES,
     STORAGE_ERRORS,
     WriteError,
@@ -29,9 +29,9 @@ from .io.writers import (
     read_slices,
     stored_metadata,
 )
-from .params import INTERPOLATIONS, SLICES_PER_PASS, STORAGES
-from .runner import Backprojector, open_device
-from .volume import reconstruct
+from pybp.parallel.params import INTERPOLATIONS, SLICES_PER_PASS, STORAGES
+from pybp.api.sinograms import Backprojector, open_device
+from pybp.api.volumes import reconstruct
 
 EXIT_INTERRUPTED = 130
 SHEET_TILE = 256  # pixels of one slice on the contact sheet
@@ -208,7 +208,7 @@ def _check_cluster(args):
     if output_kind(args.output) != "tiff":
         raise ValueError(f"output: with --scheduler, workers write slices in parallel to a "
                          f"folder of TIFF files; {args.output} is one file: give a folder name")
-    from .distributed import _need_dask
+    from pybp.distributed import _need_dask
 
     _need_dask()
 
@@ -218,7 +218,7 @@ def _cluster(args):
     one worker process per device of ``--devices`` (default all)."""
     if not args.scheduler:
         return None
-    from . import distributed
+    from pybp import distributed
 
     dask = distributed._need_dask()
     if args.scheduler == "local":
@@ -234,7 +234,7 @@ def _check_devices(args):
     if args.scheduler:
         return
     if args.devices:
-        from .distributed import device_list
+        from pybp.distributed import device_list
 
         names = [d.name for d in device_list(args.devices)]
         _say(args, f"devices: {len(names)} ({', '.join(names)})")
@@ -353,7 +353,7 @@ def _run(args, scan, rows, center, output, client):
 def _on_cluster(args, client, scan, output, rows, a, b, options):
     """Rows ``a..b`` of the output by the workers of ``client``, which open the scan and
     write the TIFF slices themselves."""
-    from .distributed import reconstruct_on_cluster
+    from pybp.distributed import reconstruct_on_cluster
 
     setup = dict(n_bins=scan.shape[2], angles=scan.angles, **options)
     slab = dict(first=rows[0] + a, stop=rows[0] + b, out=output.writer(), offset=a,

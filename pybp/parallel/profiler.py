@@ -11,9 +11,9 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from dataclasses import fields as dataclass_fields
 
-from . import profiles
-from .device import DeviceDescription
-from .params import SLICES_PER_PASS, AluParams, KernelParams, TextureParams
+from pybp.cl import profiles
+from pybp.cl.device import DeviceDescription
+from pybp.parallel.params import SLICES_PER_PASS, AluParams, KernelParams, TextureParams
 
 
 @dataclass(frozen=True)

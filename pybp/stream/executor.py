@@ -23,11 +23,12 @@ from collections import defaultdict
 import numpy as np
 import pyopencl as cl
 
-from . import codegen, filters, implementations, pacing
-from .device import CHANNEL_ORDERS, CHANNEL_TYPES
-from .params import PACK_ITEMS
-from .plan import MemoryPlan, Plan
-from .scaling import HALF_TARGET
+from pybp.cl import codegen, implementations, pacing
+from pybp.stages import filters
+from pybp.cl.device import CHANNEL_ORDERS, CHANNEL_TYPES
+from pybp.parallel.params import PACK_ITEMS
+from pybp.parallel.plan import MemoryPlan, Plan
+from pybp.stages.halfscale import HALF_TARGET
 
 # OpenCL types of the inputs the device converts itself; others become float32 on the host.
 RAW_TYPES = {np.dtype(np.uint8): "uchar", np.dtype(np.int8): "char",

@@ -15,12 +15,13 @@ import time
 
 import numpy as np
 
-from . import pipeline, reference
-from .bench import rate, silx_platform_device
-from .geometry import Geometry
-from .runner import Backprojector
-from .tuning import gups
-from .volume import reconstruct
+from pybp.stream import pipeline
+from pybp.parallel import reference
+from pybp.bench.kernels import rate, silx_platform_device
+from pybp.geometry.parallel import Geometry
+from pybp.api.sinograms import Backprojector
+from pybp.tune.search import gups
+from pybp.api.volumes import reconstruct
 
 DISTINCT_ROWS = 16
 STAGES = ("upload", "normalise", "filter", "half", "pack", "backproject", "download")

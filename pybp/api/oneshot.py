@@ -7,8 +7,8 @@ from __future__ import annotations
 
 import numpy as np
 
-from .centre import find_center
-from .runner import Backprojector
+from pybp.centre import find_center
+from pybp.api.sinograms import Backprojector
 
 
 def _n_bins(sinograms):

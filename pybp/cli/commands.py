@@ -17,15 +17,20 @@ from pathlib import Path
 
 import numpy as np
 
-from . import __version__, bench, bench_pipeline, cli_files, codegen, reference, tuning
-from .cli_files import Parser
-from .device import devices, select_device
-from .filters import FILTERS
-from .geometry import Geometry
-from .imagefile import SLICE_SUFFIXES, write_slice
-from .io.readers import HDF5_SUFFIXES
-from .io.writers import check_output_file
-from .params import (
+from pybp import __version__
+from pybp.bench import kernels as bench, volume as bench_pipeline
+from pybp.cli import files as cli_files
+from pybp.cl import codegen
+from pybp.parallel import reference
+from pybp.tune import search as tuning
+from pybp.cli.files import Parser
+from pybp.cl.device import devices, select_device
+from pybp.stages.filters import FILTERS
+from pybp.geometry.parallel import Geometry
+from pybp.io.images import SLICE_SUFFIXES, write_slice
+from pybp.io.readers import HDF5_SUFFIXES
+from pybp.io.writers import check_output_file
+from pybp.parallel.params import (
     INTERPOLATIONS,
     KERNELS,
     SETTINGS,
@@ -35,7 +40,7 @@ from .params import (
     TextureParams,
     family_of,
 )
-from .runner import Backprojector
+from pybp.api.sinograms import Backprojector
 
 
 def cmd_devices(args):
@@ -49,7 +54,7 @@ def cmd_devices(args):
 
 
 def cmd_write_scan(args):
-    from .io.demo import phantom_scan, write_dxchange
+    from pybp.io.demo import phantom_scan, write_dxchange
 
     path = args.write_scan
     check_output_file(path, args.overwrite, HDF5_SUFFIXES, "--write-scan")

@@ -15,7 +15,7 @@ from dataclasses import dataclass
 import numpy as np
 import pyopencl as cl
 
-from . import codegen, implementations, profiles
+from pybp.cl import codegen, implementations, profiles
 
 ENV_DEVICE = "PYBP_DEVICE"
 

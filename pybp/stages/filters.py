@@ -18,7 +18,7 @@ from __future__ import annotations
 import numpy as np
 import pyopencl as cl
 
-from . import codegen
+from pybp.cl import codegen
 
 FILTERS = ("ramp", "shepp-logan", "cosine", "hamming", "hann")
 PADDINGS = ("zero", "edge")

@@ -16,7 +16,7 @@ import json
 import os
 from pathlib import Path
 
-from .codegen import write_text_new
+from pybp.cl.codegen import write_text_new
 
 FORMAT_VERSION = 1
 

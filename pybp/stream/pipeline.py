@@ -23,7 +23,7 @@ from concurrent.futures import ThreadPoolExecutor
 
 import numpy as np
 
-from .pacing import Stopped, wait
+from pybp.cl.pacing import Stopped, wait
 
 COPY_THREADS = max(1, min(8, (os.cpu_count() or 2) // 2))  # per direction
 PARALLEL_COPY_BYTES = 8 << 20  # smaller copies are not worth the threads

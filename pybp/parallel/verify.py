@@ -22,8 +22,9 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from . import filters, reference, scaling
-from .geometry import Geometry
+from pybp.stages import filters, halfscale as scaling
+from pybp.parallel import reference
+from pybp.geometry.parallel import Geometry
 
 TOLERANCES = {
     "exact": 1e-5,

@@ -12,18 +12,18 @@ from __future__ import annotations
 import numpy as np
 import pyopencl as cl
 
-from . import codegen
-from .device import (
+from pybp.cl import codegen
+from pybp.cl.device import (
     CHANNEL_ORDERS,
     CHANNEL_TYPES,
     describe,
     select_device,
     usable_image_formats,
 )
-from .params import HYBRID_PERIOD, SETTINGS, TextureParams
-from .profiler import architecture, choose_texel
-from .runner import Backprojector, check
-from .tuning import gups
+from pybp.parallel.params import HYBRID_PERIOD, SETTINGS, TextureParams
+from pybp.parallel.profiler import architecture, choose_texel
+from pybp.api.sinograms import Backprojector, check
+from pybp.tune.search import gups
 
 VARIANTS = (  # (name, kernel, forced parameters) measured for every setting
     ("standard", "standard", {}),

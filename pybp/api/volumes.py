@@ -20,10 +20,11 @@ import warnings
 
 import numpy as np
 
-from . import distributed, filters
-from .centre import find_center
-from .geometry import check_output
-from .team import Pipelines, geometry_of
+from pybp import distributed
+from pybp.stages import filters
+from pybp.centre import find_center
+from pybp.geometry.parallel import check_output
+from pybp.stream.team import Pipelines, geometry_of
 
 
 def _array_like(value, name, ndim):

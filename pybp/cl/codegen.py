@@ -14,8 +14,8 @@ from pathlib import Path
 import pyopencl as cl
 from mako.lookup import TemplateLookup
 
-from . import implementations
-from .params import KernelParams, TextureParams
+from pybp.cl import implementations
+from pybp.parallel.params import KernelParams, TextureParams
 
 # Template of each kernel; `standard` and `locality` differ only in the index
 # mapping, so they share one template (style.md: one template per near-identical pair).
@@ -38,7 +38,7 @@ def templates_dir() -> Path:
             return path
     except (ModuleNotFoundError, TypeError):
         pass
-    path = Path(__file__).resolve().parents[1] / "templates"
+    path = Path(__file__).resolve().parents[2] / "templates"
     if (path / "common.cl.mako").is_file():
         return path
     raise FileNotFoundError("pybp's kernel templates were not found (broken installation?)")

@@ -12,12 +12,12 @@ from concurrent.futures import Future, ThreadPoolExecutor
 
 import numpy as np
 
-from . import pipeline
-from .executor import raw_dtype
-from .geometry import Geometry
-from .params import SLICES_PER_PASS
-from .plan import MemoryPlan
-from .runner import Backprojector
+from pybp.stream import pipeline
+from pybp.stream.executor import raw_dtype
+from pybp.geometry.parallel import Geometry
+from pybp.parallel.params import SLICES_PER_PASS
+from pybp.parallel.plan import MemoryPlan
+from pybp.api.sinograms import Backprojector
 
 
 def geometry_of(setup) -> Geometry:
