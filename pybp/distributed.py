@@ -1,7 +1,7 @@
 """Several devices of a host, and Dask workers, each running pipelines on slabs of rows
-(design section 3).
+(docs/architecture.md).
 
-On one host, :func:`device_list` names the devices and :class:`pybp.team.Pipelines`
+On one host, :func:`device_list` names the devices and :class:`pybp.stream.team.Pipelines`
 runs one pipeline per device from one shared source of rows. On a cluster, Dask
 distributed schedules the work: the rows are cut into slabs, one task per slab
 (:func:`reconstruct_on_cluster`); a worker runs its slab through the pipelines of its
@@ -25,12 +25,13 @@ import os
 import threading
 import uuid
 
-import numpy as np
 import pyopencl as cl
 
-from pybp.cl.device import _all_devices, _device_type_name, _speed_rank, select_device, usable_devices
-from pybp.stream.pipeline import Progress
-from pybp.stream.team import Pipelines, geometry_of
+from pybp.cl.device import all_devices, device_type_name, speed_rank, select_device, usable_devices
+from pybp.io.readers import open_scan
+from pybp.parallel.prepare import Setup, team
+from pybp.stream.progress import Progress
+from pybp.stream.team import Slab
 
 ENV_DEVICES = "PYBP_DEVICES"
 SLABS_PER_WORKER = 4  # tasks per worker: few enough that set-up stays small, enough to balance
@@ -47,13 +48,13 @@ def device_list(devices) -> list:
     indices or names (``"0,1"``). A device named twice runs two pipelines (useful to
     test several pipelines on one CPU)."""
     if isinstance(devices, str) and devices.strip().lower() == "all":
-        found = [d for d in usable_devices() if _device_type_name(d) != "simulator"]
+        found = [d for d in usable_devices() if device_type_name(d) != "simulator"]
         if not found:
             select_device(None)  # raises the no-device error
-        best = min(found, key=_speed_rank)
-        if _device_type_name(best) == "cpu":  # CPU runtimes all share the one host CPU
+        best = min(found, key=speed_rank)
+        if device_type_name(best) == "cpu":  # CPU runtimes all share the one host CPU
             return [best]
-        return [d for d in found if _device_type_name(d) == _device_type_name(best)]
+        return [d for d in found if device_type_name(d) == device_type_name(best)]
     if isinstance(devices, str):
         devices = [d.strip() for d in devices.split(",") if d.strip()]
     if isinstance(devices, cl.Device) or not hasattr(devices, "__iter__"):
@@ -70,7 +71,7 @@ def device_list(devices) -> list:
     return chosen
 
 
-def _need_dask():
+def need_dask():
     try:
         import distributed
     except ImportError:
@@ -86,9 +87,9 @@ def local_cluster(devices="all", processes=False, **kwargs):
     they share its arrays; ``processes=True`` as processes of their own, which read
     files. Extra ``kwargs`` go to ``LocalCluster``. Use as ``Client(local_cluster())``,
     and close both after."""
-    distributed = _need_dask()
+    distributed = need_dask()
     chosen = device_list(devices)
-    everything = _all_devices()
+    everything = all_devices()
     options = dict(n_workers=len(chosen), threads_per_worker=1, processes=processes,
                    resources={"GPU": 1}, dashboard_address=None)
     cluster = distributed.LocalCluster(**{**options, **kwargs})
@@ -124,20 +125,18 @@ def _worker_devices(worker):
     return device_list(spec)
 
 
-def _team(worker, setup):
+def _team(worker, setup: Setup):
     """The worker's pipelines for ``setup`` (kept between its tasks; made anew when the
     geometry or options change)."""
-
-    key = repr({k: (np.asarray(v).tobytes() if isinstance(v, np.ndarray) else v)
-                for k, v in sorted(setup.items())})
+    key = setup.key()
     cached = getattr(worker, "pybp_team", None)
     if cached is not None and cached[0] == key:
         return cached[1]
     if cached is not None:
         cached[1].close()
-    team = Pipelines([dict(device=d) for d in _worker_devices(worker)], **setup)
-    worker.pybp_team = (key, team)
-    return team
+    made = team(setup, [dict(device=d) for d in _worker_devices(worker)])
+    worker.pybp_team = (key, made)
+    return made
 
 
 def _worker_lock(worker):
@@ -166,25 +165,23 @@ def _run_slab(source, setup, first, stop, offset, log, chunk_slices):
     worker = get_worker()
     scan = None
     with _worker_lock(worker):  # one slab at a time uses the worker's devices
-        team = _team(worker, setup)
+        pipelines = _team(worker, setup)
         if source[0] == "shared":
             arrays = _SHARED[source[1]]
             projections, flats, darks, out = (arrays[k] for k in
                                               ("projections", "flats", "darks", "out"))
         else:
-            from pybp.io.readers import open_scan
-
             scan = open_scan(**source[1])
             projections, flats, darks, out = scan.projections, scan.flats, scan.darks, source[2]
         try:
             stats = {}
-            clipped = team.run(projections, flats, darks, first, stop, out, offset, log,
-                               chunk_slices, progress=False, stats=stats)
+            clipped = pipelines.run(Slab(projections, flats, darks, first, stop, out, offset,
+                                         log, chunk_slices, progress=False, stats=stats))
         finally:
             if scan is not None:
                 scan.close()
     return dict(first=first, stop=stop, clipped=clipped, worker=worker.name,
-                wall=stats["wall"], devices=[bp.device.name for bp in team.members])
+                wall=stats["wall"], devices=[unit.device.name for unit in pipelines.members])
 
 
 def slabs(first, stop, n_workers):
@@ -209,15 +206,15 @@ def release_workers(client, background=False):
     client.run(_release, background=background)
 
 
-def reconstruct_on_cluster(client, setup, slab, scan=None, release=True) -> int:
-    """Reconstruct ``slab`` (the arguments of :meth:`pybp.team.Pipelines.run`) on the
-    workers of ``client``, a task per slab of rows; return how many values
-    normalisation replaced. ``scan``: the arguments of ``open_scan`` for workers to
-    read the projections themselves, with ``slab["out"]`` a picklable writer; else
-    the arrays of ``slab`` are shared with workers in this process. ``release``: the
+def reconstruct_on_cluster(client, setup: Setup, slab: Slab, scan=None, release=True) -> int:
+    """Reconstruct ``slab`` on the workers of ``client``, a task per slab of rows;
+    return how many values normalisation replaced. ``scan``: the arguments of
+    ``open_scan`` for workers to read the projections themselves (``slab``'s
+    projections, flats and darks then None), with ``slab.out`` a picklable writer;
+    else the arrays of ``slab`` are shared with workers in this process. ``release``: the
     workers free their pipelines when the last slab is done (False: they keep them
     for the next call with the same ``setup``, until :func:`release_workers`)."""
-    distributed = _need_dask()
+    distributed = need_dask()
 
     if not client.scheduler_info()["workers"]:
         client.wait_for_workers(1, timeout=60)
@@ -233,16 +230,16 @@ def reconstruct_on_cluster(client, setup, slab, scan=None, release=True) -> int:
                              "-o FOLDER --scheduler ADDRESS`), or use workers in this process "
                              "(pybp.distributed.local_cluster())")
         token = uuid.uuid4().hex
-        _SHARED[token] = {k: slab[k] for k in ("projections", "flats", "darks", "out")}
+        _SHARED[token] = {k: getattr(slab, k) for k in ("projections", "flats", "darks", "out")}
         source = ("shared", token)
     else:
-        source = ("scan", scan, slab["out"])
-    first, stop = slab["first"], slab["stop"]
-    bar = Progress(stop - first, geometry_of(setup).updates(), slab.get("progress", True))
+        source = ("scan", scan, slab.out)
+    first, stop = slab.first, slab.stop
+    bar = Progress(stop - first, setup.geometry().updates(), slab.progress)
     resources = {"GPU": 1} if all("GPU" in w.get("resources", {}) for w in workers.values()) \
         else None
-    futures = [client.submit(_run_slab, source, setup, a, b, slab["offset"] + a - first,
-                             slab["log"], slab["chunk_slices"], pure=False, resources=resources,
+    futures = [client.submit(_run_slab, source, setup, a, b, slab.offset + a - first,
+                             slab.log, slab.chunk_slices, pure=False, resources=resources,
                              key=f"pybp-slab-{a}-{b}-{uuid.uuid4().hex[:8]}")
                for a, b in slabs(first, stop, len(workers))]
     clipped, done = 0, []
@@ -266,6 +263,6 @@ def reconstruct_on_cluster(client, setup, slab, scan=None, release=True) -> int:
             _SHARED.pop(token, None)
     if release:
         release_workers(client, background=True)
-    if slab.get("stats") is not None:
-        slab["stats"].update(slabs=sorted(done, key=lambda r: r["first"]))
+    if slab.stats is not None:
+        slab.stats.update(slabs=sorted(done, key=lambda r: r["first"]))
     return clipped

@@ -26,17 +26,6 @@
 </%def>
 
 
-## The argument that carries the sinogram texels.
-<%def name="source_arg(p)">\
-% if p.source == "image":
-__read_only image2d_t sinogram\
-% elif p.storage == "half":
-__global const half *sinogram\
-% else:
-__global const ${vector_type(p.slices_per_pass)} *sinogram\
-% endif
-</%def>
-
 ## name(sinogram, n_bins, h, p) (default `fetch`): the interpolated value of projection p at detector
 ## position h (bins from the first bin's centre), zero outside the detector.
 ## `interpolation` overrides the parameter set's (the ALU cache reads whole bins).
@@ -102,9 +91,9 @@ inline ${vt} ${name}(${ptr}, const int n_bins, const float h, const int p)
 ## along a Z-order curve: 4 neighbours fetch bins at most 3 apart, and 16 of them need
 ## about 8 bins (Sect. 5.5, Alg. 2).
 <%def name="zorder_pixel(p)">
-    const int item = get_local_id(1) * ${p.tile} + get_local_id(0);
-    const int x = first_column + get_group_id(0) * ${p.tile} + ((item >> 4) & 3) * 4 + ((item & 1) | ((item >> 1) & 2));
-    const int y = first_row + get_group_id(1) * ${p.tile} + ((item >> 6) & 3) * 4 + (((item >> 1) & 1) | ((item >> 2) & 2));
+    const int item = get_local_id(1) * ${p.group_side} + get_local_id(0);
+    const int x = first_column + get_group_id(0) * ${p.group_side} + ((item >> 4) & 3) * 4 + ((item & 1) | ((item >> 1) & 2));
+    const int y = first_row + get_group_id(1) * ${p.group_side} + ((item >> 6) & 3) * 4 + (((item >> 1) & 1) | ((item >> 2) & 2));
 </%def>
 
 ## Write the per-slice components of `total` for pixel (x, y); later detector or angle
@@ -119,17 +108,4 @@ inline ${vt} ${name}(${ptr}, const int n_bins, const float h, const int p)
             out[(size_t)(first_plane + ${s}) * nx * ny + pixel] + ${value} : ${value};
 % endfor
     }
-</%def>
-
-## The kernel arguments after the per-angle table, the same for every family.
-<%def name="tail_args()">\
-    const int n_angles,
-    const int n_bins,
-    const int nx,
-    const int ny,
-    const int accumulate,               /* add to `out` (a later piece) or overwrite it */
-    const int first_plane,              /* this pass's first slice in `out` */
-    const int first_column,             /* the launch's first pixel column and row: */
-    const int first_row,                /* long launches run in tiles (pybp/pacing.py) */
-    __global float *out)                /* planes of ny x nx (a chunk's slices) */\
 </%def>

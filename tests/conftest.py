@@ -31,7 +31,7 @@ def cpu_runtimes():
         return (os.environ.get("PYBP_DEVICE", ""),)
     found = {}
     for d in device.usable_devices(warn=False):
-        if device._device_type_name(d) == "cpu":
+        if device.device_type_name(d) == "cpu":
             found.setdefault(d.platform.name.strip(), d)
     return tuple(found) or ("",)
 

@@ -16,7 +16,8 @@ import pyopencl.characterize
 
 import pybp
 from pybp.parallel import reference, verify
-from pybp.api import sinograms as runner
+from pybp.cl import device as cl_devices
+from pybp.parallel import prepare
 from pybp.geometry.parallel import Geometry
 
 _nv = pyopencl.characterize.nv_compute_capability
@@ -53,7 +54,7 @@ N_BINS, N_ANGLES, SHAPE = 24, 20, (20, 36)
 def case(name):
     """Mark where a case starts, on both streams: Oclgrind's reports follow on stderr.
     Each case has a context of its own, as before pybp kept one per device."""
-    runner._CONTEXTS.clear()
+    cl_devices._CONTEXTS.clear()
     print("CASE", name, flush=True)
     print("CASE", name, file=sys.stderr, flush=True)
 
@@ -61,7 +62,7 @@ def case(name):
 def main(mode):
     buffers = mode == "buffers"
     if buffers:
-        runner.usable_image_formats = lambda context: frozenset()
+        prepare.usable_image_formats = lambda context: frozenset()
     device = "oclgrind"
     rng = np.random.default_rng(0)
     angles = np.sort(rng.uniform(0, np.pi, N_ANGLES))

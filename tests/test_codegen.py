@@ -11,13 +11,15 @@ import pytest
 
 import pybp
 from pybp.cl import codegen
+from pybp.parallel import kernels
 from pybp.cli.commands import main
 from pybp.parallel.params import TextureParams
 
 
 def test_templates_found_where_pybp_is():
     where = codegen.templates_dir()
-    assert (where / "texture.cl.mako").is_file()
+    for template in ("common.cl.mako", "parallel/texture.cl.mako", "stages/fft.cl.mako"):
+        assert (where / template).is_file(), template
     package = Path(pybp.__file__).resolve().parent
     if "site-packages" in str(package):  # an installed copy: the wheel's templates
         assert where.resolve() == (package / "templates").resolve()
@@ -26,15 +28,15 @@ def test_templates_found_where_pybp_is():
 def test_checkout_finds_its_templates():
     """A plain source checkout (no install) renders from its own templates/ folder."""
     root = Path(__file__).resolve().parents[1]
-    if not (root / "pybp" / "codegen.py").is_file():
+    if not (root / "pybp" / "cl" / "codegen.py").is_file():
         pytest.skip("not a source checkout")
-    code = "import pybp.codegen as c; print(c.templates_dir()); print(c.__file__)"
+    code = "import pybp.cl.codegen as c; print(c.templates_dir()); print(c.__file__)"
     path = os.pathsep.join(filter(None, [str(root), os.environ.get("PYTHONPATH")]))
     done = subprocess.run([sys.executable, "-c", code], cwd=root, capture_output=True,
                           text=True, env={**os.environ, "PYTHONPATH": path})
     assert done.returncode == 0, done.stderr
     where, module = done.stdout.split()
-    assert Path(module).resolve().parent == root / "pybp"  # the checkout's copy ran
+    assert Path(module).resolve().parent == root / "pybp" / "cl"  # the checkout's copy ran
     assert Path(where).resolve() == root / "templates"
 
 
@@ -50,7 +52,7 @@ ALL = [TextureParams(kernel=k, slices_per_pass=n, interpolation=i, storage=s,
 
 def test_every_parameter_set_renders_with_its_parameters():
     for params in ALL:
-        source = codegen.render(params)
+        source = kernels.backproject_source(params)
         assert "__kernel" in source and "backproject" in source
         for name, value in params.as_dict().items():  # the header lists them
             assert f"{name} = {value}" in source
@@ -61,7 +63,7 @@ def test_sources_build(cl_device, kernel):
     context = cl.Context([cl_device])
     for params in ALL:
         if params.kernel == kernel and params.unroll == 8 and params.interpolation == "linear":
-            cl.Program(context, codegen.render(params)).build()
+            cl.Program(context, kernels.backproject_source(params)).build()
 
 
 def test_invalid_parameter_sets_are_refused():

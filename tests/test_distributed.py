@@ -19,7 +19,7 @@ import tifffile
 
 import pybp
 from pybp.cli import commands as cli
-from pybp.stream import pipeline
+from pybp.stream import sources
 from pybp.bench.volume import make_scan
 from pybp.distributed import SLAB_ALIGN, device_list, slabs
 
@@ -55,13 +55,13 @@ def test_flat_field_means_in_blocks_shared_by_pipelines(scan, one_device, cl_dev
     pipelines asking for them: the volume is still one device's; the means of a chunk
     are those of its rows."""
     per_row = 2 * 3 * 2 * N_BINS  # darks and flats, 3 frames each, of uint16
-    monkeypatch.setattr(pipeline, "REFERENCE_BYTES", 3 * per_row)
+    monkeypatch.setattr(sources, "REFERENCE_BYTES", 3 * per_row)
     two = pybp.reconstruct(**scan, devices=[cl_device, cl_device], chunk_slices=4,
                            progress=False)
     np.testing.assert_array_equal(two, one_device)
 
     flats, darks = scan["flats"], scan["darks"]
-    field = pipeline.FlatField(flats, darks, 2, 11, first_rows=2)
+    field = sources.FlatField(flats, darks, 2, 11, first_rows=2)
     try:
         assert field.blocks == [(2, 4), (4, 7), (7, 10), (10, 11)]
         for start, count in ((2, 4), (6, 4), (10, 1)):

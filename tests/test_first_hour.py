@@ -21,9 +21,12 @@ from pybp.cli import commands as cli
 from pybp.cl import pacing, profiles
 from pybp.parallel import profiler
 from pybp.tune import search
-from pybp.api import sinograms as runner
+from pybp import checks
+from pybp.parallel import prepare
 from pybp.cl.device import describe
-from pybp.parallel.plan import MemoryPlan, Plan
+from pybp.parallel.backproject import Backproject
+from pybp.parallel.plan import Plan
+from pybp.stream.memory import MemoryPlan
 
 LONG = 3072  # a slice that takes tens of seconds on PoCL with 2 cores
 # On a GPU the slice takes milliseconds: tuning/interrupt_latency.py measures there.
@@ -218,7 +221,7 @@ def test_a_slice_too_large_names_slice_shape_and_the_limit(cl_device):
     host's memory (checked first: the plan's tables alone would exhaust it)."""
     angles = np.linspace(0, np.pi, 16, endpoint=False)
     side = int(np.sqrt(1.5 * cl_device.max_mem_alloc_size / 4))
-    if 4 * side ** 2 > runner.HOST_MEMORY_SHARE * runner.host_memory():
+    if 4 * side ** 2 > checks.HOST_MEMORY_SHARE * checks.host_memory():
         pytest.skip("this host has less memory than the device allows in one buffer")
     with pytest.raises(ValueError, match=rf"slice_shape: .*{side}x{side}.*allows buffers of"):
         pybp.Backprojector(64, angles, slice_shape=(side, side), device=cl_device)
@@ -235,13 +238,14 @@ def test_fewer_slices_per_pass_where_four_do_not_fit(cl_device, monkeypatch, rng
     stack = rng.standard_normal((5, 40, n)).astype(np.float32)
     want = pybp.backproject(stack, angles, device=cl_device, slices_per_pass=4)
     small = dataclasses.replace(describe(cl_device), max_allocation=int(1.5 * n * n * 4))
-    monkeypatch.setattr(runner, "describe", lambda _: small)
+    monkeypatch.setattr(prepare, "describe", lambda _: small)
     with pybp.Backprojector(n, angles, device=cl_device, slices_per_pass=4) as bp:
         got = bp(stack)
         assert bp.executor.memory.pass_width == 1
     np.testing.assert_allclose(got, want, rtol=0, atol=1e-4 * np.abs(want).max())
     plan = Plan.create(bp.geometry, small, bp.formats, 4, "linear", "float")
-    assert MemoryPlan.create(plan, small, 0, 8).pass_width == 1
+    stages = [Backproject(bp.context, small, plan)]
+    assert MemoryPlan.create(stages, small, 8, widths=tuple(plan.passes)).pass_width == 1
 
 
 # ---- launches in tiles (Ctrl-C) give the same pixels ----------------------------------
@@ -308,13 +312,13 @@ def test_circle_zeroes_outside_and_keeps_inside(cl_device, rng):
 def test_filter_by_convolution_in_blocks_matches_fft(cl_device, rng, monkeypatch):
     """Direct convolution filters blocks of rows into scratch memory (never in place:
     its work-groups read whole rows that others write), here in many small launches."""
-    from pybp.stream import executor
     from pybp.parallel import reference
+    from pybp.stages import filters
 
     angles = np.linspace(0, np.pi, 90, endpoint=False)
     stack = rng.standard_normal((3, 90, 256)).astype(np.float32)
     fft = pybp.fbp(stack, angles, device=cl_device, filter_method="fft")
     monkeypatch.setattr(pacing, "LAUNCH_SECONDS", 1e-12)
-    monkeypatch.setattr(executor, "SCRATCH_BYTES", 7 * 256 * 4)  # 7 rows at a time
+    monkeypatch.setattr(filters, "SCRATCH_BYTES", 7 * 256 * 4)  # 7 rows at a time
     convolution = pybp.fbp(stack, angles, device=cl_device, filter_method="convolution")
     assert reference.relative_rms(convolution, fft) < 1e-5

@@ -22,7 +22,7 @@ import pytest
 import pybp
 from pybp.cli import commands as cli
 from pybp.cl import codegen, device, implementations, pacing, profiles
-from pybp.api import sinograms as runner
+from pybp.parallel import kernels, prepare as runner
 from pybp.parallel import verify
 from pybp.parallel.params import AluParams
 
@@ -67,7 +67,7 @@ class FakeDevice:
 
 
 def fake_machine(monkeypatch, *devices, broken=()):
-    monkeypatch.setattr(device, "_all_devices", lambda: list(devices))
+    monkeypatch.setattr(device, "all_devices", lambda: list(devices))
     verdicts = {d.int_ptr: device.Probe(False, "cannot build kernels (error: unknown target CPU "
                                                 "'generic')") if d.name in broken
                 else device.Probe(True) for d in devices}
@@ -94,7 +94,7 @@ def test_the_default_skips_a_device_that_cannot_build_with_one_warning(monkeypat
 def test_pocl_goes_first_where_both_cpu_runtimes_work(monkeypatch):
     fake_machine(monkeypatch, INTEL, POCL)
     assert device.select_device() is POCL
-    assert device._device_type_name(OCLGRIND) == "simulator"
+    assert device.device_type_name(OCLGRIND) == "simulator"
 
 
 def test_a_chosen_device_that_cannot_build_is_one_clear_error(monkeypatch):
@@ -252,7 +252,7 @@ def test_waiting_flushes_the_events_queue_first():
 def test_a_kernel_needing_more_work_items_than_allowed_is_one_clear_error(cl_device):
     context = cl.Context([cl_device])
     small_device = dataclasses.replace(device.describe(cl_device), max_work_group_size=128)
-    program = codegen.build(context, codegen.render(AluParams(items=256)), small_device)
+    program = codegen.build(context, kernels.backproject_source(AluParams(items=256)), small_device)
     with pytest.raises(codegen.BuildError, match=r"kernel backproject needs work-groups of 256 "
                                                  r"work-items; the device runs it with at most 128"):
         codegen.kernel(program, "backproject", small_device)
@@ -290,7 +290,7 @@ def zen5_shim(tmp_path):
 
 
 def pocl_wheel_knows_this_cpu():
-    wheel = [d for d in device._all_devices() if "3.0-rc2" in d.platform.version]
+    wheel = [d for d in device.all_devices() if "3.0-rc2" in d.platform.version]
     return not wheel or device.probe(wheel[0]).usable
 
 

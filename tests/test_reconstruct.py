@@ -1,4 +1,4 @@
-"""``pybp.reconstruct`` (pybp/volume.py, pipeline.py, executor.py): detector
+"""``pybp.reconstruct`` (pybp/api/volumes.py, pybp/stream/): detector
 projections with flats and darks to a volume, streamed through the device.
 
 The reference is the same FBP (``Backprojector``) of sinograms normalised on the host in
@@ -13,10 +13,11 @@ import numpy as np
 import pytest
 
 import pybp
-from pybp.stream import pipeline
+from pybp.stream import sources
 from pybp.parallel import reference
 from pybp.geometry.parallel import Geometry
-from pybp.stream.pipeline import Progress, RowBlocks
+from pybp.stream.progress import Progress
+from pybp.stream.sources import RowBlocks
 
 PIPELINE_RTOL = 1e-6  # float32 normalisation and -log on the device
 
@@ -219,7 +220,7 @@ class CountedReads:
 
 def test_files_are_read_in_large_row_blocks(cl_device):
     """Inputs that are not arrays are read a block of rows at a time, ahead of the
-    device (pipeline.RowBlocks): few reads, the same volume as from the array."""
+    device (sources.RowBlocks): few reads, the same volume as from the array."""
     angles, projections, flats, darks = make_scan(64, 40, 13)
     want = pybp.reconstruct(projections, angles, flats, darks, device=cl_device,
                             progress=False, chunk_slices=2, rows=(1, 12))
@@ -240,9 +241,9 @@ def test_copy_blocks_over_threads():
     """Large copies go over the pool in blocks of the first axis, a chunk of few slices
     as well as many projections; every value arrives, cast."""
     rng = np.random.default_rng(3)
-    with pipeline.copy_pools() as (pool, _):
+    with sources.copy_pools() as (pool, _):
         for shape in ((4, 1100, 2048), (600, 4, 2048)):
             source = rng.random(shape)
             destination = np.zeros(shape, np.float32)
-            pipeline.copy_blocks(pool, destination, source)
+            sources.copy_blocks(pool, destination, source)
             np.testing.assert_array_equal(destination, source.astype(np.float32))

@@ -32,7 +32,7 @@ import tifffile
 from pybp.bench import volume as bench_pipeline
 from pybp.stream import pipeline
 from pybp.bench.kernels import rate
-from pybp.cl.device import _all_devices
+from pybp.cl.device import all_devices
 from pybp.distributed import device_list, local_cluster
 from pybp.io.demo import write_dxchange
 from pybp.api.sinograms import Backprojector
@@ -199,7 +199,7 @@ def main():
     parser.add_argument("--no-silx", action="store_true")
     args = parser.parse_args()
     devices = device_list(args.devices)
-    args.indices = [_all_devices().index(d) for d in devices]
+    args.indices = [all_devices().index(d) for d in devices]
     print("devices: " + "; ".join(d.name for d in devices), flush=True)
     print(f"copy threads per pipeline and direction: {pipeline.COPY_THREADS}", flush=True)
     (from_file if args.file else from_memory)(args, devices)

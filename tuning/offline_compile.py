@@ -34,13 +34,11 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from pybp.cl import codegen
-from pybp.stages import filters
-from pybp.parallel import profiler
-from pybp.tune import search as tuning  # noqa: E402
 from pybp.cl.device import DeviceDescription  # noqa: E402
-from pybp.stream.executor import RAW_TYPES  # noqa: E402
+from pybp.parallel import kernels, profiler  # noqa: E402
 from pybp.parallel.params import SETTINGS  # noqa: E402
+from pybp.stages import filters, halfscale, normalize  # noqa: E402
+from pybp.tune import search as tuning  # noqa: E402
 
 CLANG = os.environ.get("PYBP_CLANG", "clang-19")
 DEVICE_LIBS = os.environ.get("PYBP_ROCM_DEVICE_LIBS", "/usr/lib/x86_64-linux-gnu/amdgcn/bitcode")
@@ -104,8 +102,8 @@ def sources(target: Target, which: str) -> list:
     for slices, interpolation, storage in SETTINGS:
         pick = profiler.kernel_params(device, ALL_FORMATS, slices, interpolation, storage,
                                       tuned={})
-        add(Source(pick.key(), codegen.render(pick), pick, pick=True))
-        add(Source("pack " + pick.key(), codegen.render_pack(pick)))
+        add(Source(pick.key(), kernels.backproject_source(pick), pick, pick=True))
+        add(Source("pack " + pick.key(), kernels.pack_source(pick)))
         candidates = [dict(kernel=k) for k in ("alu", "standard", "locality")]
         candidates += [dict(kernel="multiproj", constants=c) for c in ("constant", "local")]
         if which == "all":
@@ -118,18 +116,20 @@ def sources(target: Target, which: str) -> list:
                                                 storage, kernel, tuned={}, **values)
             except ValueError:
                 continue  # does not fit this device
-            add(Source(params.key(), codegen.render(params), params))
+            add(Source(params.key(), kernels.backproject_source(params), params))
     for size in (128, 256, 512, 1024, 2048, 4096, 8192):
         items = min(filters.FFT_ITEMS, size // 2)
         for padding in ("zero", "edge"):
             first = filters.edge_padding(size // 2)[0] if padding == "edge" else 0
             paired = 8 * size <= device.local_memory
-            add(Source(f"fft {size} {padding}", codegen.render_fft(size, items, padding, first, paired)))
+            add(Source(f"fft {size} {padding}", filters.fft_source(size, items, padding, first, paired)))
     for padding in ("zero", "edge"):
-        add(Source(f"convolution {padding}", codegen.render_filter(padding)))
+        add(Source(f"convolution {padding}", filters.convolution_source(padding)))
     real = "double" if target.fp64 else "float"
-    for raw in sorted(set(RAW_TYPES.values())):
-        add(Source(f"normalise {raw} in {real}", codegen.render_normalize(raw, real)))
+    for raw in sorted(set(normalize.RAW_TYPES.values())):
+        add(Source(f"normalise {raw} in {real}", normalize.source(raw, real)))
+    add(Source("half scaling", halfscale.source()))
+    add(Source("reconstruction circle", kernels.circle_source()))
     return list(found.values())
 
 

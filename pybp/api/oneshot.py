@@ -1,5 +1,5 @@
 """One-shot back-projection and FBP (``pybp.backproject``, ``pybp.fbp``): a
-:class:`pybp.runner.Backprojector` made for one call and closed after (its device's
+:class:`pybp.Backprojector` made for one call and closed after (its device's
 context and built programs are kept for the next), with ``center="auto"`` found by
 :func:`pybp.centre.find_center`."""
 

@@ -1,6 +1,6 @@
 """``pybp.reconstruct`` (this module is named for what it makes, so that the function
 is ``pybp.reconstruct``): a volume from detector projections, streamed through one
-device or several (design sections 1 and 3).
+device or several (docs/architecture.md).
 
 Projections come in the tomopy/DXchange layout ``(n_angles, n_rows, n_bins)`` as any
 object with ``shape``, ``dtype`` and slicing (NumPy arrays, memmaps, h5py datasets),
@@ -8,75 +8,22 @@ and are read a chunk of rows at a time. On the device: the means of the flats an
 darks, ``(p - dark) / (flat - dark)``, ``-log``, the transpose to sinograms, the FBP
 filter, interleaving and back-projection; the slices go into ``out`` as they come.
 With several devices, each runs its own pipeline and takes the next chunk of rows
-when it has room for it (:class:`pybp.team.Pipelines`); with a Dask client, workers take slabs
+when it has room for it (:class:`pybp.stream.team.Pipelines`); with a Dask client, workers take slabs
 of rows (:mod:`pybp.distributed`).
 """
 
 from __future__ import annotations
 
-import operator
 import time
 import warnings
 
 import numpy as np
 
-from pybp import distributed
-from pybp.stages import filters
+from pybp import checks, distributed
 from pybp.centre import find_center
-from pybp.geometry.parallel import check_output
-from pybp.stream.team import Pipelines, geometry_of
-
-
-def _array_like(value, name, ndim):
-    if not hasattr(value, "shape") or not hasattr(value, "dtype"):
-        raise TypeError(f"{name}: expected an array (NumPy, memmap, h5py dataset), "
-                        f"got {type(value).__name__}")
-    if len(value.shape) not in ndim:
-        raise ValueError(f"{name}: expected {' or '.join(f'{n}-D' for n in ndim)} data, "
-                         f"got shape {tuple(value.shape)}")
-    if np.dtype(value.dtype).kind not in "iuf":
-        raise TypeError(f"{name}: expected integers or floats, got dtype {value.dtype}")
-    if 0 in value.shape:
-        raise ValueError(f"{name}: is empty (shape {tuple(value.shape)})")
-    return value
-
-
-def _row_range(rows, n_rows):
-    if rows is None:
-        return 0, n_rows
-    try:
-        first, stop = (operator.index(r) for r in rows)
-    except (TypeError, ValueError):
-        raise ValueError(f"rows: expected (first, stop), two integers, got {rows!r}") from None
-    if not 0 <= first < stop <= n_rows:
-        raise ValueError(f"rows: expected 0 <= first < stop <= {n_rows} (the projections' "
-                         f"rows, axis 1), got ({first}, {stop})")
-    return first, stop
-
-
-def _frames(reference, name, detector):
-    """Flats or darks as ``(n_frames, n_rows, n_bins)`` (one 2-D frame is allowed)."""
-    _array_like(reference, name, (2, 3))
-    shape = tuple(reference.shape)
-    if shape[-2:] != detector:
-        raise ValueError(f"{name}: frames of {shape[-2]}x{shape[-1]} (rows x bins) do not match "
-                         f"the projections' {detector[0]}x{detector[1]}")
-    return reference
-
-
-def _inputs(projections, flats, darks, rows):
-    """The checked ``(n_angles, n_rows, n_bins)``, ``first``, ``stop``, ``flats`` and
-    ``darks`` of a call (nothing is read)."""
-    _array_like(projections, "projections", (3,))
-    n_angles, n_rows, n_bins = (int(n) for n in projections.shape)
-    if (flats is None) != (darks is None):
-        raise ValueError(f"{'darks' if darks is None else 'flats'}: give flats and darks "
-                         "together, or neither for normalised data")
-    first, stop = _row_range(rows, n_rows)
-    if flats is not None:
-        flats = _frames(flats, "flats", (n_rows, n_bins))
-        darks = _frames(darks, "darks", (n_rows, n_bins))
-    return (n_angles, n_rows, n_bins), first, stop, flats, darks
+from pybp.parallel.prepare import Setup, team
+from pybp.stages import filters
+from pybp.stream.team import Slab
 
 
 def _warn_clipped(clipped, n_values):
@@ -132,7 +79,8 @@ def reconstruct(projections, angles, flats=None, darks=None, center=None, rows=N
     them after; to reconstruct several volumes of one geometry, a
     :class:`Reconstructor` keeps them between calls.
     """
-    (n_angles, _, n_bins), *_ = _inputs(projections, flats, darks, rows)
+    inputs = checks.projection_inputs(projections, flats, darks, rows)
+    (n_angles, _, n_bins) = inputs[0]
     if np.ndim(angles) != 1 or len(angles) != n_angles:
         raise ValueError(f"angles: expected one per projection ({n_angles}, axis 0 of "
                          f"projections), got {np.shape(angles)}")
@@ -145,8 +93,8 @@ def reconstruct(projections, angles, flats=None, darks=None, center=None, rows=N
                          **options)
     try:
         setup_plan = time.perf_counter() - tick
-        volume, clipped, n_values = made._reconstruct(projections, flats, darks, rows, out, log,
-                                                      progress, chunk_slices, stats)
+        volume, clipped, n_values = made._reconstruct(projections, inputs, out, log, progress,
+                                                      chunk_slices, stats)
     except BaseException:
         made.close()
         raise
@@ -184,37 +132,36 @@ class Reconstructor:
         if len(chosen) > 1 and set(chosen) != {"context", "queue"}:
             raise ValueError(f"{chosen[1]}: give one of device, devices, client, context or "
                              f"queue, not {' and '.join(chosen)}")
-        self.setup = dict(n_bins=n_bins, angles=angles, center=center, filter=filter,
-                          padding=padding, **options)
+        options.pop("progress", None)  # a Backprojector option; volumes take it per call
+        self.setup = Setup(n_bins, angles, center, filter=filter, padding=padding, **options)
+        self.geometry = self.setup.geometry()
         self._client, self._team = client, None
         if client is not None:
             if not hasattr(client, "submit") or not hasattr(client, "scheduler_info"):
                 raise TypeError(f"client: expected a dask.distributed.Client, got "
                                 f"{type(client).__name__}")
-            self.geometry = geometry_of(self.setup)
             return
         if devices is not None:
             targets = [dict(device=d) for d in distributed.device_list(devices)]
         else:
             targets = [dict(device=device, context=context, queue=queue)]
-        self._team = Pipelines(targets, **self.setup)
-        self.geometry = self._team.geometry
+        self._team = team(self.setup, targets, self.geometry)
 
     def reconstruct(self, projections, flats=None, darks=None, rows=None, out=None, *,
                     log=True, progress=True, chunk_slices=None, stats=None):
         """The volume of detector rows ``rows=(first, stop)`` of ``projections``
         ``(n_angles, n_rows, n_bins)`` (this Reconstructor's angles and bins); the
         arguments are those of :func:`reconstruct`."""
-        volume, clipped, n_values = self._reconstruct(projections, flats, darks, rows, out, log,
-                                                      progress, chunk_slices, stats)
+        inputs = checks.projection_inputs(projections, flats, darks, rows)
+        volume, clipped, n_values = self._reconstruct(projections, inputs, out, log, progress,
+                                                      chunk_slices, stats)
         _warn_clipped(clipped, n_values)
         return volume
 
-    def _reconstruct(self, projections, flats, darks, rows, out, log, progress, chunk_slices,
-                     stats):
-        """``(volume, values clipped, values normalised)``."""
-        (n_angles, n_rows, n_bins), first, stop, flats, darks = _inputs(projections, flats, darks,
-                                                                        rows)
+    def _reconstruct(self, projections, inputs, out, log, progress, chunk_slices, stats):
+        """``(volume, values clipped, values normalised)`` of ``projections``, ``inputs``
+        their checked shape, rows, flats and darks (:func:`pybp.checks.projection_inputs`)."""
+        (n_angles, n_rows, n_bins), first, stop, flats, darks = inputs
         g = self.geometry
         if (n_angles, n_bins) != (g.n_angles, g.n_bins):
             raise ValueError(f"projections: expected {g.n_angles} angles x rows x {g.n_bins} "
@@ -222,14 +169,13 @@ class Reconstructor:
         if self._team is None and self._client is None:
             raise ValueError("Reconstructor: closed; make a new one")
         out, offset = _output(out, g, first, stop, n_rows)
-        slab = dict(projections=projections, flats=flats, darks=darks, first=first, stop=stop,
-                    out=out, offset=offset, log=log, chunk_slices=chunk_slices,
-                    progress=progress, stats=stats)
+        slab = Slab(projections, flats, darks, first, stop, out, offset, log, chunk_slices,
+                    progress, stats)
         if self._client is not None:
             clipped = distributed.reconstruct_on_cluster(self._client, self.setup, slab,
                                                          release=False)
         else:
-            clipped = self._team.run(**slab)
+            clipped = self._team.run(slab)
         return out, clipped, (stop - first) * n_angles * n_bins
 
     def close(self, wait=True):
@@ -258,5 +204,6 @@ def _output(out, geometry, first, stop, n_rows):
     if out is None:
         return np.empty((n, ny, nx), np.float32), 0
     offset = first if len(out.shape) == 3 and out.shape[0] == n_rows and n != n_rows else 0
-    check_output(out, (n_rows if offset else n, ny, nx))
+    checks.check_output(out, (n_rows if offset else n, ny, nx))
     return out, offset
+

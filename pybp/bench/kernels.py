@@ -12,7 +12,6 @@ from __future__ import annotations
 import numpy as np
 import pyopencl as cl
 
-from pybp.cl import codegen
 from pybp.cl.device import (
     CHANNEL_ORDERS,
     CHANNEL_TYPES,
@@ -22,7 +21,9 @@ from pybp.cl.device import (
 )
 from pybp.parallel.params import HYBRID_PERIOD, SETTINGS, TextureParams
 from pybp.parallel.profiler import architecture, choose_texel
-from pybp.api.sinograms import Backprojector, check
+from pybp.api.sinograms import Backprojector
+from pybp.parallel import kernels
+from pybp.parallel.prepare import check
 from pybp.tune.search import gups
 
 VARIANTS = (  # (name, kernel, forced parameters) measured for every setting
@@ -62,7 +63,7 @@ def texture_ceiling(cl_device, params: TextureParams, size, n_angles, repeats):
     image = cl.create_image(context, cl.mem_flags.READ_ONLY | cl.mem_flags.COPY_HOST_PTR, fmt,
                      shape=(size, n_angles), hostbuf=texels.astype(params.texel_dtype))
     out = cl.Buffer(context, cl.mem_flags.WRITE_ONLY, params.slices_per_pass * size * size * 4)
-    kernel = cl.Program(context, codegen.render_probe(params)).build().fetch_only
+    kernel = cl.Program(context, kernels.probe_source(params)).build().fetch_only
     seconds = _median_event_seconds(
         lambda: kernel(queue, params.global_size((size, size)), params.local_size, image,
                        np.float32(0.0),  # row_slope

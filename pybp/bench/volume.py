@@ -15,7 +15,7 @@ import time
 
 import numpy as np
 
-from pybp.stream import pipeline
+from pybp.stream import sources
 from pybp.parallel import reference
 from pybp.bench.kernels import rate, silx_platform_device
 from pybp.geometry.parallel import Geometry
@@ -72,7 +72,7 @@ def run(device=None, size=2048, n_angles=None, rows=2048, n_flats=20, interpolat
     tick = time.perf_counter()
     angles, projections, flats, darks = make_scan(size, n_angles, rows, n_flats)
     out = np.empty((rows, size, size), np.float32)
-    with pipeline.copy_pools() as (pool, _):  # touched, as a caller's array is: no page
+    with sources.copy_pools() as (pool, _):  # touched, as a caller's array is: no page
         for future in [pool.submit(block.fill, 0.0) for block in np.array_split(out, 64)]:
             future.result()                  # faults on the clock
     log(f"scan: {n_angles} x {rows} x {size} uint16 ({projections.nbytes / 2**30:.2f} GiB), "

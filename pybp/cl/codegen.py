@@ -15,23 +15,13 @@ import pyopencl as cl
 from mako.lookup import TemplateLookup
 
 from pybp.cl import implementations
-from pybp.parallel.params import KernelParams, TextureParams
-
-# Template of each kernel; `standard` and `locality` differ only in the index
-# mapping, so they share one template (style.md: one template per near-identical pair).
-KERNEL_TEMPLATES = {
-    "standard": "texture.cl.mako",
-    "locality": "texture.cl.mako",
-    "multiproj": "multiproj.cl.mako",
-    "alu": "alu.cl.mako",
-}
-FILTER_TILE = 64
-PEAK_ITEMS = 256  # work-items of `slice_peaks` (pack.cl.mako)
+from pybp.cl.kernel import Kernel, signature
 
 
 def templates_dir() -> Path:
     """Installed wheels ship templates as the ``pybp.templates`` package; a source
-    checkout or editable install finds them beside the package (style.md)."""
+    checkout or editable install finds them beside the package (the two-step lookup of
+    pyopencl's ``_find_pyopencl_include_path``; setup.cfg maps the package)."""
     try:
         path = Path(str(resources.files("pybp.templates")))
         if (path / "common.cl.mako").is_file():
@@ -49,59 +39,13 @@ def _lookup() -> TemplateLookup:
     return TemplateLookup(directories=[str(templates_dir())], strict_undefined=True)
 
 
-def _render(template: str, **values) -> str:
+def render(template: str, kernels=None, **values) -> str:
+    """OpenCL source of ``template`` (a path under ``templates/``) with ``values``.
+    ``kernels`` maps each kernel's name to its arguments (tuples of
+    :class:`pybp.cl.kernel.Arg`); the template writes ``${args[name]}`` as the
+    kernel's parameter list, and :func:`declared` binds the same tuple at launch."""
+    values["args"] = {name: signature(args) for name, args in (kernels or {}).items()}
     return _lookup().get_template(template).render(**values)
-
-
-@functools.lru_cache(maxsize=256)
-def render(params: KernelParams) -> str:
-    """OpenCL source of the back-projection kernel ``backproject`` for ``params``."""
-    params.validate()
-    return _render(KERNEL_TEMPLATES[params.kernel], p=params, probe=False)
-
-
-# What packing depends on: every parameter set with the same texel layout shares one
-# packing kernel (one source, one build).
-PACK_FIELDS = ("slices_per_pass", "storage", "texel_channels", "texel_rows")
-
-
-def render_pack(params: KernelParams) -> str:
-    """Source of ``pack``: interleave and convert sinograms into ``params``' texels."""
-    return _render_pack(TextureParams(**{name: getattr(params, name) for name in PACK_FIELDS}))
-
-
-@functools.lru_cache(maxsize=64)
-def _render_pack(params: KernelParams) -> str:
-    return _render("pack.cl.mako", p=params, fields=PACK_FIELDS, peak_items=PEAK_ITEMS)
-
-
-@functools.lru_cache(maxsize=64)
-def render_probe(params: TextureParams) -> str:
-    """Source of ``fetch_only``: the texture-engine ceiling for ``params``' texels,
-    measured with the ``multiproj`` schedule (the best fetch pattern we have)."""
-    return _render("multiproj.cl.mako", p=params.with_(kernel="multiproj"), probe=True)
-
-
-@functools.lru_cache(maxsize=4)
-def render_filter(padding: str = "zero") -> str:
-    """Source of ``filter_rows``: the FBP row filter with ``zero`` or ``edge`` padding."""
-    return _render("filter.cl.mako", tile=FILTER_TILE, padding=padding)
-
-
-@functools.lru_cache(maxsize=16)
-def render_fft(size: int, items: int, padding: str, first: int, paired: bool) -> str:
-    """Source of ``filter_rows`` by FFT: ``size`` points (a power of two) on ``items``
-    work-items; rows start at padded position ``first`` (edge padding); ``paired``
-    exchanges whole complex values through local memory (2 ``size`` floats)."""
-    return _render("fft.cl.mako", size=size, items=items, padding=padding, first=first,
-                   paired=paired)
-
-
-@functools.lru_cache(maxsize=16)
-def render_normalize(raw_type: str, real: str = "float") -> str:
-    """Source of ``sinograms_from_projections`` for input of the
-    OpenCL type ``raw_type``, with arithmetic in ``real`` (``float`` or ``double``)."""
-    return _render("normalize.cl.mako", raw_type=raw_type, real=real)
 
 
 KEPT_PROGRAMS = 64  # built programs kept for reuse (a few kernels per geometry)
@@ -150,6 +94,11 @@ def build(context, source: str, device):
         while len(_PROGRAMS) > KEPT_PROGRAMS:
             _PROGRAMS.popitem(last=False)
     return program
+
+
+def declared(context, device, source: str, name: str, args) -> Kernel:
+    """Kernel ``name`` of ``source``, built for ``device``, launched with ``args``."""
+    return Kernel(kernel(build(context, source, device), name, device), args)
 
 
 def kernel(program, name: str, device):

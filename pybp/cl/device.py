@@ -8,6 +8,7 @@ import dataclasses
 import functools
 import os
 import re
+import threading
 import time
 import warnings
 from dataclasses import dataclass
@@ -30,7 +31,7 @@ def _register_pip_runtimes():
     return implementations.register_pip_runtimes(profiles.cache_dir() / "icd")
 
 
-def _all_devices():
+def all_devices():
     _register_pip_runtimes()
     found = []
     try:
@@ -45,7 +46,7 @@ def _all_devices():
     return found
 
 
-def _device_type_name(device):
+def device_type_name(device):
     if implementations.identify(device.platform.name).simulator:
         return "simulator"  # Oclgrind sets every type bit, GPU included
     kind = device.type
@@ -137,7 +138,7 @@ def describe(device: cl.Device, index: int | None = None) -> DeviceDescription:
                 match = None
         gfx = match.group(0) if match else None
     if index is None:
-        index = next((i for i, d in enumerate(_all_devices()) if d.int_ptr == device.int_ptr), -1)
+        index = next((i for i, d in enumerate(all_devices()) if d.int_ptr == device.int_ptr), -1)
     image_support = bool(device.image_support)
     platform = device.platform.name.strip()
     description = DeviceDescription(
@@ -148,7 +149,7 @@ def describe(device: cl.Device, index: int | None = None) -> DeviceDescription:
         name=device.name.strip(),
         version=device.version.strip(),
         driver=device.driver_version.strip(),
-        type=_device_type_name(device),
+        type=device_type_name(device),
         compute_units=int(device.max_compute_units),
         clock_mhz=int(device.max_clock_frequency),
         global_memory=int(device.global_mem_size),
@@ -174,7 +175,7 @@ def devices():
 
     The ``index`` is what ``device=`` and ``PYBP_DEVICE`` accept.
     """
-    return [describe(d, i) for i, d in enumerate(_all_devices())]
+    return [describe(d, i) for i, d in enumerate(all_devices())]
 
 
 # ---- probing: does a device build and run a kernel, and do its timers tell the truth --
@@ -269,11 +270,11 @@ def _label(device, found) -> str:
 
 
 # ---- choosing -------------------------------------------------------------------------
-def _speed_rank(device):
+def speed_rank(device):
     # A GPU before an accelerator before a CPU, a simulator last; then the implementation
     # measured faster (pybp.implementations); then the larger, faster chip.
     order = {"gpu": 0, "accelerator": 1, "cpu": 2, "other": 3, "simulator": 4}
-    return (order[_device_type_name(device)],
+    return (order[device_type_name(device)],
             implementations.identify(device.platform.name).rank,
             -device.max_compute_units * device.max_clock_frequency)
 
@@ -285,7 +286,7 @@ NO_DEVICE_REMEDY = ('install a GPU driver with OpenCL, or the CPU runtimes with 
 def usable_devices(found=None, warn=True) -> list:
     """The devices that build and run kernels (:func:`probe`); each one skipped gets one
     warning naming it and why."""
-    found = _all_devices() if found is None else found
+    found = all_devices() if found is None else found
     usable = []
     for device in found:
         verdict = probe(device)
@@ -320,8 +321,8 @@ def select_device(device=None) -> cl.Device:
     ``RuntimeError`` naming it and why.
     """
     if isinstance(device, cl.Device):
-        return _checked(device, "device", _all_devices())
-    found = _all_devices()
+        return _checked(device, "device", all_devices())
+    found = all_devices()
     if not found:
         raise RuntimeError(f"no OpenCL device found: {NO_DEVICE_REMEDY}")
     source = "device"
@@ -330,10 +331,10 @@ def select_device(device=None) -> cl.Device:
         source = ENV_DEVICE
     if device is None:
         usable = [d for d in usable_devices(found)
-                  if _device_type_name(d) != "simulator"]
+                  if device_type_name(d) != "simulator"]
         if not usable:
             raise _no_usable_device(found)
-        return min(usable, key=_speed_rank)
+        return min(usable, key=speed_rank)
     if isinstance(device, (bool, np.bool_)):
         raise TypeError(f"{source}: expected an index or a name, got {device!r}")
     names = "; ".join(f"[{i}] {d.name}" for i, d in enumerate(found))
@@ -349,7 +350,7 @@ def select_device(device=None) -> cl.Device:
         if not matches:
             raise ValueError(f"{source}: no device matches {device!r}; available: {names}")
         usable = [d for d in matches if probe(d).usable]
-        return _checked(min(usable or matches, key=_speed_rank), source, found)
+        return _checked(min(usable or matches, key=speed_rank), source, found)
     raise TypeError(f"{source}: expected a pyopencl.Device, an index or a name, got {type(device).__name__}")
 
 
@@ -417,3 +418,23 @@ def usable_image_formats(context) -> frozenset:
                 usable.add((channels, storage))
     _FORMATS[device.int_ptr] = frozenset(usable)
     return _FORMATS[device.int_ptr]
+
+
+_CONTEXTS = {}  # one context per device for the calls that give none: programs are kept
+_CONTEXTS_LOCK = threading.Lock()
+
+
+def open_device(device=None, context=None, queue=None):
+    """``(cl_device, context, queue or None)`` from what the caller gave: a queue, a
+    context, or a device choice (see :func:`select_device`; its context is
+    made once per process, so that built programs are reused)."""
+    if queue is not None:
+        return queue.device, queue.context, queue
+    if context is not None:
+        return context.devices[0], context, None
+    cl_device = select_device(device)
+    with _CONTEXTS_LOCK:
+        key = cl_device.int_ptr
+        if key not in _CONTEXTS:
+            _CONTEXTS[key] = cl.Context([cl_device])
+        return cl_device, _CONTEXTS[key], None

@@ -6,7 +6,7 @@ Records live in the user's cache directory (``PYBP_CACHE_DIR`` overrides), named
 the device; their header holds the full device identity, so a record made for another
 device or driver is ignored. Files are written atomically. The profiler reads profiles
 (``pybp.profiler``), the tuner writes them (``pybp.tuning``); ``pybp.device`` keeps the
-probes and ``pybp.runner`` the verdicts.
+probes and ``pybp.parallel.prepare`` the verdicts.
 """
 
 from __future__ import annotations

@@ -21,12 +21,13 @@ from pybp import __version__
 from pybp.bench import kernels as bench, volume as bench_pipeline
 from pybp.cli import files as cli_files
 from pybp.cl import codegen
-from pybp.parallel import reference
+from pybp.parallel import kernels, reference
 from pybp.tune import search as tuning
 from pybp.cli.files import Parser
 from pybp.cl.device import devices, select_device
 from pybp.stages.filters import FILTERS
 from pybp.geometry.parallel import Geometry
+from pybp.io.demo import phantom_scan, write_dxchange
 from pybp.io.images import SLICE_SUFFIXES, write_slice
 from pybp.io.readers import HDF5_SUFFIXES
 from pybp.io.writers import check_output_file
@@ -54,8 +55,6 @@ def cmd_devices(args):
 
 
 def cmd_write_scan(args):
-    from pybp.io.demo import phantom_scan, write_dxchange
-
     path = args.write_scan
     check_output_file(path, args.overwrite, HDF5_SUFFIXES, "--write-scan")
     n_bins = args.size or 256
@@ -143,7 +142,7 @@ def cmd_render(args):
         values = dict(given)
         values.setdefault("texel_channels", values.get("slices_per_pass", 1))
         params = family(**values)
-        source = codegen.render(params)
+        source = kernels.backproject_source(params)
     except (ValueError, TypeError) as exc:
         print(f"pybp render: {exc}", file=sys.stderr)
         return 2

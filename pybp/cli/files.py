@@ -11,7 +11,7 @@ from pathlib import Path
 
 import numpy as np
 
-from pybp import __version__, centre
+from pybp import __version__, centre, distributed
 from pybp.stages.filters import FILTERS, PADDINGS
 from pybp.io.images import contact_sheet, display_range, label, to_8bit, write_png
 from pybp.io.readers import open_scan
@@ -30,7 +30,10 @@ from pybp.io.writers import (
     stored_metadata,
 )
 from pybp.parallel.params import INTERPOLATIONS, SLICES_PER_PASS, STORAGES
-from pybp.api.sinograms import Backprojector, open_device
+from pybp.api.sinograms import Backprojector
+from pybp.cl.device import open_device
+from pybp.parallel.prepare import Setup
+from pybp.stream.team import Slab
 from pybp.api.volumes import reconstruct
 
 EXIT_INTERRUPTED = 130
@@ -208,9 +211,7 @@ def _check_cluster(args):
     if output_kind(args.output) != "tiff":
         raise ValueError(f"output: with --scheduler, workers write slices in parallel to a "
                          f"folder of TIFF files; {args.output} is one file: give a folder name")
-    from pybp.distributed import _need_dask
-
-    _need_dask()
+    distributed.need_dask()
 
 
 def _cluster(args):
@@ -218,9 +219,7 @@ def _cluster(args):
     one worker process per device of ``--devices`` (default all)."""
     if not args.scheduler:
         return None
-    from pybp import distributed
-
-    dask = distributed._need_dask()
+    dask = distributed.need_dask()
     if args.scheduler == "local":
         return dask.Client(distributed.local_cluster(args.devices or "all", processes=True))
     try:
@@ -234,9 +233,7 @@ def _check_devices(args):
     if args.scheduler:
         return
     if args.devices:
-        from pybp.distributed import device_list
-
-        names = [d.name for d in device_list(args.devices)]
+        names = [d.name for d in distributed.device_list(args.devices)]
         _say(args, f"devices: {len(names)} ({', '.join(names)})")
     else:
         select_device(args.device)
@@ -353,13 +350,11 @@ def _run(args, scan, rows, center, output, client):
 def _on_cluster(args, client, scan, output, rows, a, b, options):
     """Rows ``a..b`` of the output by the workers of ``client``, which open the scan and
     write the TIFF slices themselves."""
-    from pybp.distributed import reconstruct_on_cluster
-
-    setup = dict(n_bins=scan.shape[2], angles=scan.angles, **options)
-    slab = dict(first=rows[0] + a, stop=rows[0] + b, out=output.writer(), offset=a,
+    setup = Setup(scan.shape[2], scan.angles, **options)
+    slab = Slab(None, None, None, rows[0] + a, rows[0] + b, output.writer(), a,
                 log=not args.no_log, chunk_slices=args.chunk_slices, progress=not args.quiet)
     try:
-        reconstruct_on_cluster(client, setup, slab, scan=scan.opened_with)
+        distributed.reconstruct_on_cluster(client, setup, slab, scan=scan.opened_with)
     finally:
         output.scan_done()
 

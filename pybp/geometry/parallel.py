@@ -1,6 +1,6 @@
 """Parallel-beam geometry: angles, rotation axis, slice grid; input validation.
 
-Conventions (design section 1): a pixel at pixel-centre offsets ``(fx, fy)`` from the
+Conventions (docs/design.md, section 1): a pixel at pixel-centre offsets ``(fx, fy)`` from the
 slice centre (``fy`` grows with the row index) meets the detector at
 ``h = center + fx * cos(theta) - fy * sin(theta)`` (the paper's Eq. 1), in bins counted
 from the first bin's centre.  This is the geometry of ``skimage.transform.radon``, so its
@@ -13,6 +13,8 @@ import warnings
 from dataclasses import dataclass
 
 import numpy as np
+
+from pybp.checks import positive_int
 
 # A gap between neighbouring directions wider than this many typical steps is treated as
 # missing data (a missing wedge, a run of lost projections): it counts as this many
@@ -37,14 +39,6 @@ def _as_float_array(value, name, ndim):
     return arr
 
 
-def _positive_int(value, name):
-    if isinstance(value, (bool, np.bool_)) or not isinstance(value, (int, np.integer)):
-        raise TypeError(f"{name}: expected an integer, got {value!r}")
-    if value < 1:
-        raise ValueError(f"{name}: expected a positive integer, got {value}")
-    return int(value)
-
-
 @dataclass(frozen=True, eq=False)
 class Geometry:
     """What the back-projection of one sinogram needs to know.
@@ -65,7 +59,7 @@ class Geometry:
     def create(cls, n_bins, angles, center=None, slice_shape=None, slice_offset=None,
                angle_weights=None):
         """Validate user input once, at the API boundary, and build the geometry."""
-        n_bins = _positive_int(n_bins, "n_bins")
+        n_bins = positive_int(n_bins, "n_bins")
         angles = _as_float_array(angles, "angles", 1)
         if np.ptp(angles) > 2 * np.pi * (1 + 1e-6):
             warnings.warn(f"angles: they span {np.ptp(angles):g}, more than 2 pi: pybp takes "
@@ -105,8 +99,8 @@ class Geometry:
             slice_shape = (slice_shape, slice_shape)
         if len(slice_shape) != 2:
             raise ValueError(f"slice_shape: expected (ny, nx), got {slice_shape!r}")
-        slice_shape = (_positive_int(slice_shape[0], "slice_shape"),
-                       _positive_int(slice_shape[1], "slice_shape"))
+        slice_shape = (positive_int(slice_shape[0], "slice_shape"),
+                       positive_int(slice_shape[1], "slice_shape"))
         if slice_offset is None:
             slice_offset = (0.0, 0.0)
         offset = _as_float_array(slice_offset, "slice_offset", 1)
@@ -203,60 +197,3 @@ class Geometry:
         weights = np.empty_like(weights_sorted)
         weights[order] = weights_sorted
         return weights
-
-
-def as_sinogram_stack(sinograms, geometry, name="sinograms"):
-    """Check user data against the geometry; return a C-contiguous float32 3-D view.
-
-    Returns ``(stack, was_single, peaks)``: a 2-D sinogram becomes a stack of one;
-    ``peaks`` is each slice's largest absolute value.
-    """
-    if not hasattr(sinograms, "shape") or not hasattr(sinograms, "dtype"):
-        raise TypeError(f"{name}: expected a numpy array, got {type(sinograms).__name__}")
-    dtype = np.dtype(sinograms.dtype)
-    if dtype.kind not in "iuf" or dtype.kind == "f" and dtype.itemsize > 8:
-        raise TypeError(f"{name}: expected real numbers (float32 preferred), got dtype {dtype}")
-    if sinograms.ndim not in (2, 3):
-        raise ValueError(
-            f"{name}: expected (n_angles, n_bins) or (n_slices, n_angles, n_bins), "
-            f"got shape {sinograms.shape}"
-        )
-    single = sinograms.ndim == 2
-    stack = sinograms[None] if single else sinograms
-    if stack.shape[0] == 0 or stack.size == 0:
-        raise ValueError(f"{name}: is empty (shape {sinograms.shape})")
-    if stack.shape[1] != geometry.n_angles:
-        raise ValueError(
-            f"{name}: has {stack.shape[1]} projections (axis -2) but {geometry.n_angles} angles were given"
-        )
-    if stack.shape[2] != geometry.n_bins:
-        raise ValueError(
-            f"{name}: has {stack.shape[2]} bins (last axis) but the back-projector was made for {geometry.n_bins}"
-        )
-    with np.errstate(over="ignore"):  # values beyond float32 become inf: reported below
-        stack = np.ascontiguousarray(stack, dtype=np.float32)
-    # max and min propagate NaN and Inf: one check, and each slice's peak for half
-    # storage's scale, without a temporary array.
-    peaks = np.maximum(stack.max(axis=(1, 2)), -stack.min(axis=(1, 2))).astype(np.float64)
-    if not np.isfinite(peaks).all():
-        beyond = dtype.kind == "f" and dtype.itemsize > 4 and np.isfinite(sinograms).all()
-        raise ValueError(f"{name}: contains NaN or Inf" if not beyond else
-                         f"{name}: holds values beyond float32's range (3.4e38)")
-    return stack, single, peaks
-
-
-def check_output(out, shape, name="out"):
-    """Check an array the caller gives for the result (numpy, memmap, h5py dataset)."""
-    if not hasattr(out, "shape") or not hasattr(out, "dtype"):
-        raise TypeError(f"{name}: expected an array with shape {shape}, got {type(out).__name__}")
-    if tuple(out.shape) != tuple(shape):
-        raise ValueError(f"{name}: expected shape {tuple(shape)}, got {tuple(out.shape)}")
-    if np.dtype(out.dtype).kind != "f":
-        raise TypeError(f"{name}: expected a floating-point array, got dtype {out.dtype}")
-    if isinstance(out, np.ndarray) and not out.flags.writeable:
-        raise ValueError(f"{name}: the array is read-only")
-    mode = getattr(getattr(out, "file", None), "mode", None)  # an h5py dataset's file
-    if mode == "r":
-        raise ValueError(f"{name}: the HDF5 file {out.file.filename} is open read-only; "
-                         "open it with mode 'r+' or 'a'")
-    return out

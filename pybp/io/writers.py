@@ -32,6 +32,7 @@ from pathlib import Path
 
 import numpy as np
 
+from pybp import __version__
 from pybp.io.readers import HDF5_SUFFIXES, TiffStack
 from pybp.io.scan import need
 
@@ -385,8 +386,6 @@ class Output:
     run made, when it wrote no slice)."""
 
     def __init__(self, path, shape, dtype, metadata):
-        from pybp import __version__
-
         self.path, self.shape, self.dtype = Path(path), tuple(shape), np.dtype(dtype)
         self.metadata = dict(metadata, shape=list(self.shape), dtype=self.dtype.name)
         self.metadata.setdefault(MARK, __version__)

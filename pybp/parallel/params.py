@@ -1,4 +1,4 @@
-"""The kernel parameter set: the one structure that flows profiler -> template -> runner.
+"""The kernel parameter set: the one structure that flows profiler -> template -> stage.
 
 Each family has one frozen dataclass with ``validate()``; work sizes, local-memory needs
 and every fixed size a template uses are defined here and nowhere else. Each field's
@@ -27,7 +27,7 @@ OFFSET_CACHES = ("hm", "hx")
 # Every (slices per pass, interpolation, storage) a kernel is benchmarked and tuned for.
 SETTINGS = tuple((n, i, s) for n in SLICES_PER_PASS for i in ("linear", "nearest") for s in STORAGES)
 
-TILE = 16  # every texture kernel covers 16x16 pixels per work-group (Sect. 5.1, 5.6)
+TEXTURE_GROUP_SIDE = 16  # every texture kernel covers 16x16 pixels per work-group (Sect. 5.1, 5.6)
 MULTIPROJ_PROJECTIONS = 4  # projections in flight per work-group in `multiproj` (Alg. 3)
 LOCAL_CONSTANTS = 256  # projection constants cached per round in local memory (Alg. 5)
 ZORDER_SIDE = 4  # 4x4 pixel squares walked along a Z-order curve (Sect. 5.5, 6.3)
@@ -159,30 +159,30 @@ class TextureParams(KernelParams):
             raise ValueError("constants: 'local' caching is a multiproj option (Alg. 5)")
         return self
 
-    # ---- derived quantities, read by the templates and the runner ------------------
-    tile = TILE
+    # ---- derived quantities, read by the templates and the stages -------------------
     projections_in_flight = MULTIPROJ_PROJECTIONS
     local_constants = LOCAL_CONSTANTS
 
     @property
     def local_size(self):
-        return (TILE, TILE)
+        return (TEXTURE_GROUP_SIDE, TEXTURE_GROUP_SIDE)
 
     @property
     def group_side(self):
         """Side of the pixel square of one work-group: a launch over a tile of the
         slice starts at a multiple of it."""
-        return TILE
+        return TEXTURE_GROUP_SIDE
 
     def global_size(self, slice_shape):
         ny, nx = slice_shape
-        return (-(-nx // TILE) * TILE, -(-ny // TILE) * TILE)
+        side = TEXTURE_GROUP_SIDE
+        return (-(-nx // side) * side, -(-ny // side) * side)
 
     @property
     def local_memory_bytes(self):
         if self.kernel != "multiproj":
             return 0
-        partial_sums = MULTIPROJ_PROJECTIONS * TILE * TILE * 4 * self.slices_per_pass
+        partial_sums = MULTIPROJ_PROJECTIONS * TEXTURE_GROUP_SIDE ** 2 * 4 * self.slices_per_pass
         cache = LOCAL_CONSTANTS * 4 * TEXTURE_CONSTANT_FLOATS if self.constants == "local" else 0
         return partial_sums + cache
 
@@ -281,7 +281,7 @@ class AluParams(KernelParams):
             raise ValueError("rounding: fixed-point weights need positions below 128 bins")
         return self
 
-    # ---- derived quantities, read by the templates and the runner ------------------
+    # ---- derived quantities, read by the templates and the stages -------------------
     @property
     def cache_width(self):
         """Bins cached per projection: 1.5 n_s >= n_s sqrt(2) + the bins interpolation

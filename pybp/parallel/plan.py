@@ -1,4 +1,4 @@
-"""What is decided once per geometry and device (design section 3): the parameter set of
+"""What is decided once per geometry and device: the parameter set of
 every pass width a call can use, the pieces each of its launches reads, and their
 per-angle tables. Everything here is checked when the plan is made, so a call never
 discovers a bad setting after it has written part of its output.
@@ -108,7 +108,7 @@ class Plan:
         return cls(geometry, slices_per_pass, passes, unplanned)
 
     def replaced(self, width: int, pass_plan: PassPlan) -> "Plan":
-        """This plan with the pass of ``width`` replaced (pybp.runner's fallback)."""
+        """This plan with the pass of ``width`` replaced (the first-use fallback of pybp.parallel.prepare)."""
         return replace(self, passes={**self.passes, width: pass_plan})
 
     def width_for(self, count: int) -> int:
@@ -131,66 +131,3 @@ class Plan:
         lines += [f"{w} slice(s): not planned ({why}); such passes run at width "
                   f"{self.width_for(w)}" for w, why in sorted(self.unplanned.items())]
         return "\n".join(lines)
-
-
-SLOTS = 3           # chunks in flight: one uploading, one computing, one downloading
-# Most slices per chunk. Each chunk's transfers hide behind another's kernels at any
-# size; smaller chunks pin less host memory, which costs time to allocate and free
-# (H100, 2048^3: 32 slices 7.77 s in all, of which 1.33 s allocating; 16 slices 6.75 s;
-# H200, 512 x 2048^2: 8 slices 1.85 s, of which 0.24 s pinning and 0.15 s releasing;
-# 4 slices 1.71 s, 0.13 s and 0.09 s, streaming as fast: tuning/multi_device.py).
-CHUNK_SLICES = 4
-MEMORY_SHARE = 0.5  # of the device's global memory, for the chunks in flight
-
-
-def _size(n_bytes) -> str:
-    return f"{n_bytes / 2 ** 30:.2f} GiB" if n_bytes >= 2 ** 28 else f"{n_bytes / 2 ** 20:.1f} MiB"
-
-
-@dataclass(frozen=True)
-class MemoryPlan:
-    """How a volume streams through one device (design section 3): passes of
-    ``pass_width`` slices, ``chunk_slices`` slices per chunk (a multiple of it),
-    ``slots`` chunks in flight, and the device bytes of one slot's buffers."""
-
-    chunk_slices: int
-    slots: int
-    slot_bytes: int
-    pass_width: int
-
-    @classmethod
-    def create(cls, plan: Plan, device: DeviceDescription, input_bytes_per_slice: int,
-               n_slices: int, chunk_slices=None, slots=SLOTS) -> "MemoryPlan":
-        """Largest chunks (at most ``CHUNK_SLICES``, and no more than ``n_slices`` needs)
-        whose ``slots`` copies fit ``MEMORY_SHARE`` of global memory beside the shared
-        buffers, each buffer within the device's largest allocation. Where a pass of
-        ``plan.slices_per_pass`` slices does not fit, narrower planned passes are
-        tried (one 12000^2 slice fits PoCL's 2 GiB buffers; four do not); where none
-        fits, ``ValueError`` names ``slice_shape``, the sizes and the limits.
-
-        ``input_bytes_per_slice``: what one slice's input takes on the device before
-        it becomes a float32 sinogram (0 when the input is sinograms)."""
-        g = plan.geometry
-        sinogram = g.n_angles * g.n_bins * 4
-        slice_ = g.slice_shape[0] * g.slice_shape[1] * 4
-        per_slice = input_bytes_per_slice + sinogram + slice_
-        shared = plan.texel_bytes * 2 + 2 * g.n_bins * 8 * n_slices  # texels, images, refs
-        budget = device.global_memory * MEMORY_SHARE - shared
-        largest = max(input_bytes_per_slice, sinogram, slice_)
-        widths = [w for w in sorted(plan.passes, reverse=True)
-                  if largest * w <= device.max_allocation and per_slice * w <= budget]
-        if not widths:
-            ny, nx = g.slice_shape
-            raise ValueError(
-                f"slice_shape: one {ny}x{nx} slice from {g.n_angles}x{g.n_bins} sinograms needs "
-                f"a buffer of {_size(largest)} and {_size(per_slice + shared)} of device memory; "
-                f"{device.name} allows buffers of {_size(device.max_allocation)} and "
-                f"{_size(device.global_memory * MEMORY_SHARE)} in all ({MEMORY_SHARE:.0%} of "
-                f"its memory): reconstruct a smaller slice_shape, or a region of it with "
-                f"slice_offset")
-        width = min(w for w in widths if w >= min(n_slices, widths[0]))  # no wider than needed
-        wanted = -(-min(n_slices, chunk_slices or CHUNK_SLICES) // width) * width
-        fits = min(budget // (slots * per_slice), device.max_allocation // largest)
-        chunk = max(width, min(wanted, int(fits) // width * width))
-        slots = max(1, min(slots, -(-n_slices // chunk), int(budget // (chunk * per_slice))))
-        return cls(chunk, slots, chunk * per_slice, width)

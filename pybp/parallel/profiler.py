@@ -132,7 +132,7 @@ def architecture(device: DeviceDescription) -> Architecture:
     return next(row for row in ARCHITECTURES if row.matches(device))
 
 
-# Where a kernel family gives wrong results on a device (pybp.runner checks each
+# Where a kernel family gives wrong results on a device (pybp.parallel.prepare checks each
 # parameter set the first time it runs there), the next of these that passes is used:
 # the exact ALU kernel first, then the texture kernels from the fastest on GPUs.
 FALLBACK_ORDER = ("alu", "multiproj", "locality", "standard")

@@ -125,7 +125,7 @@ CHECK_BINS, CHECK_ANGLES, CHECK_ROWS = 1024, 64, 40
 class Case:
     """Random zero-mean sinograms of ``n_angles`` sorted random angles and ``n_bins``
     bins, the axis ``center_shift`` bins off the middle, into slices of ``slice_shape``;
-    run by :func:`pybp.runner.check`."""
+    run by :func:`pybp.parallel.prepare.check`."""
 
     n_bins: int
     n_angles: int
@@ -134,7 +134,7 @@ class Case:
 
 
 CHECK = Case(CHECK_BINS, CHECK_ANGLES, 3.3, (CHECK_ROWS, CHECK_BINS))
-# The first use of a parameter set on a device (pybp.runner): small, so that it costs
+# The first use of a parameter set on a device (pybp.parallel.prepare): small, so that it costs
 # little (0.3 M updates per slice), but with partial squares on both axes, more angles
 # than any kernel caches per round (64), and the axis off the middle: where a compiler
 # that mishandles barriers or vectorisation (docs/portability.md) shows.

@@ -15,10 +15,14 @@ values times the sums of the taps that meet the padding, known in advance).
 
 from __future__ import annotations
 
+import functools
+
 import numpy as np
 import pyopencl as cl
 
 from pybp.cl import codegen
+from pybp.cl.kernel import Arg
+from pybp.stages.base import Need, Stage
 
 FILTERS = ("ramp", "shepp-logan", "cosine", "hamming", "hann")
 PADDINGS = ("zero", "edge")
@@ -113,6 +117,42 @@ def filter_numpy(sinograms, name: str, weights, padding: str = "zero") -> np.nda
 
 
 FFT_ITEMS = 256  # work-items per transform, fewer for short rows
+CONVOLUTION_TILE = 64  # bins per work-group of the direct convolution
+SCRATCH_BYTES = 64 << 20  # most rows filtered by convolution at once
+
+# Both filters' arguments: the rows, what each method reads of the filter, the angle
+# weights, the sizes, and where the launch's rows go.
+ROWS = Arg("rows", "__global const float *", "n_rows rows of n_bins (all slices, all angles)")
+WEIGHTS = Arg("weights", "__global const float *", "per angle: angular weight (radians)")
+FIRST_ROW = Arg("first_row", "const int", "the launch's first row (pybp/cl/pacing.py)")
+FFT_ARGS = (ROWS,
+            Arg("twiddles", "__global const float2 *", "N/2: exp(-2 pi i k / N)"),
+            Arg("response", "__global const float *", "N: the filter's real response, / N"),
+            WEIGHTS, Arg("n_bins", "const int"), Arg("n_angles", "const int"),
+            Arg("n_rows", "const int"), FIRST_ROW,
+            Arg("out", "__global float *", "may be `rows`"))
+CONVOLUTION_ARGS = (ROWS,
+                    Arg("taps", "__global const float *", "2 n_bins - 1 filter taps"),
+                    Arg("edges", "__global const float *",
+                        "edge padding: per bin, the left and right tap sums"),
+                    WEIGHTS, Arg("n_bins", "const int"), Arg("n_angles", "const int"),
+                    FIRST_ROW, Arg("out", "__global float *", "the launch's rows, from its first"))
+
+
+@functools.lru_cache(maxsize=16)
+def fft_source(size: int, items: int, padding: str, first: int, paired: bool) -> str:
+    """Source of ``filter_rows`` by FFT: ``size`` points (a power of two) on ``items``
+    work-items; rows start at padded position ``first`` (edge padding); ``paired``
+    exchanges whole complex values through local memory (2 ``size`` floats)."""
+    return codegen.render("stages/fft.cl.mako", {"filter_rows": FFT_ARGS}, size=size, items=items,
+                          padding=padding, first=first, paired=paired)
+
+
+@functools.lru_cache(maxsize=4)
+def convolution_source(padding: str = "zero") -> str:
+    """Source of ``filter_rows`` by direct convolution, ``zero`` or ``edge`` padding."""
+    return codegen.render("stages/filter.cl.mako", {"filter_rows": CONVOLUTION_ARGS}, tile=CONVOLUTION_TILE,
+                          padding=padding)
 
 
 class FftFilter:
@@ -134,8 +174,9 @@ class FftFilter:
         self.weights = cl.Buffer(context, flags, hostbuf=np.asarray(weights, np.float32))
         if paired is None:  # whole complex values through local memory, where they fit
             paired = 8 * size <= context.devices[0].local_mem_size
-        source = codegen.render_fft(size, self.items, padding, first, paired)
-        self.kernel = codegen.kernel(codegen.build(context, source, device), "filter_rows", device)
+        self.kernel = codegen.declared(context, device,
+                                       fft_source(size, self.items, padding, first, paired),
+                                       "filter_rows", FFT_ARGS)
         self.n_bins = n_bins
 
     @staticmethod
@@ -149,7 +190,7 @@ class FftFilter:
 
     @property
     def row_cost(self) -> int:
-        """Work per row, in the units :class:`pybp.pacing.Pacer` times launches by."""
+        """Work per row, in the units :class:`pybp.cl.pacing.Pacer` times launches by."""
         size = padded_size(self.n_bins)
         return size * int(np.log2(size))
 
@@ -159,10 +200,10 @@ class FftFilter:
         sinograms."""
         total = n_slices * self.n_angles
         rows = total - first_row if rows is None else rows
-        return self.kernel(queue, (-(-rows // 2) * self.items,), (self.items,),
-                           source, self.twiddles, self.response, self.weights,
-                           np.int32(self.n_bins), np.int32(self.n_angles), np.int32(total),
-                           np.int32(first_row), destination, wait_for=wait_for)
+        return self.kernel(queue, (-(-rows // 2) * self.items,), (self.items,), wait_for,
+                           rows=source, twiddles=self.twiddles, response=self.response,
+                           weights=self.weights, n_bins=self.n_bins, n_angles=self.n_angles,
+                           n_rows=total, first_row=first_row, out=destination)
 
 
 class ConvolutionFilter:
@@ -176,8 +217,8 @@ class ConvolutionFilter:
         self.weights = cl.Buffer(context, flags, hostbuf=np.asarray(weights, np.float32))
         edges = edge_weights(name, n_bins) if padding == "edge" else np.zeros((2, 1))
         self.edges = cl.Buffer(context, flags, hostbuf=edges.astype(np.float32))
-        source = codegen.render_filter(padding)
-        self.kernel = codegen.kernel(codegen.build(context, source, device), "filter_rows", device)
+        self.kernel = codegen.declared(context, device, convolution_source(padding),
+                                       "filter_rows", CONVOLUTION_ARGS)
 
     row_step = 1
     in_place = False  # work-groups read whole rows that others write
@@ -190,12 +231,12 @@ class ConvolutionFilter:
                  rows=None):
         """Filter rows ``[first_row, first_row + rows)`` (default: all) of ``n_slices``
         sinograms into the first ``rows`` rows of ``destination`` (not ``source``)."""
-        tile = codegen.FILTER_TILE
+        tile = CONVOLUTION_TILE
         rows = n_slices * self.n_angles - first_row if rows is None else rows
-        return self.kernel(queue, (-(-self.n_bins // tile) * tile, rows), (tile, 1),
-                           source, self.taps, self.edges, self.weights,
-                           np.int32(self.n_bins), np.int32(self.n_angles), np.int32(first_row),
-                           destination, wait_for=wait_for)
+        return self.kernel(queue, (-(-self.n_bins // tile) * tile, rows), (tile, 1), wait_for,
+                           rows=source, taps=self.taps, edges=self.edges, weights=self.weights,
+                           n_bins=self.n_bins, n_angles=self.n_angles, first_row=first_row,
+                           out=destination)
 
 
 def device_filter(context, device, name, n_bins, weights, padding="zero", method="auto"):
@@ -211,3 +252,43 @@ def device_filter(context, device, name, n_bins, weights, padding="zero", method
     if method != "convolution":
         raise ValueError(f"filter_method: expected auto, fft or convolution; got {method!r}")
     return ConvolutionFilter(context, device, name, n_bins, weights, padding)
+
+
+class Filter(Stage):
+    """The FBP filter over a chunk's sinogram rows, in blocks paced by the executor's
+    pacer. The FFT filters in place; direct convolution reads whole rows that other
+    work-groups write, so it writes a block into scratch memory, copied back after."""
+
+    name = "filter"
+
+    def __init__(self, context, device, name, n_bins, weights, padding="zero", method="auto"):
+        self.rows = device_filter(context, device, name, n_bins, weights, padding, method)
+        self.context, self.n_bins = context, n_bins
+        self.needs = (Need("sinograms", len(weights) * n_bins * 4),)
+        self._scratch = None  # rows filtered by direct convolution, before they go back
+
+    def enqueue(self, chunk):
+        f, q, pacer, n_bins = self.rows, chunk.queue, chunk.pacer, self.n_bins
+        sinograms, stages, most = chunk.buffers["sinograms"], [], None
+        if not f.in_place:  # blocks of at most the scratch's rows, sized for any chunk
+            most = min(max(1, SCRATCH_BYTES // (4 * n_bins)),
+                       chunk.memory.chunk_slices * f.n_angles)
+            if self._scratch is None or self._scratch.size < most * n_bins * 4:
+                self._scratch = cl.Buffer(self.context, cl.mem_flags.READ_WRITE,
+                                          most * n_bins * 4)
+        for first, rows in pacer.blocks("filter", chunk.count * f.n_angles, f.row_cost,
+                                        f.row_step, most):
+            pacer.admit("filter", rows * f.row_cost, chunk.stop)
+            target = sinograms if f.in_place else self._scratch
+            event = f(q, sinograms, target, chunk.count, first_row=first, rows=rows)
+            q.flush()
+            pacer.launched(event, "filter", rows * f.row_cost)
+            stages.append(("filter", event))
+            if not f.in_place:
+                stages.append(("filter", cl.enqueue_copy(
+                    q, sinograms, self._scratch, byte_count=rows * n_bins * 4,
+                    dst_offset=first * n_bins * 4)))
+        return stages
+
+    def close(self):
+        self._scratch = None

@@ -12,10 +12,20 @@ back-projection summing past 3.4e38) is refused before any work.
 
 from __future__ import annotations
 
+import functools
+
 import numpy as np
+import pyopencl as cl
+
+from pybp.cl import codegen
+from pybp.cl.kernel import Arg
+from pybp.stages.base import Need, Stage, Zeros
 
 HALF_TARGET = 2.0 ** 14  # a slice's largest possible texel after scaling; half tops at 65504
 FLOAT32_MAX = float(np.finfo(np.float32).max)
+PEAK_ITEMS = 256  # work-items of a slice's peak search (one work-group per 64 at most)
+PEAK_GROUPS = 64  # work-groups per slice of the peak search
+UNSCALE_ITEMS = 256  # work-items per row of the unscaling launch
 # Powers of two whose inverse is also a normal float32.
 _EXPONENTS = (-126, 126)
 
@@ -57,3 +67,70 @@ def result_bound(n_angles, weights=None, filter_gain=None) -> float:
     if filter_gain is None:
         return float(n_angles)
     return filter_gain * max(1.0, float(np.asarray(weights, np.float64).sum()))
+
+
+KERNELS = {
+    "slice_peaks": (Arg("planes", "__global const float *"),
+                    Arg("plane", "const int", "values per plane"),
+                    Arg("peaks", "__global uint *")),
+    "half_scales": (Arg("peaks", "__global const uint *"),
+                    Arg("bound", "const float"),
+                    Arg("target", "const float"),
+                    Arg("n_planes", "const int"),
+                    Arg("scales", "__global float *")),
+    "unscale": (Arg("slices", "__global float *", "a chunk's planes of `plane` pixels"),
+                Arg("plane", "const int"),
+                Arg("scales", "__global const float *", "per plane")),
+}
+
+
+@functools.lru_cache(maxsize=1)
+def source() -> str:
+    return codegen.render("stages/halfscale.cl.mako", KERNELS, peak_items=PEAK_ITEMS)
+
+
+def kernels(context, device) -> dict:
+    return {name: codegen.declared(context, device, source(), name, args)
+            for name, args in KERNELS.items()}
+
+
+class HalfScale(Stage):
+    """Before packing into half texels: per slice of the chunk's sinograms (after the
+    filter), the power of two that brings its largest value to ``HALF_TARGET``
+    (``scales``, read by the back-projection's packing)."""
+
+    name = "half"
+
+    def __init__(self, context, device, n_angles, n_bins):
+        self.plane = n_angles * n_bins
+        self.kernels = kernels(context, device)
+        self.needs = (Need("sinograms", self.plane * 4), Need("peaks", 4), Need("scales", 4))
+        self._zeros = Zeros()
+
+    def enqueue(self, chunk):
+        b, q, count, k = chunk.buffers, chunk.queue, chunk.count, self.kernels
+        groups = min(PEAK_GROUPS, -(-self.plane // PEAK_ITEMS))
+        return [("half", cl.enqueue_copy(q, b["peaks"], self._zeros(count), is_blocking=False)),
+                ("half", k["slice_peaks"](q, (groups * PEAK_ITEMS, count), (PEAK_ITEMS, 1),
+                                          planes=b["sinograms"], plane=self.plane,
+                                          peaks=b["peaks"])),
+                ("half", k["half_scales"](q, (count,), None, peaks=b["peaks"], bound=1.0,
+                                          target=HALF_TARGET, n_planes=count,
+                                          scales=b["scales"]))]
+
+
+class Unscale(Stage):
+    """After the back-projection of half texels: each slice divided by its scale."""
+
+    name = "half"
+
+    def __init__(self, context, device, slice_shape):
+        self.pixels = int(slice_shape[0]) * int(slice_shape[1])
+        self.kernel = kernels(context, device)["unscale"]
+        self.needs = (Need("slices", self.pixels * 4), Need("scales", 4))
+
+    def enqueue(self, chunk):
+        b, items = chunk.buffers, UNSCALE_ITEMS
+        return [("half", self.kernel(chunk.queue, (-(-self.pixels // items) * items, chunk.count),
+                                     (items, 1), slices=b["slices"], plane=self.pixels,
+                                     scales=b["scales"]))]

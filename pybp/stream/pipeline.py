@@ -1,4 +1,4 @@
-"""Streaming slices through one executor (design section 3; paper Sect. 4, Fig. 4).
+"""Streaming slices through one executor (paper Sect. 4, Fig. 4; docs/architecture.md).
 
 A reader thread copies each chunk from the caller's input into the executor's
 page-locked staging, the calling thread enqueues the chunk's device work, and a writer
@@ -6,44 +6,21 @@ thread copies finished slices into the caller's output. Bounded hand-offs keep a
 the executor's slots in flight, so host memory stays a few chunks beyond the caller's
 arrays. Copies of NumPy arrays are split over a few threads (NumPy releases the GIL
 while copying): one thread copies pageable memory at a fraction of what the device's
-DMA and the host's memory can do. Several pipelines (one per device) can share one
+DMA and the host's memory can do (pybp/stream/sources.py). Several pipelines (one per
+device) can share one
 :class:`Rows`: each reader takes the next chunk when a slot of its own is free, so a
 faster device takes more.
 """
 
 from __future__ import annotations
 
-import contextlib
-import os
 import queue
-import sys
 import threading
 import time
-from concurrent.futures import ThreadPoolExecutor
-
-import numpy as np
 
 from pybp.cl.pacing import Stopped, wait
 
-COPY_THREADS = max(1, min(8, (os.cpu_count() or 2) // 2))  # per direction
-PARALLEL_COPY_BYTES = 8 << 20  # smaller copies are not worth the threads
 POLL_SECONDS = 0.1
-REFERENCE_BYTES = 64 << 20  # flats and darks averaged per block of rows
-
-
-def copy_blocks(pool, destination, source):
-    """``destination[...] = source`` (NumPy arrays of one shape), in blocks of the first
-    axis on ``pool`` when it is large; casts as needed. (Blocks of the second axis for
-    chunks of 4 slices, 8 blocks instead of 4, made two GPUs slower, not faster, on the
-    H200 machine: 3.99 s against 2.88 s, the host's memory already busy.)"""
-    if pool is None or destination.nbytes < PARALLEL_COPY_BYTES or len(destination) < 2:
-        np.copyto(destination, source, casting="unsafe")
-        return
-    edges = np.linspace(0, len(destination), min(len(destination), 4 * COPY_THREADS) + 1).astype(int)
-    futures = [pool.submit(np.copyto, destination[a:b], source[a:b], casting="unsafe")
-               for a, b in zip(edges[:-1], edges[1:]) if b > a]
-    for future in futures:
-        future.result()
 
 
 class Rows:
@@ -65,42 +42,6 @@ class Rows:
                 return None
             self.next = min(self.n_slices, start + most)
             return start, self.next - start
-
-
-class Progress:
-    """Slices done, GU/s and time left on standard error, once work has run for
-    ``delay`` seconds (short calls print nothing); ``enabled=False`` silences it.
-    Several pipelines may update one (any thread)."""
-
-    def __init__(self, total, updates_per_slice, enabled=True, delay=2.0, stream=sys.stderr):
-        self.total, self.per_slice, self.enabled = total, updates_per_slice, enabled
-        self.delay, self.stream = delay, stream
-        self.done, self.start, self.shown, self.last = 0, time.perf_counter(), False, 0.0
-        self._lock = threading.Lock()
-
-    def update(self, count):
-        with self._lock:
-            self._update(count)
-
-    def _update(self, count):
-        self.done += count
-        now = time.perf_counter()
-        elapsed = now - self.start
-        finished = self.done >= self.total
-        if not self.enabled or elapsed < self.delay or (now - self.last < 0.25 and not finished):
-            return
-        self.last, self.shown = now, True
-        rate = self.done * self.per_slice / elapsed * 1e-9
-        left = elapsed / self.done * (self.total - self.done)
-        print(f"\rpybp: {self.done}/{self.total} slices, {rate:.0f} GU/s, "
-              f"{left:.0f} s left ", end="\n" if finished else "", file=self.stream, flush=True)
-
-    def close(self):
-        """End the line of an unfinished bar (once, whichever pipeline stops first)."""
-        with self._lock:
-            if self.shown and self.done < self.total:
-                print(file=self.stream, flush=True)
-            self.shown = False
 
 
 def _get(hand_off, stop):
@@ -143,7 +84,7 @@ def _serial(executor, rows, read, write, progress, timings, stop) -> int:
             event, downloaded = executor.download(0, count)
             wait(event, stop)
             executor.record(stages + computing + downloaded)
-            clipped += executor.clipped(0)
+            clipped += executor.reported(0)
             write(start, count, executor.staging_out(0, count))
             slices += count
             if progress is not None:
@@ -166,14 +107,15 @@ def stream(executor, rows, read, write, progress=None, timings=None, stop=None) 
     """Run the chunks of ``rows`` (a :class:`Rows`, or a number of slices) through
     ``executor`` (its slots reserved).
 
-    ``read(start, count, staging)`` fills a chunk's input staging and returns the dark
-    and flat means of its rows (or None), and the reader thread uploads them; the
-    calling thread enqueues its device stages; the writer thread downloads it and
-    hands its slices to ``write(start, count, slices)``. Returns how
-    many values normalisation replaced. ``timings`` (a dict) gets the seconds the
+    ``read(start, count, staging)`` fills a chunk's input staging and returns what
+    goes up beside it (host arrays for the stages' uploaded buffers by name, such as
+    the dark and flat means of its rows; or None), and the reader thread uploads them;
+    the calling thread enqueues its device stages; the writer thread downloads it and
+    hands its slices to ``write(start, count, slices)``. Returns the sum of what the
+    stages report (values normalisation replaced). ``timings`` (a dict) gets the seconds the
     writer waited for the device (``wait_device``) and the slices done (``slices``).
     An exception in any thread, or Ctrl-C, stops all of them and is raised here once
-    the device work in flight ends (a fraction of a second: see :mod:`pybp.pacing`);
+    the device work in flight ends (a fraction of a second: see :mod:`pybp.cl.pacing`);
     ``stop`` (a ``threading.Event`` shared by several pipelines) ends this one quietly
     when set elsewhere, and is set when this one fails.
     """
@@ -233,7 +175,7 @@ def stream(executor, rows, read, write, progress=None, timings=None, stop=None) 
             wait(event, stop)
             spent["wait_device"] += time.perf_counter() - tick
             executor.record(stages + downloaded)
-            clipped[0] += executor.clipped(slot)
+            clipped[0] += executor.reported(slot)
             write(start, count, executor.staging_out(slot, count))
             output_free[slot].release()
             spent["slices"] += count
@@ -274,120 +216,3 @@ def stream(executor, rows, read, write, progress=None, timings=None, stop=None) 
     if errors:
         raise errors[0]
     return clipped[0]
-
-
-@contextlib.contextmanager
-def copy_pools():
-    """Two pools (reading, writing) of :data:`COPY_THREADS` threads each, shut down on
-    leaving the block."""
-    with ThreadPoolExecutor(COPY_THREADS, thread_name_prefix="pybp-read") as reading, \
-            ThreadPoolExecutor(COPY_THREADS, thread_name_prefix="pybp-write") as writing:
-        yield reading, writing
-
-
-def put_rows(pool, out, at, slices):
-    """``out[at:at + len(slices)] = slices``: split over ``pool`` for NumPy arrays and
-    memmaps, one assignment for anything else (an h5py dataset)."""
-    if isinstance(out, np.ndarray):
-        copy_blocks(pool, out[at:at + len(slices)], slices)
-    else:
-        out[at:at + len(slices)] = slices
-
-
-ROW_BLOCK_BYTES = 1 << 30  # rows read from a file at once (capped by the host's memory)
-
-
-def _frame_count(frames):
-    return 1 if len(frames.shape) == 2 else frames.shape[0]
-
-
-def _frame_rows(frames, first, stop):
-    """Rows ``[first, stop)`` of flats or darks, ``(n_frames, rows, n_bins)``."""
-    return np.asarray(frames[first:stop])[None] if len(frames.shape) == 2 else \
-        np.asarray(frames[:, first:stop])
-
-
-class RowBlocks:
-    """Rows ``[first, stop)`` of a ``(n_angles, n_rows, n_bins)`` input that is not a
-    NumPy array (an h5py dataset, TIFF files), read in large blocks of rows, the next
-    block on a thread of its own while the current one is used.
-
-    A file holding projections keeps each frame together (HDF5 chunks of one frame,
-    one TIFF per frame), so a chunk of a few rows is one small read per frame, each
-    with a fixed cost: 8 rows at a time read a 4 GiB DXchange file at 80 MB/s on the
-    H100 machine. Blocks of ``block_bytes`` make those reads few and long. The first
-    block is ``first_rows`` rows, so the device starts early. Several pipelines may
-    share one (any thread): ``rows(start, count)`` is called for rows in about
-    increasing order, each row once, and a block is dropped once all its rows are out."""
-
-    def __init__(self, source, first, stop, first_rows, block_bytes=None, row_bytes=None):
-        self.source = source
-        frame_row = row_bytes or int(np.prod(source.shape[::2])) * np.dtype(source.dtype).itemsize
-        try:
-            memory = os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES")
-        except (ValueError, OSError, AttributeError):
-            memory = 16 << 30
-        block_bytes = block_bytes or min(ROW_BLOCK_BYTES, memory // 16)
-        size = max(first_rows, block_bytes // frame_row)
-        edges = [first] + list(range(min(stop, first + first_rows), stop, size)) + [stop]
-        self.blocks = [(a, b) for a, b in zip(edges[:-1], edges[1:]) if b > a]
-        self.pool = ThreadPoolExecutor(1, thread_name_prefix="pybp-read-ahead")
-        self.loaded = {}  # block index -> future of its rows
-        self.left = {k: b - a for k, (a, b) in enumerate(self.blocks)}  # rows not yet out
-        self._lock = threading.Lock()
-
-    def _load(self, k):
-        if k < len(self.blocks) and k not in self.loaded and k in self.left:
-            a, b = self.blocks[k]
-            self.loaded[k] = self.pool.submit(self._read, a, b)
-
-    def _read(self, first, stop):
-        return np.asarray(self.source[:, first:stop])
-
-    def rows(self, start, count):
-        """Rows ``[start, start + count)`` (absolute), as an array or a view of one."""
-        parts = []
-        with self._lock:
-            k = next(k for k, (a, b) in enumerate(self.blocks) if a <= start < b)
-            while count > 0:
-                a, b = self.blocks[k]
-                self._load(k)
-                self._load(k + 1)
-                take = min(count, b - start)
-                parts.append((k, self.loaded[k], start - a, take))
-                start, count, k = start + take, count - take, k + 1
-        views = [future.result()[:, at:at + take] for _, future, at, take in parts]
-        with self._lock:
-            for k, _, _, take in parts:
-                self.left[k] -= take
-                if not self.left[k]:  # every row of it is out
-                    del self.left[k]
-                    self.loaded.pop(k, None)
-        return views[0] if len(views) == 1 else np.concatenate(views, axis=1)
-
-    def close(self):
-        for future in self.loaded.values():
-            future.cancel()
-        self.pool.shutdown(wait=True)
-        self.loaded.clear()
-
-
-class FlatField(RowBlocks):
-    """The dark and flat means of rows ``[first, stop)``, for the pipelines of one run:
-    ``rows(start, count)`` gives them as ``(2, count, n_bins)`` float64 (dark, flat).
-    They are averaged on the host, a block of rows ahead of the chunks that need them
-    (on the read-ahead thread), and each chunk's means go up with it. Averaging all of
-    2 x 20 frames of 2048 x 2048 on the device before the first chunk held it back by
-    about 0.1 s on the H200 machine; averaging each block on the reader thread when
-    needed stalled the stream."""
-
-    def __init__(self, flats, darks, first, stop, first_rows):
-        self.frames = (darks, flats)
-        row_bytes = sum(_frame_count(f) * np.dtype(f.dtype).itemsize * f.shape[-1]
-                        for f in self.frames)
-        super().__init__(None, first, stop, first_rows, REFERENCE_BYTES, row_bytes)
-
-    def _read(self, first, stop):
-        return np.stack([_frame_rows(f, first, stop).mean(axis=0, dtype=np.float64)
-                         for f in self.frames])
-

@@ -1,31 +1,44 @@
-"""One team of pipelines per slab: a :class:`pybp.runner.Backprojector` per device,
-kept for any number of slabs of one scan geometry, every device streaming its chunks of
-rows from one shared schedule (:class:`Pipelines`). :func:`pybp.reconstruct` and
-:class:`pybp.Reconstructor` (pybp/volume.py) run one in this process; Dask workers run
-one each (pybp/distributed.py)."""
+"""One team of pipelines per slab: a prepared unit per device (for parallel beam,
+:class:`pybp.parallel.prepare.Unit`), kept for any number of slabs of one scan
+geometry, every device streaming its chunks of rows from one shared schedule
+(:class:`Pipelines`). :func:`pybp.reconstruct` and :class:`pybp.Reconstructor` run one in
+this process; Dask workers run one each (pybp/distributed.py).
+
+A unit is what the team asks of a geometry: ``prepare(n_slices, dtype, log,
+chunk_slices)`` returns its executor with stages and slots reserved,
+``updates_per_slice()`` counts GU/s, ``device`` names it, ``close()`` frees it.
+"""
 
 from __future__ import annotations
 
 import threading
 import time
 from concurrent.futures import Future, ThreadPoolExecutor
+from dataclasses import dataclass
 
 import numpy as np
 
-from pybp.stream import pipeline
-from pybp.stream.executor import raw_dtype
-from pybp.geometry.parallel import Geometry
-from pybp.parallel.params import SLICES_PER_PASS
-from pybp.parallel.plan import MemoryPlan
-from pybp.api.sinograms import Backprojector
+from pybp.stream import pipeline, sources
+from pybp.stream.progress import Progress
 
+@dataclass
+class Slab:
+    """Rows ``[first, stop)`` of ``projections`` ``(n_angles, n_rows, n_bins)`` (with
+    ``flats`` and ``darks``, or None for normalised data) into ``out[offset + i]``, and
+    how: ``log``, rows per chunk (None: from the device's memory), the progress line,
+    and ``stats`` (a dict to fill, or None)."""
 
-def geometry_of(setup) -> Geometry:
-    """The geometry that :class:`pybp.Backprojector` makes of ``setup`` (its arguments,
-    ``n_bins`` and ``angles`` among them), without a device."""
-    return Geometry.create(setup["n_bins"], setup["angles"], setup.get("center"),
-                           setup.get("slice_shape"), setup.get("slice_offset"),
-                           setup.get("angle_weights"))
+    projections: object
+    flats: object
+    darks: object
+    first: int
+    stop: int
+    out: object
+    offset: int = 0
+    log: bool = True
+    chunk_slices: int | None = None
+    progress: bool = True
+    stats: dict | None = None
 
 
 def _check_flats_above_darks(flats, darks, first, stop):
@@ -39,9 +52,11 @@ def _check_flats_above_darks(flats, darks, first, stop):
 
 
 class Pipelines:
-    """One :class:`pybp.Backprojector` per device (``targets``: dicts of ``device``,
-    ``context`` or ``queue``), kept for any number of :meth:`run` calls over slabs of
-    one scan geometry; ``close()`` (or leaving a ``with`` block) releases them.
+    """One unit per device, made by ``make(target)`` for each of ``targets`` (dicts of
+    ``device``, ``context`` or ``queue``), kept for any number of :meth:`run` calls over
+    slabs of one scan geometry; ``close()`` (or leaving a ``with`` block) releases them.
+    Chunks of rows start at multiples of ``align`` (the widest pass of the geometry's
+    kernels), so that every device groups slices as one device would.
 
     With several devices nothing waits for all: they are made one after the other on a
     thread, and in :meth:`run` each device pins its staging and starts streaming as
@@ -49,44 +64,34 @@ class Pipelines:
     machine, making, pinning and releasing ran one device after the other however
     many threads asked: about 0.12 s, 0.13 s and 0.1 s each)."""
 
-    def __init__(self, targets, n_bins, angles, **options):
-        self.geometry = geometry_of(dict(options, n_bins=n_bins, angles=angles))
-        self._pool = None
+    def __init__(self, make, targets, align=1):
+        self._pool, self.align = None, align
         if len(targets) == 1:  # errors now, before the caller's output is touched
-            self._builds = [_done(Backprojector(n_bins, angles, **targets[0], **options))]
+            self._builds = [_done(make(targets[0]))]
         else:
             # One at a time, in order: they ran no faster at once, and the first device
             # streams the sooner while the next is made.
             self._pool = ThreadPoolExecutor(1, thread_name_prefix="pybp-build")
-            self._builds = [self._pool.submit(Backprojector, n_bins, angles, **t, **options)
-                            for t in targets]
+            self._builds = [self._pool.submit(make, t) for t in targets]
 
     @property
     def members(self):
-        """The Backprojectors (waits for those still being made)."""
+        """The units (waits for those still being made)."""
         return [future.result() for future in self._builds]
 
-    def run(self, projections, flats, darks, first, stop, out, offset, log=True,
-            chunk_slices=None, progress=True, stats=None) -> int:
-        """Reconstruct rows ``[first, stop)`` into ``out[offset + i]``; return how many
-        values normalisation replaced. With several devices each streams on a thread of
-        its own from one :class:`pybp.pipeline.Rows`."""
-        n, g = stop - first, self.geometry
-        dtype = raw_dtype(projections.dtype)
-        if flats is not None:
-            _check_flats_above_darks(flats, darks, first, stop)
+    def run(self, slab: Slab) -> int:
+        """Reconstruct ``slab``; return how many values normalisation replaced. With
+        several devices each streams on a thread of its own from one
+        :class:`pybp.stream.pipeline.Rows`."""
+        if slab.flats is not None:
+            _check_flats_above_darks(slab.flats, slab.darks, slab.first, slab.stop)
 
-        def prepare(bp):
-            """On the device's own thread: its memory plan and staging."""
-            executor = bp.executor
-            memory = MemoryPlan.create(bp.plan, bp.device, g.n_angles * g.n_bins * dtype.itemsize,
-                                       n, chunk_slices)
-            executor.take_projections(dtype, log)
-            executor.reserve(memory)
-            return executor
+        def prepare(unit):
+            """On the device's own thread: its stages, memory plan and staging."""
+            return unit.prepare(slab.stop - slab.first, slab.projections.dtype, slab.log,
+                                slab.chunk_slices)
 
-        return _stream(self._builds, prepare, projections, flats, darks, first, n, out, offset,
-                       progress, stats)
+        return _stream(self._builds, prepare, slab, self.align)
 
     def close(self, wait=True):
         """Release every device's memory and staging (at once, on threads); with
@@ -131,14 +136,16 @@ def _on_threads(calls):
     return [f.result() for f in futures]
 
 
-def _stream(builds, prepare, projections, flats, darks, first, n, out, offset, progress, stats):
-    """Each device (``builds``: futures of Backprojectors) prepares (``prepare(bp)``
-    returns its executor, slots reserved) and streams on a thread of its own, taking
-    rows as soon as it is ready."""
+def _stream(builds, prepare, slab: Slab, align: int):
+    """Each device (``builds``: futures of units) prepares (``prepare(unit)`` returns
+    its executor, slots reserved) and streams on a thread of its own, taking rows as
+    soon as it is ready."""
+    projections, flats, darks, first = slab.projections, slab.flats, slab.darks, slab.first
+    n, out, offset, stats = slab.stop - slab.first, slab.out, slab.offset, slab.stats
     # Made on first use, the first block a chunk for each device, to start early: a
-    # pipeline.RowBlocks for inputs that are not arrays, a pipeline.FlatField.
+    # sources.RowBlocks for inputs that are not arrays, a sources.FlatField.
     blocks, field = [], []
-    rows = pipeline.Rows(n, align=max(SLICES_PER_PASS))
+    rows = pipeline.Rows(n, align=align)
     stop = threading.Event()
     members = [dict(read=0.0, write=0.0, wait_device=0.0, slices=0, clipped=0, wall=0.0,
                     built=0.0, prepare=0.0, executor=None) for _ in builds]
@@ -151,37 +158,38 @@ def _stream(builds, prepare, projections, flats, darks, first, n, out, offset, p
             began = time.perf_counter()
             with bar_lock:
                 if not blocks and not isinstance(projections, np.ndarray):
-                    blocks.append(pipeline.RowBlocks(projections, first, first + n,
+                    blocks.append(sources.RowBlocks(projections, first, first + n,
                                                      count * len(builds)))
                 if not field and flats is not None:
-                    field.append(pipeline.FlatField(flats, darks, first, first + n,
+                    field.append(sources.FlatField(flats, darks, first, first + n,
                                                     count * len(builds)))
             means = field[0].rows(first + start, count) if field else None
+            extras = None if means is None else dict(dark=means[0], flat=means[1])
             block = blocks[0].rows(first + start, count) if blocks else \
                 projections[:, first + start:first + start + count]
-            pipeline.copy_blocks(reading, staging, block)
+            sources.copy_blocks(reading, staging, block)
             host["read"] += time.perf_counter() - began
-            return means
+            return extras
 
         def write(start, count, slices):
             began = time.perf_counter()
-            pipeline.put_rows(writing, out, offset + start, slices)
+            sources.put_rows(writing, out, offset + start, slices)
             host["write"] += time.perf_counter() - began
 
         def run():
             nonlocal reading, writing
-            bp = build.result()
+            unit = build.result()
             host["built"] = time.perf_counter() - tick
             with bar_lock:
                 if bar[0] is None:
-                    bar[0] = pipeline.Progress(n, bp.geometry.updates(), progress)
+                    bar[0] = Progress(n, unit.updates_per_slice(), slab.progress)
             with prepare_lock:  # pinning ran one device at a time anyway: first come first
-                executor = host["executor"] = prepare(bp)  # served, so one starts early
+                executor = host["executor"] = prepare(unit)  # served, so one starts early
             executor.stage_seconds.clear()
             began = time.perf_counter()
             host["prepare"] = began - tick
             if not stop.is_set():
-                with pipeline.copy_pools() as (reading, writing):
+                with sources.copy_pools() as (reading, writing):
                     host["clipped"] = pipeline.stream(executor, rows, read, write, bar[0], host,
                                                       stop)
             host["wall"] = time.perf_counter() - began

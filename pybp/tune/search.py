@@ -22,7 +22,8 @@ from pybp.parallel.params import (
     TEXTURE_KERNELS,
 )
 from pybp.cl.profiles import profile_path, save_profile, setting_key
-from pybp.api.sinograms import Backprojector, check
+from pybp.api.sinograms import Backprojector
+from pybp.parallel.prepare import check
 
 UNROLLS = (1, 2, 4, 8)
 

@@ -6,13 +6,13 @@
 ## (`fetch_only`): every pixel fetches bin x + 1/4 of each projection, one filtered
 ## texel per update with the best locality; `row_slope` is 0 at run time, so that the
 ## compiler cannot merge the 4 pixels' fetches.
-<%namespace name="common" file="common.cl.mako"/>\
+<%namespace name="common" file="/common.cl.mako"/>\
 ${common.header(p, "texture fetch ceiling probe" if probe else "texture back-projection (multiproj)")}
 ${common.fetch_function(p)}
 <%
     vt = common.attr.vector_type(p.slices_per_pass)
     local_constants = p.constants == "local" and not probe
-    tile = p.tile
+    tile = p.group_side
     projections = p.projections_in_flight
     # Each work-item takes `projections` pixels, `rows_apart` rows apart: the tile's
     # items split into one group per projection in flight (Fig. 10).
@@ -24,15 +24,7 @@ ${common.fetch_function(p)}
 
 __kernel __attribute__((reqd_work_group_size(${tile}, ${tile}, 1)))
 void ${"fetch_only" if probe else "backproject"}(
-    ${common.source_arg(p)},           /* interleaved sinograms, n_angles rows of n_bins texels */
-% if probe:
-    const float row_slope,              /* 0: the 4 pixels of a work-item fetch alike */
-% elif local_constants:
-    __global const float4 *projection,  /* per angle: cos, sin, base; cached in local memory */
-% else:
-    __constant const float4 *projection, /* per angle: cos, sin, base (h = x cos - y sin + base) */
-% endif
-${common.tail_args()}
+${args["fetch_only" if probe else "backproject"]}
 {
     // Bits 0-3: Z-order place in a 4x4 square (Sect. 5.5); bits 4-5: the square along
     // a 16x4 strip; bits 6-7: the projection, the same for a whole warp so that its

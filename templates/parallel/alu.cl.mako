@@ -1,7 +1,7 @@
 ## ALU back-projection (paper Sect. 6): a work-group caches, for `cached_projections`
 ## projections at a time, the 1.5 n_s bins its n_s x n_s square needs in local memory,
 ## then interpolates from the cache with arithmetic instead of the texture engine.
-<%namespace name="common" file="common.cl.mako"/>\
+<%namespace name="common" file="/common.cl.mako"/>\
 ${common.header(p, "ALU back-projection (local-memory cache)")}
 <%
     n_v = p.slices_per_pass
@@ -85,10 +85,7 @@ inline float square_origin(const int x0, const int y0, const float8 c, float *er
 
 __kernel __attribute__((reqd_work_group_size(${p.items}, 1, 1)))
 void backproject(
-    ${common.source_arg(p)},           /* interleaved sinograms, read whole when cached */
-    __global const float8 *projection,  /* per angle: cos, sin, base, base's residual,
-                                           cos's and sin's residuals (h = x cos - y sin + base) */
-${common.tail_args()}
+${args['backproject']}
 {
     const int item = get_local_id(0);
     const int x0 = first_column + get_group_id(0) * SQUARE;

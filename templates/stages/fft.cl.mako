@@ -25,16 +25,7 @@ inline float padded(__global const float *row, const int n_bins, const int i)
 
 __kernel __attribute__((reqd_work_group_size(ITEMS, 1, 1)))
 void filter_rows(
-    __global const float *rows,         /* n_rows rows of n_bins (all slices, all angles) */
-    __global const float2 *twiddles,    /* N/2: exp(-2 pi i k / N) */
-    __global const float *response,     /* N: the filter's real response, divided by N */
-    __global const float *weights,      /* per angle: angular weight (radians) */
-    const int n_bins,
-    const int n_angles,
-    const int n_rows,
-    const int first_row,                /* the launch's first row (even): long work runs
-                                           in launches of bounded duration (pacing.py) */
-    __global float *out)                /* may be `rows` */
+${args['filter_rows']}
 {
 % if paired:
     __local float2 scratch[N];

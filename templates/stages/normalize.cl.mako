@@ -1,4 +1,4 @@
-## From detector frames to sinograms on the device (design section 3): for each chunk of
+## From detector frames to sinograms on the device (docs/architecture.md): for each chunk of
 ## detector rows the flat-field normalisation (p - dark) / (flat - dark), with the means
 ## of the darks and flats of its rows, the -log, and the transpose from projections
 ## (angle, row, bin) to sinograms (row, angle, bin). Bins are the fastest index on both
@@ -11,17 +11,7 @@ ${"/* pybp projections to sinograms: %s input, %s arithmetic */" % (raw_type, re
 % endif
 
 __kernel void sinograms_from_projections(
-    __global const ${raw_type} *projections,  /* n_angles x n_rows x n_bins: this chunk */
-    __global const ${real} *dark,       /* means per detector row and bin: */
-    __global const ${real} *flat,       /* this chunk's n_rows x n_bins */
-    const int n_angles,
-    const int n_rows,
-    const int n_bins,
-    const int flat_field,               /* 0: the data are already normalised */
-    const int take_log,                 /* 0: back-project the values as they are */
-    const float floor_value,            /* what a non-positive transmission becomes */
-    __global uint *clipped,             /* counts the values replaced */
-    __global float *sinograms)          /* n_rows x n_angles x n_bins */
+${args['sinograms_from_projections']}
 {
     const int bin = get_global_id(0);
     const int angle = get_global_id(1);

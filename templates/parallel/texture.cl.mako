@@ -1,14 +1,12 @@
 ## Texture-engine back-projection, one pixel per work-item (paper Sect. 5.1, Alg. 1).
 ## `locality` only changes which pixel a work-item takes (Sect. 5.5, Alg. 2).
-<%namespace name="common" file="common.cl.mako"/>\
+<%namespace name="common" file="/common.cl.mako"/>\
 ${common.header(p, "texture back-projection (%s)" % p.kernel)}
 ${common.fetch_function(p)}
 <% vt = common.attr.vector_type(p.slices_per_pass) %>
-__kernel __attribute__((reqd_work_group_size(${p.tile}, ${p.tile}, 1)))
+__kernel __attribute__((reqd_work_group_size(${p.group_side}, ${p.group_side}, 1)))
 void backproject(
-    ${common.source_arg(p)},           /* interleaved sinograms, n_angles rows of n_bins texels */
-    __constant const float4 *projection, /* per angle: cos, sin, base (h = x cos - y sin + base) */
-${common.tail_args()}
+${args['backproject']}
 {
 % if p.kernel == "locality":
 ${common.zorder_pixel(p)}

@@ -8,14 +8,7 @@ ${"/* pybp FBP row filter, tile %d, %s padding */" % (tile, padding)}
 
 __kernel __attribute__((reqd_work_group_size(TILE, 1, 1)))
 void filter_rows(
-    __global const float *rows,     /* n_rows rows of n_bins (all slices, all angles) */
-    __global const float *taps,     /* 2 n_bins - 1 filter taps */
-    __global const float *edges,    /* edge padding: per bin, the left and right tap sums */
-    __global const float *weights,  /* per angle: angular step (radians) */
-    const int n_bins,
-    const int n_angles,
-    const int first_row,            /* the launch's first row (pybp/pacing.py) */
-    __global float *out)            /* the launch's rows, from its first */
+${args['filter_rows']}
 {
     const int row = first_row + get_group_id(1);
     const int first = get_group_id(0) * TILE;

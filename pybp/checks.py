@@ -1,0 +1,171 @@
+"""Validation at the boundary (the public calls and the command): each check names the
+argument it refuses; code inside the package trusts what passed."""
+
+from __future__ import annotations
+
+import operator
+import os
+
+import numpy as np
+
+HOST_MEMORY_SHARE = 0.5  # of this machine's memory, the most one slice may take
+
+
+def positive_int(value, name):
+    if isinstance(value, (bool, np.bool_)) or not isinstance(value, (int, np.integer)):
+        raise TypeError(f"{name}: expected an integer, got {value!r}")
+    if value < 1:
+        raise ValueError(f"{name}: expected a positive integer, got {value}")
+    return int(value)
+
+
+def choice(name, value, choices):
+    if value not in choices:
+        raise ValueError(f"{name}: expected one of {', '.join(map(repr, choices))}; got {value!r}")
+    return value
+
+
+def circle_option(circle):
+    """``circle``: False, True (the reconstruction circle) or a radius in pixels."""
+    if isinstance(circle, (bool, np.bool_)):
+        return bool(circle)
+    try:
+        radius = float(circle)
+    except (TypeError, ValueError):
+        raise TypeError(f"circle: expected True, False or a radius in pixels, got "
+                        f"{circle!r}") from None
+    if not radius > 0 or not np.isfinite(radius):
+        raise ValueError(f"circle: expected a positive radius in pixels, got {circle!r}")
+    return radius
+
+
+def as_sinogram_stack(sinograms, geometry, name="sinograms"):
+    """Check user data against the geometry; return a C-contiguous float32 3-D view.
+
+    Returns ``(stack, was_single, peaks)``: a 2-D sinogram becomes a stack of one;
+    ``peaks`` is each slice's largest absolute value.
+    """
+    if not hasattr(sinograms, "shape") or not hasattr(sinograms, "dtype"):
+        raise TypeError(f"{name}: expected a numpy array, got {type(sinograms).__name__}")
+    dtype = np.dtype(sinograms.dtype)
+    if dtype.kind not in "iuf" or dtype.kind == "f" and dtype.itemsize > 8:
+        raise TypeError(f"{name}: expected real numbers (float32 preferred), got dtype {dtype}")
+    if sinograms.ndim not in (2, 3):
+        raise ValueError(
+            f"{name}: expected (n_angles, n_bins) or (n_slices, n_angles, n_bins), "
+            f"got shape {sinograms.shape}"
+        )
+    single = sinograms.ndim == 2
+    stack = sinograms[None] if single else sinograms
+    if stack.shape[0] == 0 or stack.size == 0:
+        raise ValueError(f"{name}: is empty (shape {sinograms.shape})")
+    if stack.shape[1] != geometry.n_angles:
+        raise ValueError(
+            f"{name}: has {stack.shape[1]} projections (axis -2) but {geometry.n_angles} angles were given"
+        )
+    if stack.shape[2] != geometry.n_bins:
+        raise ValueError(
+            f"{name}: has {stack.shape[2]} bins (last axis) but the back-projector was made for {geometry.n_bins}"
+        )
+    with np.errstate(over="ignore"):  # values beyond float32 become inf: reported below
+        stack = np.ascontiguousarray(stack, dtype=np.float32)
+    # max and min propagate NaN and Inf: one check, and each slice's peak for half
+    # storage's scale, without a temporary array.
+    peaks = np.maximum(stack.max(axis=(1, 2)), -stack.min(axis=(1, 2))).astype(np.float64)
+    if not np.isfinite(peaks).all():
+        beyond = dtype.kind == "f" and dtype.itemsize > 4 and np.isfinite(sinograms).all()
+        raise ValueError(f"{name}: contains NaN or Inf" if not beyond else
+                         f"{name}: holds values beyond float32's range (3.4e38)")
+    return stack, single, peaks
+
+
+def check_output(out, shape, name="out"):
+    """Check an array the caller gives for the result (numpy, memmap, h5py dataset)."""
+    if not hasattr(out, "shape") or not hasattr(out, "dtype"):
+        raise TypeError(f"{name}: expected an array with shape {shape}, got {type(out).__name__}")
+    if tuple(out.shape) != tuple(shape):
+        raise ValueError(f"{name}: expected shape {tuple(shape)}, got {tuple(out.shape)}")
+    if np.dtype(out.dtype).kind != "f":
+        raise TypeError(f"{name}: expected a floating-point array, got dtype {out.dtype}")
+    if isinstance(out, np.ndarray) and not out.flags.writeable:
+        raise ValueError(f"{name}: the array is read-only")
+    mode = getattr(getattr(out, "file", None), "mode", None)  # an h5py dataset's file
+    if mode == "r":
+        raise ValueError(f"{name}: the HDF5 file {out.file.filename} is open read-only; "
+                         "open it with mode 'r+' or 'a'")
+    return out
+
+
+def array_like(value, name, ndim):
+    if not hasattr(value, "shape") or not hasattr(value, "dtype"):
+        raise TypeError(f"{name}: expected an array (NumPy, memmap, h5py dataset), "
+                        f"got {type(value).__name__}")
+    if len(value.shape) not in ndim:
+        raise ValueError(f"{name}: expected {' or '.join(f'{n}-D' for n in ndim)} data, "
+                         f"got shape {tuple(value.shape)}")
+    if np.dtype(value.dtype).kind not in "iuf":
+        raise TypeError(f"{name}: expected integers or floats, got dtype {value.dtype}")
+    if 0 in value.shape:
+        raise ValueError(f"{name}: is empty (shape {tuple(value.shape)})")
+    return value
+
+
+def row_range(rows, n_rows):
+    if rows is None:
+        return 0, n_rows
+    try:
+        first, stop = (operator.index(r) for r in rows)
+    except (TypeError, ValueError):
+        raise ValueError(f"rows: expected (first, stop), two integers, got {rows!r}") from None
+    if not 0 <= first < stop <= n_rows:
+        raise ValueError(f"rows: expected 0 <= first < stop <= {n_rows} (the projections' "
+                         f"rows, axis 1), got ({first}, {stop})")
+    return first, stop
+
+
+def frames(reference, name, detector):
+    """Flats or darks as ``(n_frames, n_rows, n_bins)`` (one 2-D frame is allowed)."""
+    array_like(reference, name, (2, 3))
+    shape = tuple(reference.shape)
+    if shape[-2:] != detector:
+        raise ValueError(f"{name}: frames of {shape[-2]}x{shape[-1]} (rows x bins) do not match "
+                         f"the projections' {detector[0]}x{detector[1]}")
+    return reference
+
+
+def projection_inputs(projections, flats, darks, rows):
+    """The checked ``(n_angles, n_rows, n_bins)``, ``first``, ``stop``, ``flats`` and
+    ``darks`` of a call (nothing is read)."""
+    array_like(projections, "projections", (3,))
+    n_angles, n_rows, n_bins = (int(n) for n in projections.shape)
+    if (flats is None) != (darks is None):
+        raise ValueError(f"{'darks' if darks is None else 'flats'}: give flats and darks "
+                         "together, or neither for normalised data")
+    first, stop = row_range(rows, n_rows)
+    if flats is not None:
+        flats = frames(flats, "flats", (n_rows, n_bins))
+        darks = frames(darks, "darks", (n_rows, n_bins))
+    return (n_angles, n_rows, n_bins), first, stop, flats, darks
+
+
+def host_memory() -> int:
+    """Bytes of memory of this machine."""
+    try:
+        return os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES")
+    except (ValueError, OSError, AttributeError):
+        return 1 << 62  # unknown: not checked
+
+
+def check_host_memory(geometry, named_shape):
+    """One slice, one sinogram and the filter's padded rows on the host, within
+    :data:`HOST_MEMORY_SHARE` of its memory (before anything of that size is made)."""
+    ny, nx = geometry.slice_shape
+    padded = 2 ** int(np.ceil(np.log2(2 * geometry.n_bins)))
+    need = 4 * (ny * nx + geometry.n_angles * geometry.n_bins) + 16 * padded
+    total = host_memory()
+    if need > HOST_MEMORY_SHARE * total:
+        name = "slice_shape" if named_shape else "n_bins"
+        raise ValueError(f"{name}: one {ny}x{nx} slice from {geometry.n_angles}x"
+                         f"{geometry.n_bins} sinograms needs {need / 2 ** 30:.1f} GiB of host "
+                         f"memory; this machine has {total / 2 ** 30:.1f} GiB: reconstruct a "
+                         "smaller slice_shape, or a region of it with slice_offset")

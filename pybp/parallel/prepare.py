@@ -1,0 +1,303 @@
+"""One device prepared for a parallel-beam geometry: the :class:`Setup` (every option
+of a reconstruction, checked once), and the :class:`Unit` made of it: the geometry,
+the verified plan, the stages and an executor. The sinogram API
+(:class:`pybp.Backprojector`), the volume API (:func:`pybp.reconstruct`), the team of
+several devices and the Dask workers all run a Unit; nothing above it builds stages.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import hashlib
+import warnings
+from dataclasses import dataclass
+from functools import partial
+
+import numpy as np
+
+from pybp import checks
+from pybp.cl import profiles
+from pybp.cl.device import describe, open_device, usable_image_formats
+from pybp.geometry.parallel import Geometry
+from pybp.parallel import kernels, profiler, reference, verify
+from pybp.parallel.backproject import Backproject, Circle
+from pybp.parallel.params import INTERPOLATIONS, KERNELS, SLICES_PER_PASS, STORAGES
+from pybp.parallel.plan import Plan
+from pybp.stages import filters, halfscale
+from pybp.stages.normalize import Normalize, raw_dtype
+from pybp.stream import pipeline, sources
+from pybp.stream.executor import Executor, Layout
+from pybp.stream.memory import MemoryPlan
+from pybp.stream.progress import Progress
+from pybp.stream.team import Pipelines
+
+
+@dataclass(frozen=True)
+class Setup:
+    """The options of a parallel-beam (filtered) back-projection, those of
+    :class:`pybp.Backprojector` less the device: checked when made, at the boundary."""
+
+    n_bins: int
+    angles: object
+    center: object = None
+    slice_shape: object = None
+    slice_offset: object = None
+    angle_weights: object = None
+    interpolation: str = "linear"
+    slices_per_pass: object = "auto"
+    precision: str = "float"
+    kernel: str = "auto"
+    filter: object = None
+    padding: str = "zero"
+    filter_method: str = "auto"
+    circle: object = False
+    overrides: object = None
+    piece_shape: object = None
+    verify: bool = True
+
+    def __post_init__(self):
+        checks.choice("interpolation", self.interpolation, INTERPOLATIONS)
+        checks.choice("precision", self.precision, STORAGES)
+        checks.choice("kernel", self.kernel, ("auto",) + KERNELS)
+        checks.choice("slices_per_pass", self.slices_per_pass, ("auto",) + SLICES_PER_PASS)
+        if self.filter is not None:
+            checks.choice("filter", self.filter, filters.FILTERS)
+        checks.choice("padding", self.padding, filters.PADDINGS)
+        object.__setattr__(self, "circle", checks.circle_option(self.circle))
+        if self.filter is None and self.padding != "zero":
+            raise ValueError("padding: pads the rows of the FBP filter; give a filter too")
+
+    def geometry(self) -> Geometry:
+        """The scan geometry (checked), without a device."""
+        return Geometry.create(self.n_bins, self.angles, self.center, self.slice_shape,
+                               self.slice_offset, self.angle_weights)
+
+    def key(self) -> str:
+        """What tells two setups apart (Dask workers keep a Unit per key)."""
+        return repr([(f.name, np.asarray(v).tobytes() if isinstance(v, np.ndarray) else v)
+                     for f in dataclasses.fields(self) for v in [getattr(self, f.name)]])
+
+
+class Unit:
+    """``setup`` on one device (``device``, ``context`` or ``queue``): the plan of every
+    pass width (checked, and verified on its first use on the device: see
+    :class:`pybp.Backprojector`), the filter, half-scaling, back-projection and circle
+    stages, and an executor. :meth:`prepare` readies it for a run; :meth:`sinograms`
+    back-projects a stack of sinograms."""
+
+    def __init__(self, setup: Setup, device=None, context=None, queue=None, geometry=None):
+        self.setup = setup
+        self.geometry = geometry or setup.geometry()
+        checks.check_host_memory(self.geometry, setup.slice_shape is not None)  # before the plan's
+        if setup.filter is not None and len(np.unique(self.geometry.angles)) < 2:
+            raise ValueError("angles: a filtered back-projection needs projections at two "
+                             "distinct angles at least")
+        self.cl_device, self.context, queue = open_device(device, context, queue)
+        self.device = describe(self.cl_device)
+        self.formats = usable_image_formats(self.context)
+        slices_per_pass = setup.slices_per_pass
+        if slices_per_pass == "auto":
+            slices_per_pass = profiler.auto_slices_per_pass(self.device, setup.interpolation,
+                                                            setup.precision)
+        self.slices_per_pass = slices_per_pass
+        self.plan = Plan.create(self.geometry, self.device, self.formats, slices_per_pass,
+                                setup.interpolation, setup.precision, setup.kernel,
+                                setup.overrides, setup.piece_shape)
+        if setup.verify:
+            self.plan = self._verified(self.plan, setup.kernel != "auto" or bool(setup.overrides))
+        g = self.geometry
+        weights = g.angle_weights()
+        gain = None if setup.filter is None else filters.gain(setup.filter, g.n_bins)
+        self.result_bound = halfscale.result_bound(g.n_angles, weights, gain)
+        stages = []
+        if setup.filter is not None:
+            stages.append(filters.Filter(self.context, self.device, setup.filter, g.n_bins,
+                                         weights, setup.padding, setup.filter_method))
+        half = self.plan.params.storage == "half"
+        if half:
+            stages.append(halfscale.HalfScale(self.context, self.device, g.n_angles, g.n_bins))
+        stages.append(Backproject(self.context, self.device, self.plan))
+        if half:
+            stages.append(halfscale.Unscale(self.context, self.device, g.slice_shape))
+        if setup.circle:
+            radius = None if setup.circle is True else setup.circle
+            stages.append(Circle(self.context, self.device, g, radius))
+        self.stages = tuple(stages)
+        self.memory(1)  # one slice fits, or ValueError
+        self.executor = Executor(self.device, self.context, queue)
+        self._normalize = {}
+
+    @property
+    def params(self):
+        """The parameter set of full passes (``self.plan`` holds every width's)."""
+        return self.plan.params
+
+    def updates_per_slice(self) -> int:
+        """Pixel updates of one slice: the numerator of GU/s."""
+        return self.geometry.updates()
+
+    # ---- a run ------------------------------------------------------------------------
+    def stages_for(self, dtype=None, log=True) -> tuple:
+        """The stages of a run on projections of ``dtype`` (normalised on the device
+        and, with ``log``, taken -log of), or on sinograms (``dtype`` None)."""
+        if dtype is None:
+            return self.stages
+        key = (np.dtype(dtype), log)
+        if key not in self._normalize:
+            g = self.geometry
+            self._normalize[key] = Normalize(self.context, self.device, g.n_angles, g.n_bins,
+                                             dtype, log)
+        return (self._normalize[key],) + self.stages
+
+    def layout(self, dtype=None) -> Layout:
+        g = self.geometry
+        if dtype is None:
+            return Layout("sinograms", np.dtype(np.float32), (g.n_angles, g.n_bins), 0,
+                          "slices", g.slice_shape)
+        return Layout("raw", np.dtype(dtype), (g.n_angles, g.n_bins), 1, "slices",
+                      g.slice_shape)
+
+    def memory(self, n_slices, stages=None, chunk_slices=None) -> MemoryPlan:
+        g = self.geometry
+        ny, nx = g.slice_shape
+        return MemoryPlan.create(
+            stages or self.stages, self.device, n_slices, widths=tuple(self.plan.passes),
+            chunk_slices=chunk_slices,
+            subject=f"slice_shape: one {ny}x{nx} slice from {g.n_angles}x{g.n_bins} sinograms",
+            advice="reconstruct a smaller slice_shape, or a region of it with slice_offset")
+
+    def prepare(self, n_slices, dtype=None, log=True, chunk_slices=None) -> Executor:
+        """The executor, its stages and slots reserved for ``n_slices`` rows of
+        projections of ``dtype`` (None: sinograms); each device's own thread calls
+        this (pinning staging takes a while)."""
+        dtype = None if dtype is None else raw_dtype(dtype)
+        stages = self.stages_for(dtype, log)
+        self.executor.reserve(stages, self.layout(dtype),
+                              self.memory(n_slices, stages, chunk_slices))
+        return self.executor
+
+    def sinograms(self, stack, out, single=False, progress=False):
+        """Back-project ``stack`` (checked float32 sinograms) into ``out``."""
+        n = stack.shape[0]
+        executor = self.prepare(n)
+        executor.stage_seconds.clear()
+        target = out[None] if single and isinstance(out, np.ndarray) else out
+
+        def read(start, count, staging):
+            sources.copy_blocks(reading, staging, stack[start:start + count])
+
+        def write(start, count, slices):
+            if single and not isinstance(out, np.ndarray):
+                target[...] = slices[0]
+            else:
+                sources.put_rows(writing, target, start, slices)
+
+        with sources.copy_pools() as (reading, writing):
+            pipeline.stream(executor, n, read, write,
+                            Progress(n, self.updates_per_slice(), progress))
+        return out
+
+    def close(self):
+        """Release device memory and staging now."""
+        self.executor.close()
+        for stage in self.stages + tuple(self._normalize.values()):
+            stage.close()
+
+    # ---- the first use of a parameter set on a device ----------------------------------
+    def _verdict(self, params, records) -> dict:
+        """Whether ``params`` gives right results on this device: from ``records`` (the
+        device's verdicts), else by running the first-use case (``pybp.parallel.verify``)."""
+        source = kernels.backproject_source(params) + kernels.pack_source(params)
+        key = f"{params.key()}-{hashlib.sha1(source.encode()).hexdigest()[:12]}"
+        known = records.get(key)
+        if known is None:
+            options = dict(interpolation=params.interpolation, precision=params.storage,
+                           kernel=params.kernel, slices_per_pass=params.slices_per_pass,
+                           verify=False,
+                           overrides={k: v for k, v in params.as_dict().items() if k not in
+                                      ("kernel", "slices_per_pass", "interpolation", "storage")})
+            verdict, small = check(dict(options, context=self.context), verify.FIRST_USE)
+            small.close()
+            known = dict(passed=verdict.passed, verdict=str(verdict))
+            try:
+                profiles.update_record(self.device, "verified", {key: known})
+            except OSError:
+                pass  # an unwritable cache: check again next time
+        return known
+
+    def _verified(self, plan, forced):
+        """``plan`` with each pass width's parameter set checked on its first use here;
+        a set the profiler chose that fails is replaced by the first kernel family that
+        passes (:func:`pybp.parallel.profiler.fallbacks`)."""
+        records = profiles.read_record(self.device, "verified")  # one read for all widths
+        s = self.setup
+        for width, pass_plan in sorted(plan.passes.items()):
+            params = pass_plan.params
+            known = self._verdict(params, records)
+            if known["passed"]:
+                continue
+            where = self.device.label()
+            if forced:
+                raise RuntimeError(f"{where}: the {params.key()} kernel gives wrong results on "
+                                   f"this device ({known['verdict']}); choose another kernel")
+            for kernel in profiler.fallbacks(params.kernel):
+                try:
+                    other = Plan.create(plan.geometry, self.device, self.formats, width,
+                                        s.interpolation, s.precision, kernel, None,
+                                        s.piece_shape)
+                except ValueError:
+                    continue
+                replacement = other.passes[width].params
+                if self._verdict(replacement, records)["passed"]:
+                    warnings.warn(f"pybp: the {params.key()} kernel gives wrong results on "
+                                  f"{where} ({known['verdict']}); using "
+                                  f"{replacement.key()} instead", RuntimeWarning, stacklevel=5)
+                    plan = plan.replaced(width, other.passes[width])
+                    break
+            else:
+                raise RuntimeError(f"{where}: no kernel family gives right results on this "
+                                   f"device (the {params.key()} kernel: {known['verdict']}); "
+                                   f"choose another device (see `pybp devices`)")
+        return plan
+
+
+def unit(options) -> Unit:
+    """A Unit of ``options``: the keywords of :class:`pybp.Backprojector` less
+    ``progress``."""
+    targets = {k: options.pop(k) for k in ("device", "context", "queue") if k in options}
+    return Unit(Setup(**options), **targets)
+
+
+def check(options, case: verify.Case = verify.CHECK):
+    """Run a parameter set (:class:`pybp.Backprojector` options) on ``case``
+    (pybp.parallel.verify) and judge it by the one rule. Returns ``(verdict, unit)``.
+    Oversampling, an approximation, is judged on the FBP of the Shepp-Logan phantom
+    instead of random data (``pybp tune``, ``pybp bench`` and the first use of a
+    parameter set)."""
+    options = dict(options)
+    if options.get("overrides", {}).get("cache") == "oversample":
+        geometry = Geometry.create(255, np.linspace(0, np.pi, 256, endpoint=False))
+        small = unit(dict(options, n_bins=255, angles=geometry.angles, filter="ramp"))
+        data = np.repeat(reference.shepp_logan_radon(geometry).astype(np.float32)[None],
+                         small.slices_per_pass, 0)
+        got = small.sinograms(data, np.empty((len(data),) + geometry.slice_shape, np.float32))
+        return verify.judge(got, data, geometry, small.params, filter="ramp"), small
+    rng = np.random.default_rng(1)
+    angles = np.sort(rng.uniform(0, np.pi, case.n_angles))
+    small = unit(dict(options, n_bins=case.n_bins, angles=angles,
+                      center=(case.n_bins - 1) / 2 + case.center_shift,
+                      slice_shape=case.slice_shape))
+    data = rng.standard_normal((small.slices_per_pass, case.n_angles, case.n_bins)).astype(np.float32)
+    got = small.sinograms(data, np.empty((len(data),) + small.geometry.slice_shape, np.float32))
+    return verify.judge(got, data, small.geometry, small.params), small
+
+
+def _unit(setup, geometry, target):
+    return Unit(setup, geometry=geometry, **target)
+
+
+def team(setup: Setup, targets, geometry=None) -> Pipelines:
+    """The pipelines of ``setup`` on each of ``targets`` (dicts of ``device``,
+    ``context`` or ``queue``): a :class:`pybp.parallel.prepare.Unit` each."""
+    return Pipelines(partial(_unit, setup, geometry or setup.geometry()), targets,
+                     align=max(SLICES_PER_PASS))

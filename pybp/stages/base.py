@@ -1,0 +1,93 @@
+"""What a device step is to the stream: a :class:`Stage` declares the buffers it uses
+(:class:`Need`) and enqueues its kernels on a :class:`Chunk`; the executor
+(pybp/stream/executor.py) allocates every declared buffer once per slot and runs any
+ordered list of stages on each chunk. docs/architecture.md shows how to add one.
+"""
+
+from __future__ import annotations
+
+import threading
+from dataclasses import dataclass, field
+
+import numpy as np
+
+
+@dataclass(frozen=True)
+class Need:
+    """A device buffer of each chunk in flight: ``per_slice`` bytes for each slice (row)
+    of the chunk plus ``fixed`` bytes. Stages that name the same buffer share it (the
+    largest size wins): ``sinograms`` is written by one stage and read by the next.
+    ``host``: the dtype the host fills it with, for buffers uploaded with a chunk
+    (:attr:`Stage.uploads`) or read back after it (:attr:`Stage.reports`)."""
+
+    name: str
+    per_slice: int = 0
+    fixed: int = 0
+    host: np.dtype | None = None
+
+    def bytes(self, slices: int) -> int:
+        return max(1, self.per_slice * slices + self.fixed)
+
+
+@dataclass
+class Chunk:
+    """One chunk in flight, as a stage sees it: the slot's ``buffers`` by name, its
+    ``count`` slices, the names of the buffers uploaded with it (``uploaded``), the
+    compute ``queue``, the executor's ``pacer`` (long work is cut into launches of
+    bounded duration: pybp/cl/pacing.py), the ``memory`` plan and the ``stop`` event."""
+
+    buffers: dict
+    count: int
+    queue: object
+    pacer: object
+    memory: object
+    stop: threading.Event | None = None
+    uploaded: frozenset = field(default_factory=frozenset)
+
+
+class Stage:
+    """A device step on chunks of slices. Subclasses set ``name`` (their device time is
+    counted under it), ``needs`` (a tuple of :class:`Need`), and implement
+    :meth:`enqueue`.
+
+    - ``uploads``: names of needs the host fills for each chunk beside its input (the
+      dark and flat means of normalisation).
+    - ``reports``: names of needs read back after each chunk (one uint32 counter each),
+      judged by :meth:`reported`.
+    - ``margin``: detector rows a chunk needs beyond its own on each side (0: none).
+    - ``shared_bytes``: device memory the stage keeps for all chunks at once.
+    """
+
+    name = "stage"
+    needs: tuple = ()
+    uploads: tuple = ()
+    reports: tuple = ()
+    margin = 0
+    shared_bytes = 0
+
+    def enqueue(self, chunk: Chunk) -> list:
+        """Enqueue the step on ``chunk``; return ``[(name, event), ...]`` of what it
+        launched (the pacer may make it wait before each launch)."""
+        raise NotImplementedError
+
+    def reported(self, counts: dict) -> int:
+        """What the counters of :attr:`reports` of a finished chunk add up to (raise to
+        refuse the chunk before its slices are written)."""
+        return 0
+
+    def close(self):
+        """Free what the stage keeps on the device."""
+
+
+class Zeros:
+    """Host zeros to reset device counters with, grown as needed and never written:
+    copied rather than filled, as Oclgrind 21.10's checker does not count
+    clEnqueueFillBuffer as a write (docs/portability.md)."""
+
+    def __init__(self):
+        self._zeros = np.zeros(1, np.uint32)
+
+    def __call__(self, count: int) -> np.ndarray:
+        if count > len(self._zeros):
+            self._zeros = np.zeros(count, np.uint32)
+        return self._zeros[:count]

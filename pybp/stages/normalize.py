@@ -1,0 +1,100 @@
+"""Normalisation: detector projections of a chunk of rows to float32 sinograms on the
+device: ``(p - dark) / (flat - dark)``, ``-log``, and the transpose from projections
+``(angle, row, bin)`` to sinograms ``(row, angle, bin)``
+(templates/stages/normalize.cl.mako)."""
+
+from __future__ import annotations
+
+import numpy as np
+import pyopencl as cl
+
+from pybp.cl import codegen
+from pybp.cl.kernel import Arg
+from pybp.stages.base import Need, Stage, Zeros
+
+# OpenCL types of the inputs the device converts itself; others become float32 on the host.
+RAW_TYPES = {np.dtype(np.uint8): "uchar", np.dtype(np.int8): "char",
+             np.dtype(np.uint16): "ushort", np.dtype(np.int16): "short",
+             np.dtype(np.uint32): "uint", np.dtype(np.int32): "int",
+             np.dtype(np.float32): "float"}
+FLOOR_TRANSMISSION = 1e-6  # what a non-positive normalised value becomes before -log
+BIN_ITEMS = 64  # work-items along the bins of a projection row
+
+
+def raw_dtype(dtype) -> np.dtype:
+    """The dtype projections of ``dtype`` travel to the device in."""
+    dtype = np.dtype(dtype)
+    return dtype if dtype in RAW_TYPES else np.dtype(np.float32)
+
+
+def arguments(raw_type: str, real: str) -> tuple:
+    return (
+        Arg("projections", f"__global const {raw_type} *", "n_angles x n_rows x n_bins: this chunk"),
+        Arg("dark", f"__global const {real} *", "means per detector row and bin:"),
+        Arg("flat", f"__global const {real} *", "this chunk's n_rows x n_bins"),
+        Arg("n_angles", "const int"),
+        Arg("n_rows", "const int"),
+        Arg("n_bins", "const int"),
+        Arg("flat_field", "const int", "0: the data are already normalised"),
+        Arg("take_log", "const int", "0: back-project the values as they are"),
+        Arg("floor_value", "const float", "what a non-positive transmission becomes"),
+        Arg("clipped", "__global uint *", "counts the values replaced"),
+        Arg("sinograms", "__global float *", "n_rows x n_angles x n_bins"),
+    )
+
+
+def source(raw_type: str, real: str) -> str:
+    return codegen.render("stages/normalize.cl.mako",
+                          {"sinograms_from_projections": arguments(raw_type, real)},
+                          raw_type=raw_type, real=real)
+
+
+class Normalize(Stage):
+    """Projections of ``dtype`` (see :func:`raw_dtype`) of ``n_angles`` x rows x
+    ``n_bins`` to sinograms, normalised with the dark and flat means uploaded with each
+    chunk (without them the data are taken as normalised) and, with ``log``, taken
+    ``-log`` of. The arithmetic is in double where the device has it: the FBP
+    amplifies float32's rounding of the ratio and the log several times."""
+
+    name = "normalise"
+    uploads = ("dark", "flat")
+    reports = ("clipped",)
+
+    def __init__(self, context, device, n_angles, n_bins, dtype, log=True):
+        self.n_angles, self.n_bins, self.log = n_angles, n_bins, log
+        self.dtype = np.dtype(dtype)
+        real = "double" if "cl_khr_fp64" in device.extensions else "float"
+        self.real = np.dtype(np.float64 if real == "double" else np.float32)
+        self.kernel = codegen.declared(context, device, source(RAW_TYPES[self.dtype], real),
+                                       "sinograms_from_projections",
+                                       arguments(RAW_TYPES[self.dtype], real))
+        plane = n_angles * n_bins
+        self.needs = (Need("raw", plane * self.dtype.itemsize),
+                      Need("dark", n_bins * self.real.itemsize, host=self.real),
+                      Need("flat", n_bins * self.real.itemsize, host=self.real),
+                      Need("clipped", fixed=4, host=np.dtype(np.uint32)),
+                      Need("sinograms", plane * 4))
+        self._zeros = Zeros()
+
+    def enqueue(self, chunk):
+        b, q = chunk.buffers, chunk.queue
+        return [("normalise", cl.enqueue_copy(q, b["clipped"], self._zeros(1),
+                                                is_blocking=False)),
+                ("normalise", self.kernel(
+                    q, (-(-self.n_bins // BIN_ITEMS) * BIN_ITEMS, self.n_angles, chunk.count),
+                    (BIN_ITEMS, 1, 1), projections=b["raw"], dark=b["dark"], flat=b["flat"],
+                    n_angles=self.n_angles, n_rows=chunk.count, n_bins=self.n_bins,
+                    flat_field="dark" in chunk.uploaded, take_log=self.log,
+                    floor_value=FLOOR_TRANSMISSION, clipped=b["clipped"],
+                    sinograms=b["sinograms"]))]
+
+    def reported(self, counts):
+        """Values replaced (see FLOOR_TRANSMISSION); with ``log=False`` any (NaN or
+        Inf) is an error."""
+        count = counts["clipped"]
+        if count and not self.log:
+            raise ValueError(f"projections: {count} values of a chunk are NaN or Inf; with "
+                             "log=False the values are back-projected as they are: replace "
+                             "them first (numpy.nan_to_num), or pass flats and darks")
+        return count
+
