@@ -1,4 +1,4 @@
-"""Rotation-axis estimation (design section 1: ``center`` is the axis' detector column,
+"""Rotation-axis estimation (docs/design.md, section 1: ``center`` is the axis' detector column,
 0-based at the first pixel's centre).
 
 - :func:`vo_center`: Vo's Fourier method (N. T. Vo et al., Opt. Express 22, 2014). A 180
@@ -21,7 +21,7 @@ from __future__ import annotations
 import numpy as np
 from scipy import ndimage
 
-from pybp.api.sinograms import Backprojector
+from pybp.parallel import prepare
 
 COARSE_BINS = 256      # detector columns of the coarse search
 MAX_ANGLES = 720       # sinogram rows used by the metric (more are averaged in groups)
@@ -224,10 +224,13 @@ def refine_center(sinogram, angles, guess, span=REFINE_SPAN, device=None):
     n_bins = binned.shape[1]
     if not 0 <= base <= n_bins - 1:
         raise ValueError(f"center: {guess} is off the detector")
-    with Backprojector(n_bins, angles, center=base, filter="hann", padding="edge",
-                       circle=True, device=device) as bp:
+    unit = prepare.unit(dict(n_bins=n_bins, angles=angles, center=base, filter="hann",
+                             padding="edge", circle=True, device=device))
+    try:
         def best(axes):
-            values = negative_mass(bp(_shifted(binned, base - to_binned(axes))))
+            stack = np.ascontiguousarray(_shifted(binned, base - to_binned(axes)), np.float32)
+            slices = np.empty((len(stack),) + unit.geometry.slice_shape, np.float32)
+            values = negative_mass(unit.sinograms(stack, slices))
             i = int(np.argmin(values))
             if 0 < i < len(axes) - 1:  # the vertex of the parabola through the best three
                 left, mid, right = values[i - 1:i + 2]
@@ -239,6 +242,8 @@ def refine_center(sinogram, angles, guess, span=REFINE_SPAN, device=None):
         coarse, fine = REFINE_STEPS
         found = best(guess + np.arange(-span, span + coarse / 2, coarse))
         found = best(found + np.arange(-coarse, coarse + fine / 2, fine))
+    finally:
+        unit.close()
     return float(np.clip(found, guess - span, guess + span))
 
 

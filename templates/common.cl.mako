@@ -1,5 +1,5 @@
 ## Shared pieces of the back-projection kernels. Each <%def> is OpenCL with the
-## parameter-dependent parts filled in; `p` is the parameter set (pybp/params.py).
+## parameter-dependent parts filled in; `p` is the parameter set (pybp/parallel/params.py).
 ##
 ## Negation in kernels with barriers: the kernels negate only values that are the same
 ## for the whole work-group, as in mad(fy, -c.y, c.z) rather than mad(-fy, c.y, c.z);

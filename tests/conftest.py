@@ -1,5 +1,5 @@
 """One fixture picks the device: ``PYBP_DEVICE`` when set (the GPU machine), else the
-default (PoCL on a machine with no GPU). Results are judged by ``pybp.verify``, one rule
+default (PoCL on a machine with no GPU). Results are judged by ``pybp.parallel.verify``, one rule
 and one table of tolerances for tests, ``pybp tune`` and ``pybp bench``."""
 
 import functools
@@ -53,7 +53,7 @@ def rng(request):
 
 
 def assert_verified(got, data, bp, rows=None, filter=None, padding="zero"):
-    """Judge a result by the one rule (pybp.verify) and fail with the verdict."""
+    """Judge a result by the one rule (pybp.parallel.verify) and fail with the verdict."""
     count = 1 if np.ndim(data) == 2 else len(data)
     params = bp.plan.passes[bp.plan.width_for(min(count, bp.slices_per_pass))].params
     verdict = verify.judge(got, data, bp.geometry, params, filter=filter, padding=padding,

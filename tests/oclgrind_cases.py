@@ -15,6 +15,7 @@ import numpy as np
 import pyopencl.characterize
 
 import pybp
+from pybp import phantoms
 from pybp.parallel import reference, verify
 from pybp.cl import device as cl_devices
 from pybp.parallel import prepare
@@ -79,7 +80,7 @@ def main(mode):
     # Oversampling, judged on the phantom's FBP; the filters (FFT, convolution, zero and
     # edge padding) and the circle mask.
     geometry = Geometry.create(31, np.linspace(0, np.pi, 32, endpoint=False))
-    sinogram = reference.shepp_logan_radon(geometry).astype(np.float32)
+    sinogram = phantoms.shepp_logan_radon(geometry).astype(np.float32)
     case("oversample")
     bp = pybp.Backprojector(31, geometry.angles, filter="ramp", kernel="alu", device=device,
                             overrides=dict(SMALL_ALU, cache="oversample"), verify=False)

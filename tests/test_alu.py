@@ -1,4 +1,4 @@
-"""The ALU kernel (Sect. 6) and its modes, judged by the one rule (pybp.verify): exact
+"""The ALU kernel (Sect. 6) and its modes, judged by the one rule (pybp.parallel.verify): exact
 arithmetic, so 1e-5 relative RMS for linear interpolation, and nearest picks the
 reference's bin except within 1e-4 bin of a boundary."""
 
@@ -7,6 +7,7 @@ import pytest
 from conftest import assert_verified
 
 import pybp
+from pybp import phantoms
 from pybp.parallel import reference, verify
 from pybp.geometry.parallel import Geometry
 from pybp.parallel.params import ROUNDINGS, SLICES_PER_PASS
@@ -67,7 +68,7 @@ def test_oversampling_is_close_on_the_phantom(cl_device, slices, source, roundin
     n_bins = 255
     angles = np.linspace(0, np.pi, 256, endpoint=False)
     geometry = Geometry.create(n_bins, angles)
-    stack = np.repeat(reference.shepp_logan_radon(geometry).astype(np.float32)[None], slices, 0)
+    stack = np.repeat(phantoms.shepp_logan_radon(geometry).astype(np.float32)[None], slices, 0)
     errors = {}
     for cache, interpolation in (("oversample", "linear"), ("plain", "nearest")):
         bp = pybp.Backprojector(n_bins, angles, device=cl_device, kernel="alu", filter="ramp",

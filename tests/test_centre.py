@@ -6,8 +6,7 @@ import pytest
 from scipy import ndimage
 
 import pybp
-from pybp import centre
-from pybp.parallel import reference
+from pybp import centre, phantoms
 from pybp.geometry.parallel import Geometry
 from pybp.io.demo import phantom_scan
 
@@ -39,7 +38,7 @@ def line_integrals(n_bins, n_angles, span, center, radius=None, noise=0.0, seed=
     short of ``span``)."""
     angles = np.deg2rad(np.arange(n_angles) * (span / n_angles))
     geometry = Geometry.create(n_bins, angles, center=center)
-    sinogram = reference.shepp_logan_radon(geometry, radius=radius)
+    sinogram = phantoms.shepp_logan_radon(geometry, radius=radius)
     sinogram *= 2 / sinogram.max()
     return sinogram + np.random.default_rng(seed).normal(0, noise, sinogram.shape), angles
 

@@ -1,4 +1,4 @@
-"""Exact at real sizes (design section 6): the ALU kernel, every rounding and cache, on
+"""Exact at real sizes (docs/design.md, section 6): the ALU kernel, every rounding and cache, on
 zero-mean data at detector widths where float32 positions from the slice corner went
 wrong (1024 bins here; 2048 and 4096 on a GPU), with random angles over 180 and 360
 degrees, an off-centre axis and a per-angle centre. Linear: 1e-5 relative RMS from the

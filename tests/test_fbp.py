@@ -9,6 +9,7 @@ import pytest
 from conftest import assert_verified
 
 import pybp
+from pybp import phantoms
 from pybp.stages import filters
 from pybp.parallel import reference
 from pybp.cl.device import describe
@@ -113,8 +114,8 @@ def test_edge_padding_is_the_padded_row():
 
 def phantom_case(angles, center=None):
     geometry = Geometry.create(N, angles, center=center)
-    sinogram = reference.shepp_logan_radon(geometry).astype(np.float32)
-    phantom = reference.shepp_logan_image(geometry)
+    sinogram = phantoms.shepp_logan_radon(geometry).astype(np.float32)
+    phantom = phantoms.shepp_logan_image(geometry)
     return geometry, sinogram, phantom
 
 
@@ -169,8 +170,8 @@ def test_edge_padding_helps_truncated_scans(cl_device):
     angles = np.linspace(0, np.pi, 180, endpoint=False)
     geometry = Geometry.create(n, angles)
     radius = 2.0 * n / 2  # the phantom reaches far past the detector's ends
-    sinogram = reference.shepp_logan_radon(geometry, radius=radius).astype(np.float32)
-    phantom = reference.shepp_logan_image(geometry, radius=radius)
+    sinogram = phantoms.shepp_logan_radon(geometry, radius=radius).astype(np.float32)
+    phantom = phantoms.shepp_logan_image(geometry, radius=radius)
     field = np.hypot(*np.meshgrid(np.arange(n) - n // 2, np.arange(n) - n // 2)) < n / 2 - 2
     errors = {padding: rms(pybp.fbp(sinogram, angles, device=cl_device, padding=padding)[field],
                            phantom[field]) for padding in filters.PADDINGS}

@@ -1,4 +1,4 @@
-"""``pybp reconstruct`` from files to files (pybp/io, pybp/cli_files.py) on files the
+"""``pybp reconstruct`` from files to files (pybp/io, pybp/cli/files.py) on files the
 tests write: DXchange, NXtomo, TIFF folders and .npy of the 3-D phantom with flats,
 darks, noise and the axis off the middle.
 
@@ -15,8 +15,8 @@ import pytest
 import tifffile
 
 import pybp
-from pybp.cli import commands as cli
-from pybp.parallel import reference
+from pybp import phantoms
+from pybp.cli.commands import commands as cli
 from pybp.geometry.parallel import Geometry
 from pybp.io import open_scan
 from pybp.io.demo import phantom_scan, write_dxchange
@@ -43,7 +43,7 @@ def in_memory(scan, cl_device):
 
 def test_in_memory_volume_is_the_phantom(scan, in_memory):
     geometry = Geometry.create(N_BINS, np.deg2rad(scan["degrees"]), center=scan["center"])
-    truth = reference.shepp_logan_3d_volume(geometry, N_ROWS) * scan["scale"]
+    truth = phantoms.shepp_logan_3d_volume(geometry, N_ROWS) * scan["scale"]
     y, x = np.mgrid[:N_BINS, :N_BINS] - (N_BINS - 1) / 2
     inside = np.hypot(x, y) < 0.42 * N_BINS
     error = np.sqrt(np.mean((in_memory - truth)[:, inside] ** 2)) / scan["scale"]

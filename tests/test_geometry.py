@@ -1,4 +1,4 @@
-"""Geometry conventions (design section 1): orientation, axis, region of interest and
+"""Geometry conventions (docs/design.md, section 1): orientation, axis, region of interest and
 the angle weights of the FBP sum."""
 
 import warnings
@@ -8,7 +8,7 @@ import pytest
 from conftest import assert_verified
 
 import pybp
-from pybp.parallel import reference
+from pybp import phantoms
 from pybp.geometry.parallel import GAP_FACTOR, Geometry
 
 
@@ -125,7 +125,7 @@ def test_limited_angle_fbp_matches_iradon(cl_device):
     n = 129
     angles = np.radians(np.arange(-60, 61, 1.0))
     geometry = Geometry.create(n, angles)
-    sinogram = reference.shepp_logan_radon(geometry).astype(np.float32)
+    sinogram = phantoms.shepp_logan_radon(geometry).astype(np.float32)
     ours = pybp.fbp(sinogram, angles, device=cl_device)
     theirs = transform.iradon(sinogram.T.astype(np.float64), theta=np.degrees(angles),
                               filter_name="ramp", output_size=n, circle=True)

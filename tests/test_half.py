@@ -1,4 +1,4 @@
-"""Half storage at any data scale (pybp/scaling.py): each slice is scaled by a power of
+"""Half storage at any data scale (pybp/stages/halfscale.py): each slice is scaled by a power of
 two into half's range before packing and back after, so FBP and plain back-projection
 stay within the `half` tolerance (1e-3) of float storage for data scaled anywhere from
 1e-6 to 1e4; data whose results float32 cannot hold are refused before any work."""
@@ -7,7 +7,8 @@ import numpy as np
 import pytest
 
 import pybp
-from pybp.parallel import reference, verify
+from pybp import phantoms
+from pybp.parallel import verify
 from pybp.stages import halfscale as scaling
 from pybp.geometry.parallel import Geometry
 
@@ -22,7 +23,7 @@ def test_half_storage_at_any_scale(cl_device, kernel, filter):
     1e-3 and 0.22 at 1e-4, and NaN above 65504)."""
     n_bins, n_angles = (1024, 256) if kernel == "alu" else (256, 128)
     angles = np.linspace(0, np.pi, n_angles, endpoint=False)
-    phantom = reference.shepp_logan_radon(Geometry.create(n_bins, angles))
+    phantom = phantoms.shepp_logan_radon(Geometry.create(n_bins, angles))
     stack = np.stack([phantom * s for s in SCALES]).astype(np.float32)
     results = {}
     for precision in ("float", "half"):

@@ -1,5 +1,5 @@
 """Every texture kernel x slices per pass x interpolation x storage x texel source,
-judged against the float64 reference of the same formula by the one rule (pybp.verify)."""
+judged against the float64 reference of the same formula by the one rule (pybp.parallel.verify)."""
 
 import numpy as np
 import pytest

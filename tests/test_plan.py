@@ -1,4 +1,4 @@
-"""The plan (pybp/plan.py): every pass width chosen and checked in the constructor,
+"""The plan (pybp/parallel/plan.py): every pass width chosen and checked in the constructor,
 work split into pieces within each width's caps, any number of slices, outputs; a call
 that fails writes nothing."""
 

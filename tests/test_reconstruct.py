@@ -13,8 +13,8 @@ import numpy as np
 import pytest
 
 import pybp
+from pybp import phantoms
 from pybp.stream import sources
-from pybp.parallel import reference
 from pybp.geometry.parallel import Geometry
 from pybp.stream.progress import Progress
 from pybp.stream.sources import RowBlocks
@@ -27,7 +27,7 @@ def make_scan(n_bins, n_angles, n_rows, seed=0, dtype=np.uint16):
     between noisy darks (~100 counts) and flats (~20000), with Poisson-like noise."""
     rng = np.random.default_rng(seed)
     angles = np.linspace(0, np.pi, n_angles, endpoint=False)
-    sinogram = reference.shepp_logan_radon(Geometry.create(n_bins, angles)) * (4.0 / n_bins)
+    sinogram = phantoms.shepp_logan_radon(Geometry.create(n_bins, angles)) * (4.0 / n_bins)
     flats = rng.normal(20000, 140, (5, n_rows, n_bins))
     darks = rng.normal(100, 10, (4, n_rows, n_bins))
     dark, flat = darks.mean(0), flats.mean(0)

@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""Accuracy of the profile's kernels at real detector widths, judged by pybp.verify.
+"""Accuracy of the profile's kernels at real detector widths, judged by pybp.parallel.verify.
 
     python tuning/accuracy.py [--sizes 1024 2048 4096] [--angles 64] [--rows 64]
 
@@ -8,7 +8,7 @@ profile picks, on zero-mean random data, random angles over 180 degrees and an
 off-centre axis: relative RMS from the float64 reference (linear), or the share of
 pixels off the reference away from bin boundaries (nearest); beside it the same kernel
 with the cos/sin residuals of the projection table zeroed, which is the float32
-arithmetic from the slice corner that pybp used before (design section 6).
+arithmetic from the slice corner that pybp used before (docs/design.md, section 6).
 
 Table 2: half storage against float storage, FBP and plain back-projection of the
 Shepp-Logan phantom scaled from 1e-6 to 1e4 (rule `half`, 1e-3).
@@ -24,7 +24,8 @@ from unittest import mock
 import numpy as np
 
 import pybp
-from pybp.parallel import reference, verify
+from pybp import phantoms
+from pybp.parallel import verify
 from pybp.geometry.parallel import Geometry
 
 SCALES = (1e-6, 1e-5, 1e-4, 1e-3, 1e-2, 1.0, 1e2, 1e4)
@@ -67,7 +68,7 @@ def exactness(sizes, n_angles, n_rows, log=print):
 
 def half_scales(n_bins, log=print):
     angles = np.linspace(0, np.pi, n_bins, endpoint=False)
-    phantom = reference.shepp_logan_radon(Geometry.create(n_bins, angles))
+    phantom = phantoms.shepp_logan_radon(Geometry.create(n_bins, angles))
     stack = np.stack([phantom * s for s in SCALES]).astype(np.float32)
     log(f"| {n_bins} bins, {n_bins} angles | " + " | ".join(f"x {s:g}" for s in SCALES) + " |")
     log("| --- |" + " --- |" * len(SCALES))

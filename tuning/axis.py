@@ -9,14 +9,13 @@ import time
 
 import numpy as np
 
-from pybp import centre
-from pybp.parallel import reference
+from pybp import centre, phantoms
 from pybp.geometry.parallel import Geometry
 
 for n, m in ((2048, 2048), (1024, 1024)):
     a = np.deg2rad(np.arange(m) * 180 / m)
     c = (n - 1) / 2 + 7.3
-    s = reference.shepp_logan_radon(Geometry.create(n, a, center=c), radius=0.4 * n)
+    s = phantoms.shepp_logan_radon(Geometry.create(n, a, center=c), radius=0.4 * n)
     s = s / s.max() * 2 + np.random.default_rng(0).normal(0, 0.02, s.shape)
     t = time.perf_counter()
     vo = centre.vo_center(s, a)

@@ -1,6 +1,6 @@
 #!/usr/bin/env python3
 """Device time of the FBP filter, FFT against direct convolution, beside the
-back-projection of the same slices (design section 5: one run, one device).
+back-projection of the same slices (docs/design.md, section 5: one run, one device).
 
     python tuning/filter_speed.py [--sizes 256 1024 2048 4096] [--slices 8] [--repeats 5]
 

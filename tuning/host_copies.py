@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""Host-side copy speeds that decide the pipeline's staging (design section 5).
+"""Host-side copy speeds that decide the pipeline's staging (docs/design.md, section 5).
 
     python tuning/host_copies.py [--mib 512] [--threads 8]
 

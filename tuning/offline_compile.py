@@ -7,7 +7,7 @@ and check their resource use against what the profiler assumes.
 
 ``ci``: the profiler's pick and every family's default for each setting on each target,
 the packing kernels, the FFT filter at 128-8192 points, the convolution filter and the
-normalisation of every input type. ``all`` adds the tuner's candidates (pybp.tuning) on
+normalisation of every input type. ``all`` adds the tuner's candidates (pybp.tune.search) on
 the AMD and Intel rows of the architecture table. Every source must compile for every
 target; for each back-projection kernel pybp's local-memory estimate must equal the
 compiler's; and each profiler pick must reach half the occupancy its target allows, or

@@ -4,7 +4,7 @@
     python tuning/tune.py [--size 2048] [--device NAME_OR_INDEX] [--repeats 5]
 
 Every candidate (texture or ALU family and its parameters) is verified against the
-float64 reference (pybp.verify, 1024 bins) before it is timed; the fastest per (slices,
+float64 reference (pybp.parallel.verify, 1024 bins) before it is timed; the fastest per (slices,
 interpolation, storage) is saved in the user's cache directory, keyed by the exact
 device and driver, and used by `pybp.Backprojector` from then on. Same as `pybp tune`.
 """

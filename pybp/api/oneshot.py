@@ -30,7 +30,7 @@ def backproject(sinograms, angles, **options):
 
 
 def fbp(sinograms, angles, filter="ramp", **options):
-    """One-shot filtered back-projection; ``filter`` is one of :data:`pybp.filters.FILTERS`
+    """One-shot filtered back-projection; ``filter`` is one of :data:`pybp.stages.filters.FILTERS`
     (default ``"ramp"``), ``padding`` ``"zero"`` (default) or ``"edge"`` (truncated
     scans). Other options as for :class:`Backprojector` (axis at ``(n_bins - 1) / 2``
     unless ``center`` is given; ``circle=True`` zeroes outside the reconstruction

@@ -18,7 +18,7 @@ class Backprojector:
     stack ``(n_slices, n_angles, n_bins)`` it returns ``(n_slices, ny, nx)``. Compiled
     kernels, images and buffers are kept between calls.
 
-    Geometry (``pybp.geometry``): ``angles`` in radians; the rotation axis at detector
+    Geometry (``pybp.geometry.parallel``): ``angles`` in radians; the rotation axis at detector
     column ``center``, counted from the first bin's centre, by default the middle of the
     detector, ``(n_bins - 1) / 2`` (scalar, or one value per angle); slices of
     ``slice_shape`` (default ``(n_bins, n_bins)``) centred on the axis, moved by

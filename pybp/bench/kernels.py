@@ -1,9 +1,9 @@
-"""``pybp bench``: GU/s of every kernel and setting (design section 5).
+"""``pybp bench``: GU/s of every kernel and setting (docs/design.md, section 5).
 
 For each setting it measures, in the same run: the texture engine's ceiling for that
 texel format (a kernel that only fetches, one texel per update, in the multiproj
 schedule with every fetch next to its neighbours'), each kernel variant (judged by
-``pybp.verify`` on its check case first), and silx's OpenCL ``Backprojection`` as the
+``pybp.parallel.verify`` on its check case first), and silx's OpenCL ``Backprojection`` as the
 yardstick. Kernel time only, median of ``repeats`` runs after a warm-up.
 """
 

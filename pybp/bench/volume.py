@@ -1,5 +1,5 @@
 """``pybp bench --pipeline``: a whole volume from projections in host memory to slices
-in host memory (design section 5), beside the kernel-only speed of the same settings
+in host memory (docs/design.md, section 5), beside the kernel-only speed of the same settings
 and silx's ``filtered_backprojection`` on the same data, in one run.
 
 The scan: ``n_angles`` projections of ``rows`` x ``size`` uint16 counts (the
@@ -15,8 +15,8 @@ import time
 
 import numpy as np
 
+from pybp import phantoms
 from pybp.stream import sources
-from pybp.parallel import reference
 from pybp.bench.kernels import rate, silx_platform_device
 from pybp.geometry.parallel import Geometry
 from pybp.api.sinograms import Backprojector
@@ -31,7 +31,7 @@ def make_scan(size, n_angles, rows, n_flats, seed=0):
     """``(angles, projections, flats, darks)`` as described in the module docstring."""
     rng = np.random.default_rng(seed)
     angles = np.linspace(0, np.pi, n_angles, endpoint=False)
-    sinogram = reference.shepp_logan_radon(Geometry.create(size, angles)) * (4.0 / size)
+    sinogram = phantoms.shepp_logan_radon(Geometry.create(size, angles)) * (4.0 / size)
     dark, flat = 100.0, 20000.0
     distinct = min(rows, DISTINCT_ROWS)
     base = np.empty((n_angles, distinct, size), np.uint16)

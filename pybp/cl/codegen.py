@@ -72,7 +72,7 @@ def first_error(exc) -> str:
 
 
 def build(context, source: str, device):
-    """Build ``source`` for ``device`` (a :class:`pybp.device.DeviceDescription`), or
+    """Build ``source`` for ``device`` (a :class:`pybp.cl.device.DeviceDescription`), or
     take it from the programs built in this process (:data:`KEPT_PROGRAMS` of them, so
     a one-shot ``pybp.fbp`` builds nothing the second time); a compiler failure becomes
     one line naming the device, the kernel and the first error of the log (``--debug``
@@ -104,7 +104,7 @@ def declared(context, device, source: str, name: str, args) -> Kernel:
 def kernel(program, name: str, device):
     """Kernel ``name`` of ``program``, checked against what the compiled kernel may run:
     its required work-group size within the device's maximum and, where the
-    implementation reports it truly (pybp.implementations), the kernel's own."""
+    implementation reports it truly (pybp.cl.implementations), the kernel's own."""
     made = cl.Kernel(program, name)
     cl_device = program.devices[0]
     wanted = made.get_work_group_info(cl.kernel_work_group_info.COMPILE_WORK_GROUP_SIZE,

@@ -84,7 +84,7 @@ class DeviceDescription:
     gfx_target: str | None  # AMD, e.g. "gfx90a"
     extensions: tuple
     max_work_group_size: int = 1024
-    implementation: str = "other"  # pybp.implementations
+    implementation: str = "other"  # pybp.cl.implementations
     timers: bool = True  # profiling timestamps match the wall clock (see probe())
     usable: bool = True  # builds and runs a trivial kernel (see probe())
     why_unusable: str = ""
@@ -107,7 +107,7 @@ class DeviceDescription:
 
 @dataclass(frozen=True)
 class _Named:
-    """A device's name and identity: what its records (pybp.profiles) are filed under."""
+    """A device's name and identity: what its records (pybp.cl.profiles) are filed under."""
 
     name: str
     identity: str
@@ -244,7 +244,7 @@ _PROBES = {}  # device pointer -> Probe: once per process; on disk once per devi
 
 def probe(cl_device) -> Probe:
     """Build and run a trivial kernel on ``cl_device`` once per device and driver (the
-    verdict is kept with the device's records, ``pybp.profiles``)."""
+    verdict is kept with the device's records, ``pybp.cl.profiles``)."""
     if cl_device.int_ptr in _PROBES:
         return _PROBES[cl_device.int_ptr]
     named = _named(cl_device)
@@ -272,7 +272,7 @@ def _label(device, found) -> str:
 # ---- choosing -------------------------------------------------------------------------
 def speed_rank(device):
     # A GPU before an accelerator before a CPU, a simulator last; then the implementation
-    # measured faster (pybp.implementations); then the larger, faster chip.
+    # measured faster (pybp.cl.implementations); then the larger, faster chip.
     order = {"gpu": 0, "accelerator": 1, "cpu": 2, "other": 3, "simulator": 4}
     return (order[device_type_name(device)],
             implementations.identify(device.platform.name).rank,

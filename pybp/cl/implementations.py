@@ -32,9 +32,9 @@ class Implementation:
     rank: int = 5
     # Whether CL_KERNEL_WORK_GROUP_SIZE is a kernel's real limit (checked after a build).
     kernel_limits: bool = True
-    # Whether commands may be enqueued from several threads at once (pybp.pipeline).
+    # Whether commands may be enqueued from several threads at once (pybp.stream.pipeline).
     threads: bool = True
-    build_options: tuple = ()  # given to every build of pybp's kernels (pybp.codegen)
+    build_options: tuple = ()  # given to every build of pybp's kernels (pybp.cl.codegen)
 
 
 # First match wins; keep the catch-all last.
@@ -49,7 +49,7 @@ IMPLEMENTATIONS = (
     Implementation("Intel CPU runtime", "intel(r) opencl", rank=2),
     # Mesa 22.3: every kernel's CL_KERNEL_WORK_GROUP_SIZE reads 32 (its SIMD width),
     # reqd_work_group_size(256) kernels included, which then run at 256 as asked. (Its
-    # profiling timestamps, about 1 ns a kernel, are found out by pybp.device.probe.)
+    # profiling timestamps, about 1 ns a kernel, are found out by pybp.cl.device.probe.)
     Implementation("rusticl", "rusticl", rank=3, kernel_limits=False),
     Implementation("other", ""),
 )

@@ -68,7 +68,7 @@ class Pacer:
     launches so far, per stage (``rates``: work units per second).
 
     A launch's duration comes from its profiling timestamps, or, where the device's
-    cannot be trusted (``timers=False``, see :func:`pybp.device.probe`), from the wall
+    cannot be trusted (``timers=False``, see :func:`pybp.cl.device.probe`), from the wall
     clock: from when it was launched, or when the launch before it was seen finished,
     to when it is seen finished (an upper bound, good to the polling interval)."""
 

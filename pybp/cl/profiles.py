@@ -5,7 +5,7 @@ timers can be trusted) and verdicts (which parameter sets gave right results the
 Records live in the user's cache directory (``PYBP_CACHE_DIR`` overrides), named after
 the device; their header holds the full device identity, so a record made for another
 device or driver is ignored. Files are written atomically. The profiler reads profiles
-(``pybp.profiler``), the tuner writes them (``pybp.tuning``); ``pybp.device`` keeps the
+(``pybp.parallel.profiler``), the tuner writes them (``pybp.tune.search``); ``pybp.cl.device`` keeps the
 probes and ``pybp.parallel.prepare`` the verdicts.
 """
 

@@ -17,11 +17,11 @@ from pathlib import Path
 
 import numpy as np
 
-from pybp import __version__
-from pybp.bench import kernels as bench, volume as bench_pipeline
-from pybp.cli import files as cli_files
+from pybp import __version__, phantoms
+from pybp.bench.kernels import kernels as bench, volume as bench_pipeline
+from pybp.cli.commands import files as cli_files
 from pybp.cl import codegen
-from pybp.parallel import kernels, reference
+from pybp.parallel import kernels
 from pybp.tune import search as tuning
 from pybp.cli.files import Parser
 from pybp.cl.device import devices, select_device
@@ -80,14 +80,14 @@ def cmd_demo(args):
     angles = np.linspace(0, np.pi, args.angles or n, endpoint=False)
     geometry = Geometry.create(n, angles)
     try:
-        sinogram = reference.shepp_logan_radon(geometry).astype(np.float32)
+        sinogram = phantoms.shepp_logan_radon(geometry).astype(np.float32)
         start = time.perf_counter()
         with Backprojector(n, angles, device=device, filter=args.filter,
                            interpolation=args.interpolation, precision=args.precision,
                            slices_per_pass=1) as bp:
             slice_ = bp(sinogram)
         wall = time.perf_counter() - start
-        phantom = reference.shepp_logan_image(geometry)
+        phantom = phantoms.shepp_logan_image(geometry)
     except KeyboardInterrupt:
         print("pybp demo: interrupted; nothing was written", file=sys.stderr)
         return cli_files.EXIT_INTERRUPTED
@@ -111,7 +111,7 @@ RENDER_FIELDS = {f.name for f in dataclass_fields(AluParams)}
 
 
 def _render_options(parser):
-    """One option per field of the parameter sets, from the dataclasses (pybp/params.py):
+    """One option per field of the parameter sets, from the dataclasses (pybp/parallel/params.py):
     a field's help and choices are its metadata; the default is the family's."""
     for f in dataclass_fields(AluParams):
         texture, alu = getattr(TextureParams(), f.name, None), getattr(AluParams(), f.name)
@@ -248,7 +248,7 @@ def build_parser():
 
     render = sub.add_parser("render", help="write a kernel's OpenCL source",
                             description="Write the OpenCL source of one parameter set: every "
-                                        "field of pybp/params.py is an option.")
+                                        "field of pybp/parallel/params.py is an option.")
     _render_options(render)
     render.add_argument("-o", "--output", default=None, help="file (default: standard output)")
     render.add_argument("--overwrite", action="store_true", help="replace an existing file")

@@ -18,7 +18,7 @@ from pybp.checks import positive_int
 
 # A gap between neighbouring directions wider than this many typical steps is treated as
 # missing data (a missing wedge, a run of lost projections): it counts as this many
-# typical steps when the projections beside it are weighted (design section 1).
+# typical steps when the projections beside it are weighted (docs/design.md, section 1).
 GAP_FACTOR = 4
 
 
@@ -114,7 +114,7 @@ class Geometry:
         return self.angles.size
 
     def updates(self, n_slices=1) -> int:
-        """Pixel updates of a back-projection: the numerator of GU/s (design section 5)."""
+        """Pixel updates of a back-projection: the numerator of GU/s (docs/design.md, section 5)."""
         ny, nx = self.slice_shape
         return nx * ny * self.n_angles * n_slices
 
@@ -152,7 +152,7 @@ class Geometry:
         double-float: the float32 nearest it, and what that rounding lost. Rows of 4
         (texture kernels; one 128-bit load, Sect. 5.7): cos, sin, base, base's residual.
         Rows of 8 (ALU kernel) add the residuals of cos and sin, since a float32 cos
-        times thousands of pixels is off by 1e-4 bin (design section 6).
+        times thousands of pixels is off by 1e-4 bin (docs/design.md, section 6).
         """
         if n_angles is None:
             n_angles = self.n_angles - first_angle

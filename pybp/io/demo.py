@@ -1,4 +1,4 @@
-"""A scan to try the file path on: the 3-D Shepp-Logan phantom (pybp/reference.py) seen
+"""A scan to try the file path on: the 3-D Shepp-Logan phantom (pybp/parallel/reference.py) seen
 by a detector with flats, darks and noise, its axis off the detector's middle, written
 as DXchange HDF5 (what ``pybp demo --write-scan`` makes)."""
 
@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from pybp.parallel import reference
+from pybp import phantoms
 from pybp.geometry.parallel import Geometry
 from pybp.io.scan import need
 
@@ -24,8 +24,8 @@ def phantom_scan(n_bins=256, n_rows=64, n_angles=None, span_degrees=180.0, axis_
     geometry = Geometry.create(n_bins, np.deg2rad(degrees), center=center)
     radius = n_bins / 2.0 * 0.9
     scale = ATTENUATION / (2 * 0.92 * radius)  # the longest chord through value 1
-    line_integrals = reference.shepp_logan_3d_radon(geometry, n_rows, radius) * scale
-    projections, flats, darks = reference.detector_counts(line_integrals, n_frames, seed=seed)
+    line_integrals = phantoms.shepp_logan_3d_radon(geometry, n_rows, radius) * scale
+    projections, flats, darks = phantoms.detector_counts(line_integrals, n_frames, seed=seed)
     return degrees, projections, flats, darks, center, scale
 
 

@@ -1,5 +1,5 @@
 """HDF5 scans: the DXchange layout and NeXus NXtomo (found by NX class), and rows of
-unfiltered datasets read straight from the file (design section 3)."""
+unfiltered datasets read straight from the file (docs/design.md, section 3)."""
 
 from __future__ import annotations
 

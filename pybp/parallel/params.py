@@ -36,7 +36,7 @@ HYBRID_PERIOD = 8  # hybrid mode: texture_groups of every 8 work-groups (Sect. 7
 PACK_ITEMS = 16  # work-items per row of the packing kernel
 # Floats per angle in the projection table: texture kernels read (cos, sin, base, base
 # residual) as one 128-bit load (Sect. 5.7); the ALU kernel also reads the residuals of
-# cos and sin, so that the square origin is exact at any detector width (design 6).
+# cos and sin, so that the square origin is exact at any detector width (docs/design.md, section 6).
 TEXTURE_CONSTANT_FLOATS = 4
 ALU_CONSTANT_FLOATS = 8
 

@@ -15,11 +15,11 @@ from functools import partial
 
 import numpy as np
 
-from pybp import checks
+from pybp import checks, phantoms
 from pybp.cl import profiles
 from pybp.cl.device import describe, open_device, usable_image_formats
 from pybp.geometry.parallel import Geometry
-from pybp.parallel import kernels, profiler, reference, verify
+from pybp.parallel import kernels, profiler, verify
 from pybp.parallel.backproject import Backproject, Circle
 from pybp.parallel.params import INTERPOLATIONS, KERNELS, SLICES_PER_PASS, STORAGES
 from pybp.parallel.plan import Plan
@@ -278,7 +278,7 @@ def check(options, case: verify.Case = verify.CHECK):
     if options.get("overrides", {}).get("cache") == "oversample":
         geometry = Geometry.create(255, np.linspace(0, np.pi, 256, endpoint=False))
         small = unit(dict(options, n_bins=255, angles=geometry.angles, filter="ramp"))
-        data = np.repeat(reference.shepp_logan_radon(geometry).astype(np.float32)[None],
+        data = np.repeat(phantoms.shepp_logan_radon(geometry).astype(np.float32)[None],
                          small.slices_per_pass, 0)
         got = small.sinograms(data, np.empty((len(data),) + geometry.slice_shape, np.float32))
         return verify.judge(got, data, geometry, small.params, filter="ramp"), small

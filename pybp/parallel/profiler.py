@@ -1,7 +1,7 @@
 """Architecture detection and the table of defaults: picks a parameter set.
 
 The profiler owns the whole choice. Order of precedence: what the caller forces, then a
-profile tuned on this exact device and driver (``pybp.profiles``, written by ``pybp
+profile tuned on this exact device and driver (``pybp.cl.profiles``, written by ``pybp
 tune``), then the first matching row of ``ARCHITECTURES``, whose last row is the generic
 default.
 """
@@ -177,7 +177,7 @@ def kernel_params(device: DeviceDescription, formats, slices_per_pass: int,
     """The parameter set for this device and setting: texture or ALU family.
 
     ``tuned`` is a tuned profile entry; by default this device's saved profile is read
-    (``pybp.profiles``). ``overrides`` force any field, as tests and benchmarks do.
+    (``pybp.cl.profiles``). ``overrides`` force any field, as tests and benchmarks do.
     """
     if slices_per_pass not in SLICES_PER_PASS:
         raise ValueError(f"slices_per_pass: expected 1, 2, 4 or 'auto'; got {slices_per_pass!r}")

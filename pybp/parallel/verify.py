@@ -1,5 +1,5 @@
 """One verification rule: how a result is judged against the float64 reference, by
-tests, ``pybp tune`` and ``pybp bench`` alike (design section 6).
+tests, ``pybp tune`` and ``pybp bench`` alike (docs/design.md, section 6).
 
 Which rule applies follows from the parameter set:
 
@@ -13,7 +13,7 @@ Which rule applies follows from the parameter set:
 | ``half`` | half storage against float storage | relative RMS <= 1e-3, any data scale |
 
 The reference sees the data as the texels hold them: half storage rounds each slice,
-times its power-of-two scale, to half (``pybp.scaling``).
+times its power-of-two scale, to half (``pybp.stages.halfscale``).
 """
 
 from __future__ import annotations
@@ -33,7 +33,7 @@ TOLERANCES = {
     "nearest": 0.01,  # share of pixels that picked another bin
     # Oversampling against the exact linear FBP of the Shepp-Logan phantom at 255 bins:
     # 0.030 measured (nearest: 0.118); quarter-bin steps on the ramp-filtered edges do
-    # not reach design section 6's 1e-2 (docs/benchmarks.md).
+    # not reach docs/design.md, section 6's 1e-2 (docs/benchmarks.md).
     "oversample": 0.04,
     "half": 1e-3,
 }

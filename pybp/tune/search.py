@@ -1,5 +1,5 @@
 """Per-device tuning: candidates, verification, timing, within a time budget; the
-winners are saved as the device's profile (``pybp.profiles``) as they are found, and
+winners are saved as the device's profile (``pybp.cl.profiles``) as they are found, and
 the profiler reads them from then on."""
 
 from __future__ import annotations
@@ -51,7 +51,7 @@ def candidates(interpolation, families=("texture", "alu")):
 
 def gups(backprojector, stack, repeats=5):
     """GU/s of one call on ``stack``: the median kernel time of ``repeats`` calls after
-    a warm-up (design section 5)."""
+    a warm-up (docs/design.md, section 5)."""
     backprojector(stack)
     times = []
     for _ in range(repeats):
@@ -99,7 +99,7 @@ def tune(device=None, size=None, settings=None, repeats=5, families=("texture", 
     each setting to the device's profile as they are found, and return them.
 
     Every candidate is first judged against the float64 reference on the check case
-    (``pybp.verify``); one that fails is reported and skipped, never timed. A device
+    (``pybp.parallel.verify``); one that fails is reported and skipped, never timed. A device
     that matches nothing raises ``ValueError`` before any work. Ctrl-C stops the
     search; what was saved stays (the profile is rewritten atomically after each new
     best). ``progress`` shows the count, the best so far and the time left.

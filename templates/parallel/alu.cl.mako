@@ -51,7 +51,7 @@ ${common.fetch_function(p, name="filtered")}
 % endif
 
 // Position x0 cos - y0 sin + base of a square's first pixel as a float plus the error
-// of rounding it (design 6). Positions reach thousands of bins, where one float32 is
+// of rounding it (docs/design.md, section 6). Positions reach thousands of bins, where one float32 is
 // only good to about 1e-4 bin, and so is a float32 cos times thousands of pixels: cos,
 // sin and base come as double-floats (hi + lo), products' errors exactly from fma,
 // sums' from two-sum. Once per cached projection, so the cost does not show.
@@ -129,7 +129,7 @@ ${common.store(p, "total[k]")}
     const int row_group = item / ROW_ITEMS;
 
     // Per cached projection: cos, sin, the position of the square's first pixel counted
-    // from the first cached bin (small, so float32 keeps it exact, design 6), and the
+    // from the first cached bin (small, so float32 keeps it exact, docs/design.md, section 6), and the
     // step between a work-item's pixels.
     __local float4 geometry[CACHED];
     __local float first_bins[CACHED];   /* h_m: the first cached bin, per projection */
