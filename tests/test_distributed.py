@@ -18,7 +18,7 @@ import pytest
 import tifffile
 
 import pybp
-from pybp.cli.commands import commands as cli
+from pybp.cli import commands as cli
 from pybp.stream import sources
 from pybp.bench.volume import make_scan
 from pybp.distributed import SLAB_ALIGN, device_list, slabs

@@ -16,7 +16,7 @@ import tifffile
 
 import pybp
 from pybp import phantoms
-from pybp.cli.commands import commands as cli
+from pybp.cli import commands as cli
 from pybp.geometry.parallel import Geometry
 from pybp.io import open_scan
 from pybp.io.demo import phantom_scan, write_dxchange

@@ -17,7 +17,7 @@ import pytest
 from conftest import cpu_runtimes, device_is_gpu
 
 import pybp
-from pybp.cli.commands import commands as cli
+from pybp.cli import commands as cli
 from pybp.cl import pacing, profiles
 from pybp.parallel import profiler
 from pybp.tune import search

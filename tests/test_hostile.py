@@ -352,7 +352,7 @@ def test_early_ctrl_c_is_one_line_and_never_lost(scan, dx, tmp_path, cl_device):
 
 def test_interrupts_swallowed_by_a_library_are_not_lost(monkeypatch, capsys):
     """An interrupt that something caught and dropped still ends the command as one."""
-    from pybp.cli.commands import commands as cli
+    from pybp.cli import commands as cli
 
     def swallowing(args):
         try:

@@ -20,7 +20,7 @@ import pyopencl as cl
 import pytest
 
 import pybp
-from pybp.cli.commands import commands as cli
+from pybp.cli import commands as cli
 from pybp.cl import codegen, device, implementations, pacing, profiles
 from pybp.parallel import kernels, prepare as runner
 from pybp.parallel import verify

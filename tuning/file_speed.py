@@ -21,8 +21,8 @@ from pathlib import Path
 
 import numpy as np
 
-from pybp.bench.kernels import volume as bench_pipeline
-from pybp.cli.commands import commands as cli
+from pybp.bench import volume as bench_pipeline
+from pybp.cli import commands as cli
 from pybp.io import open_output, open_scan
 from pybp.io.demo import write_dxchange
 from pybp.api.volumes import reconstruct

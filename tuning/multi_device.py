@@ -29,7 +29,7 @@ from pathlib import Path
 import numpy as np
 import tifffile
 
-from pybp.bench.kernels import volume as bench_pipeline
+from pybp.bench import volume as bench_pipeline
 from pybp.stream import pipeline
 from pybp.bench.kernels import rate
 from pybp.cl.device import all_devices

@@ -26,7 +26,7 @@ import time
 BENCH = """
 import json, sys, warnings
 warnings.simplefilter("ignore")
-from pybp.bench.kernels import kernels as bench
+from pybp.bench import kernels as bench
 rows, _ = bench.run(size={size}, repeats={repeats}, with_silx=False, log=lambda *a: None)
 from pybp.cl.device import describe, select_device
 d = describe(select_device())

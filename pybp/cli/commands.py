@@ -18,8 +18,8 @@ from pathlib import Path
 import numpy as np
 
 from pybp import __version__, phantoms
-from pybp.bench.kernels import kernels as bench, volume as bench_pipeline
-from pybp.cli.commands import files as cli_files
+from pybp.bench import kernels as bench, volume as bench_pipeline
+from pybp.cli import files as cli_files
 from pybp.cl import codegen
 from pybp.parallel import kernels
 from pybp.tune import search as tuning
