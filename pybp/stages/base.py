@@ -54,7 +54,8 @@ class Stage:
       dark and flat means of normalisation).
     - ``reports``: names of needs read back after each chunk (one uint32 counter each),
       judged by :meth:`reported`.
-    - ``margin``: detector rows a chunk needs beyond its own on each side (0: none).
+    - ``margin``: detector rows a chunk needs beyond its own on each side (0: none;
+      the executor refuses more until the schedule reads them).
     - ``shared_bytes``: device memory the stage keeps for all chunks at once.
     """
 
