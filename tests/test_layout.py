@@ -36,25 +36,3 @@ def test_the_graph_finds_a_circle_and_a_private_import(tmp_path, monkeypatch):
     assert any("private _hidden" in p for p in found)
     assert any("inside a function" in p for p in found)
     assert any("circle" in p for p in found)
-
-
-def test_a_stage_with_row_margins_is_refused(cl_device):
-    """Margins are declared but not yet read: a stage asking for them is an error, not a
-    chunk filtered across a seam it cannot see."""
-    import pyopencl as cl
-    import pytest
-
-    from pybp.cl.device import describe
-    from pybp.stages.base import Need, Stage
-    from pybp.stream.executor import Executor, Layout
-    from pybp.stream.memory import MemoryPlan
-
-    class Vertical(Stage):
-        name, margin, needs = "vertical", 1, (Need("sinograms", 64), Need("slices", 64))
-
-    device = describe(cl_device)
-    executor = Executor(device, cl.Context([cl_device]))
-    layout = Layout("sinograms", np.dtype(np.float32), (4, 4), 0, "slices", (4, 4))
-    memory = MemoryPlan.create([Vertical()], device, 4)
-    with pytest.raises(NotImplementedError, match="row margins"):
-        executor.reserve([Vertical()], layout, memory)

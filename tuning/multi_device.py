@@ -30,7 +30,7 @@ import numpy as np
 import tifffile
 
 from pybp.bench import volume as bench_pipeline
-from pybp.stream import pipeline
+from pybp.stream import sources
 from pybp.bench.kernels import rate
 from pybp.cl.device import all_devices
 from pybp.distributed import device_list, local_cluster
@@ -201,7 +201,7 @@ def main():
     devices = device_list(args.devices)
     args.indices = [all_devices().index(d) for d in devices]
     print("devices: " + "; ".join(d.name for d in devices), flush=True)
-    print(f"copy threads per pipeline and direction: {pipeline.COPY_THREADS}", flush=True)
+    print(f"copy threads per pipeline and direction: {sources.COPY_THREADS}", flush=True)
     (from_file if args.file else from_memory)(args, devices)
 
 

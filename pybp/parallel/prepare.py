@@ -183,8 +183,8 @@ class Unit:
         executor.stage_seconds.clear()
         target = out[None] if single and isinstance(out, np.ndarray) else out
 
-        def read(start, count, staging):
-            sources.copy_blocks(reading, staging, stack[start:start + count])
+        def read(span, staging):
+            sources.copy_blocks(reading, staging, stack[span.first:span.first + span.rows])
 
         def write(start, count, slices):
             if single and not isinstance(out, np.ndarray):

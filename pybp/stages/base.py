@@ -31,10 +31,20 @@ class Need:
 
 @dataclass
 class Chunk:
-    """One chunk in flight, as a stage sees it: the slot's ``buffers`` by name, its
-    ``count`` slices, the names of the buffers uploaded with it (``uploaded``), the
-    compute ``queue``, the executor's ``pacer`` (long work is cut into launches of
-    bounded duration: pybp/cl/pacing.py), the ``memory`` plan and the ``stop`` event."""
+    """One chunk in flight, as a stage sees it: the slot's ``buffers`` by name, the
+    ``count`` slices (rows) its input holds, the names of the buffers uploaded with it
+    (``uploaded``), the compute ``queue``, the executor's ``pacer`` (long work is cut
+    into launches of bounded duration: pybp/cl/pacing.py), the ``memory`` plan and the
+    ``stop`` event.
+
+    ``crop``: ``(before, after)`` rows of the input that are margins for this stage
+    alone (:attr:`Stage.margin`): it writes ``count - before - after`` rows, leaving
+    out that many first and last rows. A margin is smaller than the stage's own at the
+    volume's first and last rows, where no more exist: there the stage extends the
+    rows it has as it would for the whole volume (by replicating the edge row, say), so
+    that chunked results equal one pass. ``margins``: ``(before, after)`` rows of the
+    input that are margins (of this stage or later ones), not the chunk's own: counts
+    of values leave them out, for the chunks they belong to count them."""
 
     buffers: dict
     count: int
@@ -43,6 +53,13 @@ class Chunk:
     memory: object
     stop: threading.Event | None = None
     uploaded: frozenset = field(default_factory=frozenset)
+    crop: tuple = (0, 0)
+    margins: tuple = (0, 0)
+
+    @property
+    def rows_out(self) -> int:
+        """The rows the stage writes."""
+        return self.count - self.crop[0] - self.crop[1]
 
 
 class Stage:
@@ -54,8 +71,11 @@ class Stage:
       dark and flat means of normalisation).
     - ``reports``: names of needs read back after each chunk (one uint32 counter each),
       judged by :meth:`reported`.
-    - ``margin``: detector rows a chunk needs beyond its own on each side (0: none;
-      the executor refuses more until the schedule reads them).
+    - ``margin``: rows a stage needs beyond those it writes, on each side (phase
+      retrieval's filter reaches across detector rows). The schedule reads the sum of
+      the stages' margins beyond each chunk's rows (clipped to the rows that exist),
+      stages before this one work on them too, and this one leaves out its share
+      (:attr:`Chunk.crop`); buffers are sized for the rows each stage sees.
     - ``shared_bytes``: device memory the stage keeps for all chunks at once.
     """
 

@@ -38,6 +38,8 @@ def arguments(raw_type: str, real: str) -> tuple:
         Arg("flat_field", "const int", "0: the data are already normalised"),
         Arg("take_log", "const int", "0: back-project the values as they are"),
         Arg("floor_value", "const float", "what a non-positive transmission becomes"),
+        Arg("counted_first", "const int", "rows counted in clipped: the chunk's own,"),
+        Arg("counted_stop", "const int", "not the margins of later stages"),
         Arg("clipped", "__global uint *", "counts the values replaced"),
         Arg("sinograms", "__global float *", "n_rows x n_angles x n_bins"),
     )
@@ -85,7 +87,8 @@ class Normalize(Stage):
                     (BIN_ITEMS, 1, 1), projections=b["raw"], dark=b["dark"], flat=b["flat"],
                     n_angles=self.n_angles, n_rows=chunk.count, n_bins=self.n_bins,
                     flat_field="dark" in chunk.uploaded, take_log=self.log,
-                    floor_value=FLOOR_TRANSMISSION, clipped=b["clipped"],
+                    floor_value=FLOOR_TRANSMISSION, counted_first=chunk.margins[0],
+                    counted_stop=chunk.count - chunk.margins[1], clipped=b["clipped"],
                     sinograms=b["sinograms"]))]
 
     def reported(self, counts):

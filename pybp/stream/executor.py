@@ -8,7 +8,9 @@ staging, so the transfers of one chunk run while the kernels of another do (pape
 Sect. 4, Fig. 4). pybp/stream/pipeline.py orders the steps of a chunk from three
 threads, which wait on the events of the step before, and copies between the caller's
 arrays and the staging. The executor knows no geometry: what a chunk is comes from its
-:class:`Layout`, what is done to it from its stages.
+:class:`Layout`, what is done to it from its stages. A chunk's input holds the rows
+the stages' margins need beside its own (:attr:`pybp.stages.base.Stage.margin`), and
+each stage with a margin leaves out its share of them (:meth:`Executor.compute`).
 
 Thread safety: the uploads, the computes and the downloads may each be driven by one
 thread (as the pipeline does); anything else needs an executor of its own per thread,
@@ -28,7 +30,7 @@ import pyopencl as cl
 from pybp.cl import implementations, pacing
 from pybp.cl.staging import Staging
 from pybp.stages.base import Chunk
-from pybp.stream.memory import MemoryPlan, merged_needs
+from pybp.stream.memory import MemoryPlan, merged_needs, sum_margins
 
 
 @dataclass(frozen=True)
@@ -58,16 +60,19 @@ class Slot:
     """One chunk in flight: the stages' device buffers, page-locked staging, the
     counters it reports, and the last event of its last chunk's device work."""
 
-    def __init__(self, context, queue, needs: dict, layout: Layout, chunk: int, reports=()):
+    def __init__(self, context, queue, needs: dict, layout: Layout, memory: MemoryPlan,
+                 reports=()):
         rw = cl.mem_flags.READ_WRITE
-        self.buffers = {name: cl.Buffer(context, rw, need.bytes(chunk))
+        self.buffers = {name: cl.Buffer(context, rw, need.bytes(memory.rows(name)))
                         for name, need in needs.items()}
         self.host = {name: need.host for name, need in needs.items() if need.host is not None}
         self.counts = {name: np.zeros(1, np.uint32) for name in reports}
         self._staging = Staging(queue)
-        self.staging_in = self._staging.array(chunk * int(np.prod(layout.input_row)),
+        rows_in = memory.chunk_slices + 2 * memory.margin
+        self.staging_in = self._staging.array(rows_in * int(np.prod(layout.input_row)),
                                               layout.input_dtype)
-        self.staging_out = self._staging.array(chunk * int(np.prod(layout.output_row)), np.float32)
+        self.staging_out = self._staging.array(memory.chunk_slices * int(np.prod(layout.output_row)),
+                                               np.float32)
         self.uploaded = frozenset()  # names of the buffers uploaded beside the input
         self.kept = None  # their host arrays, kept until their copy ends
         self.computed = None
@@ -102,26 +107,29 @@ class Executor:
         """Run ``stages`` on chunks of ``layout`` in the slots of ``memory``: allocated
         here, and kept from the last call while they hold the same buffers and are as
         large."""
-        wider = [stage.name for stage in stages if stage.margin]
-        if wider:  # the schedule reads no rows beyond a chunk's own yet: refuse, not blur
-            raise NotImplementedError(f"stages {wider}: row margins are not read yet "
-                                      "(docs/architecture.md, Adding a stage)")
         needs = merged_needs(stages)
         self.stages = tuple(stages)
         if (self.memory is not None and self.memory.chunk_slices >= memory.chunk_slices
                 and len(self.slots) >= memory.slots and self._needs == needs
-                and self.layout == layout and self.memory.pass_width == memory.pass_width):
+                and self.layout == layout and self.memory.pass_width == memory.pass_width
+                and (self.memory.margin, self.memory.extra) == (memory.margin, memory.extra)):
             return
         self._release_slots()
         self.memory, self.layout, self._needs = memory, layout, needs
         reports = [name for stage in stages for name in stage.reports]
-        self.slots = [Slot(self.context, self.upload_queue, needs, layout, memory.chunk_slices,
-                           reports) for _ in range(memory.slots)]
+        self.slots = [Slot(self.context, self.upload_queue, needs, layout, memory, reports)
+                      for _ in range(memory.slots)]
+
+    @property
+    def margin(self) -> int:
+        """Rows each chunk reads beyond its own on each side (the stages' margins)."""
+        return sum_margins(self.stages)
 
     # ---- one chunk --------------------------------------------------------------------
     def staging_in(self, slot: int, count: int) -> np.ndarray:
         """Where the caller puts the input of a chunk of ``count`` rows for ``slot``
-        (shaped by the layout). Fill it only after :meth:`input_free` of the slot."""
+        (shaped by the layout; its margins included). Fill it only after
+        :meth:`input_free` of the slot."""
         shape = self.layout.input_shape(count)
         return self.slots[slot].staging_in[:int(np.prod(shape))].reshape(shape)
 
@@ -158,16 +166,24 @@ class Executor:
         q.flush()
         return stages[-1][1], stages
 
-    def compute(self, slot: int, count: int, stop=None):
+    def compute(self, slot: int, span, stop=None):
         """Enqueue the stages on the chunk uploaded to ``slot`` (its upload done, the
-        slot's last download done). Returns the last event and the stages. Waits while
-        the device has enough queued (:class:`pybp.cl.pacing.Pacer`); a set ``stop``
-        ends the wait with :class:`pybp.cl.pacing.Stopped`."""
+        slot's last download done): ``span`` (a :class:`pybp.stream.pipeline.Span`)
+        says how many of its rows are its own and how many are margins before and after
+        them. Returns the last event and the stages. Waits while the device has enough
+        queued (:class:`pybp.cl.pacing.Pacer`); a set ``stop`` ends the wait with
+        :class:`pybp.cl.pacing.Stopped`."""
         s = self.slots[slot]
-        chunk = Chunk(s.buffers, count, self.queue, self.pacer, self.memory, stop, s.uploaded)
+        before, after, beyond = span.before, span.after, self.margin
         stages = []
         for stage in self.stages:
+            # Each stage leaves out the margin rows no later stage needs.
+            beyond -= stage.margin
+            crop = (before - min(before, beyond), after - min(after, beyond))
+            chunk = Chunk(s.buffers, span.count + before + after, self.queue, self.pacer,
+                          self.memory, stop, s.uploaded, crop, (before, after))
             stages += self._timed(stop, lambda: stage.enqueue(chunk))
+            before, after = before - crop[0], after - crop[1]
         self.queue.flush()
         s.computed = stages[-1][1]
         return stages[-1][1], stages

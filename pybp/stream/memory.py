@@ -26,12 +26,21 @@ def _size(n_bytes) -> str:
 class MemoryPlan:
     """How a volume streams through one device: passes of
     ``pass_width`` slices, ``chunk_slices`` slices per chunk (a multiple of it),
-    ``slots`` chunks in flight, and the device bytes of one slot's buffers."""
+    ``slots`` chunks in flight, and the device bytes of one slot's buffers. With
+    stages that need rows beyond a chunk's own (:attr:`pybp.stages.base.Stage.margin`),
+    ``margin`` is the rows read beyond it on each side, and ``extra`` the rows each
+    buffer holds beyond ``chunk_slices`` (name -> rows: those its stages see)."""
 
     chunk_slices: int
     slots: int
     slot_bytes: int
     pass_width: int
+    margin: int = 0
+    extra: tuple = ()
+
+    def rows(self, name: str) -> int:
+        """The rows buffer ``name`` of a slot holds."""
+        return self.chunk_slices + dict(self.extra).get(name, 0)
 
     @classmethod
     def create(cls, stages, device, n_slices: int, widths=(1,), chunk_slices=None,
@@ -44,13 +53,17 @@ class MemoryPlan:
         none fits, ``ValueError`` names ``subject`` (``"argument: what one slice
         is"``), the sizes, the limits and ``advice``."""
         needs = merged_needs(stages)
+        extra = extra_rows(stages)
         per_slice = sum(n.per_slice for n in needs.values())
-        fixed = sum(n.fixed for n in needs.values())
+        # The margins' rows cost as much on every chunk, whatever its size.
+        fixed = sum(n.fixed + n.per_slice * extra.get(name, 0) for name, n in needs.items())
         shared = sum(stage.shared_bytes for stage in stages)
         budget = device.global_memory * MEMORY_SHARE - shared - slots * fixed
-        largest = max(n.per_slice for n in needs.values())
-        widths = [w for w in sorted(widths, reverse=True)
-                  if largest * w <= device.max_allocation and per_slice * w <= budget]
+        # The most slices per chunk each buffer's largest allocation allows.
+        most = min(device.max_allocation // n.per_slice - extra.get(name, 0)
+                   for name, n in needs.items() if n.per_slice) if per_slice else n_slices
+        largest = max(n.per_slice * (1 + extra.get(name, 0)) for name, n in needs.items())
+        widths = [w for w in sorted(widths, reverse=True) if w <= most and per_slice * w <= budget]
         if not widths:
             raise ValueError(
                 f"{subject} needs a buffer of {_size(largest)} and "
@@ -60,10 +73,29 @@ class MemoryPlan:
                 f"its memory){': ' + advice if advice else ''}")
         width = min(w for w in widths if w >= min(n_slices, widths[0]))  # no wider than needed
         wanted = -(-min(n_slices, chunk_slices or CHUNK_SLICES) // width) * width
-        fits = min(budget // (slots * per_slice), device.max_allocation // largest)
+        fits = min(budget // (slots * max(1, per_slice)), most)
         chunk = max(width, min(wanted, int(fits) // width * width))
-        slots = max(1, min(slots, -(-n_slices // chunk), int(budget // (chunk * per_slice))))
-        return cls(chunk, slots, chunk * per_slice + fixed, width)
+        slots = max(1, min(slots, -(-n_slices // chunk), int(budget // max(1, chunk * per_slice))))
+        return cls(chunk, slots, chunk * per_slice + fixed, width, sum_margins(stages),
+                   tuple(sorted(extra.items())))
+
+
+def sum_margins(stages) -> int:
+    """Rows read beyond a chunk's own on each side for ``stages``."""
+    return sum(stage.margin for stage in stages)
+
+
+def extra_rows(stages) -> dict:
+    """Rows beyond a chunk's own that each buffer of ``stages`` must hold (name ->
+    rows, both sides): the most any stage naming it sees, which is the margins of that
+    stage and of those after it."""
+    extra, beyond = {}, sum_margins(stages)
+    for stage in stages:
+        for need in stage.needs:
+            if beyond:
+                extra[need.name] = max(extra.get(need.name, 0), 2 * beyond)
+        beyond -= stage.margin
+    return extra
 
 
 def merged_needs(stages) -> dict:

@@ -17,20 +17,49 @@ from __future__ import annotations
 import queue
 import threading
 import time
+from dataclasses import dataclass
 
 from pybp.cl.pacing import Stopped, wait
 
 POLL_SECONDS = 0.1
 
 
+@dataclass(frozen=True)
+class Span:
+    """The rows of one chunk: its own ``count`` rows from ``start`` (those it writes),
+    read with ``before`` and ``after`` rows of margin (the stages' margins, fewer where
+    the rows that exist end): rows ``[first, first + rows)`` are read."""
+
+    start: int
+    count: int
+    before: int = 0
+    after: int = 0
+
+    @property
+    def first(self) -> int:
+        return self.start - self.before
+
+    @property
+    def rows(self) -> int:
+        return self.before + self.count + self.after
+
+
 class Rows:
     """Rows ``[0, n_slices)`` handed out in chunks, in order, to one or more pipelines
     (any thread). Chunks start at multiples of ``align`` (the widest pass), so slices
-    group into kernel passes as they do through one device, and give the same values."""
+    group into kernel passes as they do through one device, and give the same values.
+    ``before`` and ``after``: rows that exist beyond them on each side (the detector
+    rows around a slab), which margins may read."""
 
-    def __init__(self, n_slices, align=1):
+    def __init__(self, n_slices, align=1, before=0, after=0):
         self.n_slices, self.align = n_slices, align
+        self.before, self.after = before, after
         self.next, self._lock = 0, threading.Lock()
+
+    def span(self, start, count, margin) -> Span:
+        """Rows ``[start, start + count)`` with ``margin`` rows each side, where they exist."""
+        return Span(start, count, min(margin, start + self.before),
+                    min(margin, self.n_slices + self.after - start - count))
 
     def take(self, most):
         """The next ``(start, count)`` of at most ``most`` rows, or None when all are taken."""
@@ -76,10 +105,11 @@ def _serial(executor, rows, read, write, progress, timings, stop) -> int:
     try:
         while (taken := rows.take(executor.memory.chunk_slices)) is not None:
             start, count = taken
-            references = read(start, count, executor.staging_in(0, count))
-            event, stages = executor.upload(0, count, references)
+            span = rows.span(start, count, executor.margin)
+            references = read(span, executor.staging_in(0, span.rows))
+            event, stages = executor.upload(0, span.rows, references)
             wait(event, stop)
-            computed, computing = executor.compute(0, count, stop)
+            computed, computing = executor.compute(0, span, stop)
             wait(computed, stop)
             event, downloaded = executor.download(0, count)
             wait(event, stop)
@@ -107,8 +137,9 @@ def stream(executor, rows, read, write, progress=None, timings=None, stop=None) 
     """Run the chunks of ``rows`` (a :class:`Rows`, or a number of slices) through
     ``executor`` (its slots reserved).
 
-    ``read(start, count, staging)`` fills a chunk's input staging and returns what
-    goes up beside it (host arrays for the stages' uploaded buffers by name, such as
+    ``read(span, staging)`` fills a chunk's input staging with the rows of ``span``
+    (a :class:`Span`: the chunk's own rows and the margins its stages need) and
+    returns what goes up beside it (host arrays for the stages' uploaded buffers by name, such as
     the dark and flat means of its rows; or None), and the reader thread uploads them;
     the calling thread enqueues its device stages; the writer thread downloads it and
     hands its slices to ``write(start, count, slices)``. Returns the sum of what the
@@ -154,11 +185,12 @@ def stream(executor, rows, read, write, progress=None, timings=None, stop=None) 
                 _put(ready, None, stop)
                 return
             start, count = taken
-            references = read(start, count, executor.staging_in(slot, count))
-            event, stages = executor.upload(slot, count, references)
+            span = rows.span(start, count, executor.margin)
+            references = read(span, executor.staging_in(slot, span.rows))
+            event, stages = executor.upload(slot, span.rows, references)
             wait(event, stop)
             executor.record(stages)
-            _put(ready, (i, start, count), stop)
+            _put(ready, (i, span), stop)
             i += 1
 
     @guarded
@@ -193,12 +225,12 @@ def stream(executor, rows, read, write, progress=None, timings=None, stop=None) 
             if item is None:
                 _put(done, None, stop)
                 break
-            i, start, count = item
+            i, span = item
             slot = i % slots
             _acquire(output_free[slot], stop)  # the slot's last slices are downloaded
-            computed, stages = executor.compute(slot, count, stop)
+            computed, stages = executor.compute(slot, span, stop)
             input_free[slot].release()
-            _put(done, (i, start, count, computed, stages), stop)
+            _put(done, (i, span.start, span.count, computed, stages), stop)
         threads[1].join()
         finished = not errors
     except Stopped:

@@ -75,10 +75,18 @@ class RowBlocks:
     H100 machine. Blocks of ``block_bytes`` make those reads few and long. The first
     block is ``first_rows`` rows, so the device starts early. Several pipelines may
     share one (any thread): ``rows(start, count)`` is called for rows in about
-    increasing order, each row once, and a block is dropped once all its rows are out."""
+    increasing order, each row once, and a block is dropped once all its rows are out.
 
-    def __init__(self, source, first, stop, first_rows, block_bytes=None, row_bytes=None):
-        self.source = source
+    With ``margin``, chunks read that many rows beyond their own on each side, up to
+    ``n_rows`` (the rows the input has): ``rows(start, count, own)`` names the chunk's
+    own rows, and a block is dropped once every chunk that could read it has: once
+    every row within ``margin`` of it has been out as a chunk's own."""
+
+    def __init__(self, source, first, stop, first_rows, block_bytes=None, row_bytes=None,
+                 margin=0, n_rows=None):
+        self.source, self.margin = source, margin
+        own_first, own_stop = first, stop
+        first, stop = max(0, first - margin), min(n_rows or stop, stop + margin)
         frame_row = row_bytes or int(np.prod(source.shape[::2])) * np.dtype(source.dtype).itemsize
         try:
             memory = os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES")
@@ -90,7 +98,9 @@ class RowBlocks:
         self.blocks = [(a, b) for a, b in zip(edges[:-1], edges[1:]) if b > a]
         self.pool = ThreadPoolExecutor(1, thread_name_prefix="pybp-read-ahead")
         self.loaded = {}  # block index -> future of its rows
-        self.left = {k: b - a for k, (a, b) in enumerate(self.blocks)}  # rows not yet out
+        # Own rows not yet out within the margin of each block.
+        self.left = {k: min(b + margin, own_stop) - max(a - margin, own_first)
+                     for k, (a, b) in enumerate(self.blocks)}
         self._lock = threading.Lock()
 
     def _load(self, k):
@@ -101,8 +111,10 @@ class RowBlocks:
     def _read(self, first, stop):
         return np.asarray(self.source[:, first:stop])
 
-    def rows(self, start, count):
-        """Rows ``[start, start + count)`` (absolute), as an array or a view of one."""
+    def rows(self, start, count, own=None):
+        """Rows ``[start, start + count)`` (absolute), as an array or a view of one;
+        ``own``: ``(start, count)`` of the chunk's own rows among them (None: all)."""
+        own_start, own_count = own or (start, count)
         parts = []
         with self._lock:
             k = next(k for k, (a, b) in enumerate(self.blocks) if a <= start < b)
@@ -115,12 +127,18 @@ class RowBlocks:
                 start, count, k = start + take, count - take, k + 1
         views = [future.result()[:, at:at + take] for _, future, at, take in parts]
         with self._lock:
-            for k, _, _, take in parts:
-                self.left[k] -= take
-                if not self.left[k]:  # every row of it is out
+            for k in [k for k in self.left if self._near(k, own_start, own_count)]:
+                a, b = self.blocks[k]
+                self.left[k] -= (min(b + self.margin, own_start + own_count)
+                                 - max(a - self.margin, own_start))
+                if not self.left[k]:  # every chunk that could read it has
                     del self.left[k]
                     self.loaded.pop(k, None)
         return views[0] if len(views) == 1 else np.concatenate(views, axis=1)
+
+    def _near(self, k, start, count):
+        a, b = self.blocks[k]
+        return a - self.margin < start + count and start < b + self.margin
 
     def close(self):
         for future in self.loaded.values():
@@ -138,11 +156,12 @@ class FlatField(RowBlocks):
     about 0.1 s on the H200 machine; averaging each block on the reader thread when
     needed stalled the stream."""
 
-    def __init__(self, flats, darks, first, stop, first_rows):
+    def __init__(self, flats, darks, first, stop, first_rows, margin=0):
         self.frames = (darks, flats)
         row_bytes = sum(_frame_count(f) * np.dtype(f.dtype).itemsize * f.shape[-1]
                         for f in self.frames)
-        super().__init__(None, first, stop, first_rows, REFERENCE_BYTES, row_bytes)
+        super().__init__(None, first, stop, first_rows, REFERENCE_BYTES, row_bytes, margin,
+                         flats.shape[-2])
 
     def _read(self, first, stop):
         return np.stack([_frame_rows(f, first, stop).mean(axis=0, dtype=np.float64)

@@ -145,7 +145,8 @@ def _stream(builds, prepare, slab: Slab, align: int):
     # Made on first use, the first block a chunk for each device, to start early: a
     # sources.RowBlocks for inputs that are not arrays, a sources.FlatField.
     blocks, field = [], []
-    rows = pipeline.Rows(n, align=align)
+    n_rows = projections.shape[1]  # margins may read the detector rows around the slab
+    rows = pipeline.Rows(n, align=align, before=first, after=n_rows - slab.stop)
     stop = threading.Event()
     members = [dict(read=0.0, write=0.0, wait_device=0.0, slices=0, clipped=0, wall=0.0,
                     built=0.0, prepare=0.0, executor=None) for _ in builds]
@@ -154,19 +155,21 @@ def _stream(builds, prepare, slab: Slab, align: int):
     tick = time.perf_counter()
 
     def pipeline_of(build, host):
-        def read(start, count, staging):
+        def read(span, staging):
             began = time.perf_counter()
+            at, count, own = first + span.first, span.rows, (first + span.start, span.count)
             with bar_lock:
+                margin = host["executor"].margin
                 if not blocks and not isinstance(projections, np.ndarray):
                     blocks.append(sources.RowBlocks(projections, first, first + n,
-                                                     count * len(builds)))
+                                                     count * len(builds), margin=margin,
+                                                     n_rows=n_rows))
                 if not field and flats is not None:
                     field.append(sources.FlatField(flats, darks, first, first + n,
-                                                    count * len(builds)))
-            means = field[0].rows(first + start, count) if field else None
+                                                    count * len(builds), margin))
+            means = field[0].rows(at, count, own) if field else None
             extras = None if means is None else dict(dark=means[0], flat=means[1])
-            block = blocks[0].rows(first + start, count) if blocks else \
-                projections[:, first + start:first + start + count]
+            block = blocks[0].rows(at, count, own) if blocks else projections[:, at:at + count]
             sources.copy_blocks(reading, staging, block)
             host["read"] += time.perf_counter() - began
             return extras

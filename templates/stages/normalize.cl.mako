@@ -19,23 +19,26 @@ ${args['sinograms_from_projections']}
     if (bin >= n_bins)
         return;
     const size_t pixel = (size_t)row * n_bins + bin;
+    const bool counted = row >= counted_first && row < counted_stop;
     ${real} value = projections[((size_t)angle * n_rows + row) * n_bins + bin];
     if (flat_field)
         value = (value - dark[pixel]) / (flat[pixel] - dark[pixel]);
     if (take_log) {
         // No transmission to take the log of: not positive (noise on a dark beam), or
         // not a number (a pixel whose flat equals its dark, taken as transparent).
-        // Count them; the caller warns once.
+        // Count them (in the chunk's own rows); the caller warns once.
         if (!isfinite(value) || value <= 0) {
             value = isfinite(value) ? floor_value : 1;
-            atomic_inc(clipped);
+            if (counted)
+                atomic_inc(clipped);
         }
         value = -log(value);
     } else if (!isfinite(value)) {
         // Values as given: a NaN or Inf would spread over the slice. Count them; the
         // caller refuses the chunk before any slice of it is written.
         value = 0;
-        atomic_inc(clipped);
+        if (counted)
+            atomic_inc(clipped);
     }
     sinograms[((size_t)row * n_angles + angle) * n_bins + bin] = (float)value;
 }

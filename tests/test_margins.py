@@ -1,0 +1,261 @@
+"""Row margins (``Stage.margin``, pybp/stages/base.py): a stage that needs rows beyond a
+chunk's own gets them from the schedule, the stages before it work on them too, and it
+leaves them out, so that chunked results equal one pass over all rows. Checked
+against a float64 NumPy reference with a test stage (a mean over neighbouring rows,
+the edge row replicated), through the bare stream and through the parallel-beam chain
+of ``pybp.reconstruct`` (slabs, files, two pipelines)."""
+
+import numpy as np
+import pyopencl as cl
+import pytest
+
+import pybp
+from pybp.cl import codegen
+from pybp.cl.device import describe
+from pybp.cl.kernel import Arg, signature
+from pybp.parallel.prepare import Unit
+from pybp.stages.base import Need, Stage
+from pybp.stream import pipeline, sources
+from pybp.stream.executor import Executor, Layout
+from pybp.stream.memory import MemoryPlan
+from test_reconstruct import PIPELINE_RTOL, CountedReads, host_fbp, make_scan, relative_rms
+
+ITEMS = 64  # work-items along a row
+STREAM_RTOL = 2e-6  # float32 sums of at most 7 rows, against float64
+
+MEAN_ARGS = (Arg("rows_in", "__global const float *", "count x width"),
+             Arg("count", "const int"),
+             Arg("width", "const int"),
+             Arg("radius", "const int"),
+             Arg("before", "const int", "first rows left out"),
+             Arg("rows_out", "__global float *", "(count - crop) x width"))
+MEAN = f"""
+__kernel void mean_rows(
+{signature(MEAN_ARGS)}
+{{
+    const int x = get_global_id(0), y = get_global_id(1);  /* y: a row written */
+    if (x >= width) return;
+    float sum = 0.0f;
+    for (int k = -radius; k <= radius; ++k)  /* rows beyond the first or last: the edge */
+        sum += rows_in[clamp(y + before + k, 0, count - 1) * width + x];
+    rows_out[y * width + x] = sum / (2 * radius + 1);
+}}
+"""
+AFFINE_ARGS = (Arg("values_in", "__global const float *"),
+               Arg("n", "const int"),
+               Arg("scale", "const float"),
+               Arg("offset", "const float"),
+               Arg("values_out", "__global float *"))
+AFFINE = f"""
+__kernel void affine(
+{signature(AFFINE_ARGS)}
+{{
+    const int i = get_global_id(0);
+    if (i < n) values_out[i] = scale * values_in[i] + offset;
+}}
+"""
+
+
+class RowMean(Stage):
+    """Buffer ``target`` = the mean of ``2 * radius + 1`` rows of ``source`` around each
+    row (rows of ``width`` floats): a margin of ``radius`` rows."""
+
+    name = "row mean"
+
+    def __init__(self, context, device, width, radius, source, target):
+        self.width, self.margin, self.source, self.target = width, radius, source, target
+        self.needs = (Need(source, width * 4), Need(target, width * 4))
+        self.kernel = codegen.declared(context, device, MEAN, "mean_rows", MEAN_ARGS)
+
+    def enqueue(self, chunk):
+        b = chunk.buffers
+        return [(self.name, self.kernel(
+            chunk.queue, (-(-self.width // ITEMS) * ITEMS, chunk.rows_out), (ITEMS, 1),
+            rows_in=b[self.source], count=chunk.count, width=self.width, radius=self.margin,
+            before=chunk.crop[0], rows_out=b[self.target]))]
+
+
+class Affine(Stage):
+    """Buffer ``target`` = ``scale * source + offset``, row for row (no margin)."""
+
+    name = "affine"
+
+    def __init__(self, context, device, width, scale, offset, source, target):
+        self.width, self.scale, self.offset = width, scale, offset
+        self.source, self.target = source, target
+        self.needs = (Need(source, width * 4), Need(target, width * 4))
+        self.kernel = codegen.declared(context, device, AFFINE, "affine", AFFINE_ARGS)
+
+    def enqueue(self, chunk):
+        n, b = chunk.count * self.width, chunk.buffers
+        return [(self.name, self.kernel(
+            chunk.queue, (-(-n // ITEMS) * ITEMS,), (ITEMS,), values_in=b[self.source], n=n,
+            scale=self.scale, offset=self.offset, values_out=b[self.target]))]
+
+
+def row_mean(values, radius):
+    """The float64 reference of :class:`RowMean` over all rows (axis 0)."""
+    padded = np.pad(np.asarray(values, np.float64), [(radius, radius)] + [(0, 0)] *
+                    (values.ndim - 1), mode="edge")
+    return sum(padded[k:k + len(values)] for k in range(2 * radius + 1)) / (2 * radius + 1)
+
+
+def chain(context, device, width):
+    """An affine map, means over 5 and over 7 rows, another affine map: margins of 2 and
+    3 rows, one after the other, between stages without."""
+    return [Affine(context, device, width, 2.0, 1.0, "a", "b"),
+            RowMean(context, device, width, 2, "b", "c"),
+            RowMean(context, device, width, 3, "c", "d"),
+            Affine(context, device, width, 0.5, -1.0, "d", "e")]
+
+
+def chain_reference(values):
+    return 0.5 * row_mean(row_mean(2.0 * np.asarray(values, np.float64) + 1.0, 2), 3) - 1.0
+
+
+@pytest.mark.parametrize("chunk, threads, rows", [
+    (1, True, None), (4, True, None), (4, False, None), (23, True, None),
+    (2, True, (5, 17)),   # a slab: margins read the rows around it
+    (3, True, (0, 2)),    # fewer rows than the margins
+])
+def test_chunked_margins_equal_one_pass(cl_device, rng, chunk, threads, rows):
+    n_rows, width = 23, 50
+    data = rng.uniform(-1, 1, (n_rows, width)).astype(np.float32)
+    first, stop = rows or (0, n_rows)
+    device, context = describe(cl_device), cl.Context([cl_device])
+    stages = chain(context, device, width)
+    memory = MemoryPlan.create(stages, device, stop - first, chunk_slices=chunk)
+    assert memory.chunk_slices == min(chunk, stop - first) and memory.margin == 5
+    layout = Layout("a", np.dtype(np.float32), (width,), 0, "e", (width,))
+    executor = Executor(device, context)
+    executor.threads = threads  # False: the serial path of one-thread implementations
+    executor.reserve(stages, layout, memory)
+    # Each buffer holds the rows its stages see: 'd' is read by a stage without margin
+    # after a margin of 3, 'e' holds a chunk's own rows.
+    assert [memory.rows(k) for k in "abcde"] == [memory.chunk_slices + r for r in (10, 10, 10, 6, 0)]
+    assert executor.slots[0].buffers["d"].size == (memory.chunk_slices + 6) * width * 4
+
+    spans, out = [], np.full((stop - first, width), np.nan, np.float32)
+
+    def read(span, staging):
+        spans.append(span)
+        staging[...] = data[first + span.first:first + span.first + span.rows]
+
+    def write(start, count, slices):
+        out[start:start + count] = slices
+
+    schedule = pipeline.Rows(stop - first, before=first, after=n_rows - stop)
+    pipeline.stream(executor, schedule, read, write)
+    executor.close()
+
+    want = chain_reference(data)[first:stop]
+    assert np.abs(out - want).max() < STREAM_RTOL * np.abs(want).max()
+    assert sum(s.count for s in spans) == stop - first
+    assert all(s.before == min(5, first + s.start) and s.after == min(5, n_rows - first - s.start - s.count)
+               for s in spans)
+    if len(spans) > 1:  # the test can fail: chunks without their margins would differ
+        seams = np.concatenate([chain_reference(data[first + s.start:first + s.start + s.count])
+                                for s in sorted(spans, key=lambda s: s.start)])
+        assert np.abs(seams - want).max() > 100 * STREAM_RTOL * np.abs(want).max()
+
+
+def test_row_blocks_with_margins_drop_each_block_once_read():
+    """Files are read a block of rows at a time (sources.RowBlocks); with margins a
+    chunk reads rows of its neighbours' blocks, and a block is dropped only once every
+    chunk that could read it has."""
+    data = np.arange(3 * 30 * 2).reshape(3, 30, 2)
+    blocks = sources.RowBlocks(data, 10, 20, 3, block_bytes=4 * 3 * 2 * data.itemsize,
+                               margin=2, n_rows=30)
+    try:
+        assert blocks.blocks == [(8, 11), (11, 15), (15, 19), (19, 22)]
+        for start in range(10, 20, 2):
+            first, stop = max(8, start - 2), min(22, start + 4)
+            got = blocks.rows(first, stop - first, own=(start, 2))
+            np.testing.assert_array_equal(got, data[:, first:stop])
+            # Blocks no chunk to come reads are gone; the others are still there.
+            assert all(b + 2 > start + 2 for a, b in (blocks.blocks[k] for k in blocks.left))
+        assert not blocks.left and not blocks.loaded
+    finally:
+        blocks.close()
+
+
+class MeanThenFilter(RowMean):
+    """The mean over detector rows of the normalised sinograms, written back to them
+    (through a buffer of its own) before the FBP filter: what phase retrieval will do."""
+
+    def __init__(self, context, device, n_angles, n_bins, radius):
+        super().__init__(context, device, n_angles * n_bins, radius, "sinograms", "averaged")
+
+    def enqueue(self, chunk):
+        events = super().enqueue(chunk)
+        width_bytes = self.width * 4
+        events.append((self.name, cl.enqueue_copy(
+            chunk.queue, chunk.buffers["sinograms"], chunk.buffers["averaged"],
+            byte_count=chunk.rows_out * width_bytes)))
+        return events
+
+
+@pytest.fixture
+def row_mean_after_normalise(monkeypatch):
+    """Reconstructions of projections run :class:`MeanThenFilter` after normalisation;
+    the stages made are listed in the list returned."""
+    made, plain = [], Unit.stages_for
+
+    def stages_for(unit, dtype=None, log=True):
+        if dtype is None:  # sinograms: the references' Backprojector
+            return plain(unit, dtype, log)
+        g = unit.geometry
+        stage = MeanThenFilter(unit.context, unit.device, g.n_angles, g.n_bins, RADIUS)
+        made.append(stage)
+        normalize, *rest = plain(unit, dtype, log)
+        return (normalize, stage, *rest)
+
+    monkeypatch.setattr(Unit, "stages_for", stages_for)
+    return made
+
+
+RADIUS = 1
+
+
+def test_a_margin_stage_in_the_parallel_chain(cl_device, monkeypatch, row_mean_after_normalise):
+    """A stage with a margin after normalisation, in reconstruct's chain: slabs of a
+    file read by two pipelines in chunks of 2 rows give the FBP of the normalised
+    projections averaged over 3 detector rows of the whole detector."""
+    n_bins, n_angles, n_rows = 48, 40, 21
+    angles, projections, flats, darks = make_scan(n_bins, n_angles, n_rows)
+    # Blocks of 3 rows of the file and of the flat-field means: chunks read across them.
+    monkeypatch.setattr(sources, "ROW_BLOCK_BYTES", 3 * n_angles * n_bins * projections.itemsize)
+    monkeypatch.setattr(sources, "REFERENCE_BYTES", 3 * (len(flats) + len(darks)) * n_bins *
+                        flats.itemsize)
+    first, stop = 3, 19
+    source = CountedReads(projections)
+    got = pybp.reconstruct(source, angles, flats, darks, rows=(first, stop), chunk_slices=2,
+                           devices=[cl_device, cl_device], progress=False)
+    made = row_mean_after_normalise
+    assert made and all(stage.margin == RADIUS for stage in made)
+    assert min(r.start for r in source.reads) == first - RADIUS  # the rows around the slab
+    assert max(r.stop for r in source.reads) == stop + RADIUS
+    assert len(source.reads) >= 2  # each row read once, in blocks
+    assert sum(r.stop - r.start for r in source.reads) == stop - first + 2 * RADIUS
+
+    dark = np.asarray(darks, np.float64).mean(0)
+    flat = np.asarray(flats, np.float64).mean(0)
+    normalised = -np.log((np.asarray(projections, np.float64) - dark) / (flat - dark))
+    averaged = row_mean(normalised.transpose(1, 0, 2), RADIUS)  # along detector rows
+    bp = pybp.Backprojector(n_bins, angles, device=cl_device, filter="ramp")
+    want = bp(np.ascontiguousarray(averaged[first:stop], np.float32))
+    assert relative_rms(got, want) < PIPELINE_RTOL
+    # ... and the mean made a difference the check can see.
+    plain_fbp = host_fbp(projections, angles, flats, darks, cl_device)[first:stop]
+    assert relative_rms(plain_fbp, want) > 100 * PIPELINE_RTOL
+
+
+def test_values_replaced_are_counted_in_their_own_chunk(cl_device, row_mean_after_normalise):
+    """Normalisation also runs on margin rows; values it replaces there are counted by
+    the chunk they belong to, once: the warning gives the count of the rows asked for."""
+    angles, projections, flats, darks = make_scan(32, 24, 12)
+    zeroed = (1, 2, 5, 6)  # outside the slab (a margin), its first row, both sides of a seam
+    projections[:, zeroed, 7] = 0
+    with pytest.warns(RuntimeWarning, match=rf"projections: {3 * 24} of "):
+        pybp.reconstruct(projections, angles, flats, darks, rows=(2, 10), chunk_slices=4,
+                         device=cl_device, progress=False)
