@@ -17,7 +17,8 @@ __version__ = "0.1.0"
 _HOMES = {"Backprojector": "api.sinograms", "backproject": "api.oneshot", "fbp": "api.oneshot",
           "skimage_options": "api.sinograms", "reconstruct": "api.volumes",
           "Reconstructor": "api.volumes", "devices": "cl.device", "FILTERS": "stages.filters",
-          "find_center": "centre"}
+          "find_center": "centre", "ConeGeometry": "geometry.cone",
+          "ConeBackprojector": "api.cone", "cone_backproject": "api.cone"}
 __all__ = sorted(_HOMES)
 
 

@@ -96,6 +96,25 @@ def check_output(out, shape, name="out"):
     return out
 
 
+def float_array(value, name, ndim):
+    """``value`` as finite float64 numbers of ``ndim`` dimensions, or an error naming
+    ``name``."""
+    try:
+        arr = np.asarray(value)
+    except Exception as exc:  # ragged lists and the like
+        raise TypeError(f"{name}: expected a numeric array, got {type(value).__name__}") from exc
+    if arr.dtype.kind not in "iuf":
+        raise TypeError(f"{name}: expected real numbers, got dtype {arr.dtype}")
+    if arr.ndim != ndim:
+        raise ValueError(f"{name}: expected {ndim} dimension(s), got shape {arr.shape}")
+    if arr.size == 0:
+        raise ValueError(f"{name}: is empty")
+    arr = arr.astype(np.float64)
+    if not np.all(np.isfinite(arr)):
+        raise ValueError(f"{name}: contains NaN or Inf")
+    return arr
+
+
 def array_like(value, name, ndim):
     if not hasattr(value, "shape") or not hasattr(value, "dtype"):
         raise TypeError(f"{name}: expected an array (NumPy, memmap, h5py dataset), "

@@ -1,12 +1,11 @@
 """The package's layout (docs/architecture.md), read from its imports by
 tuning/module_graph.py: no import circle between modules or packages, no private name
 imported across modules, no import hidden inside a function, and the geometry-neutral
-floors (stream, stages, cl) import no geometry's package."""
+floors (stream, stages, cl) import no geometry's package; and the wheel's lists."""
 
+import configparser
 import sys
 from pathlib import Path
-
-import numpy as np
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "tuning"))
 import module_graph  # noqa: E402
@@ -36,3 +35,20 @@ def test_the_graph_finds_a_circle_and_a_private_import(tmp_path, monkeypatch):
     assert any("private _hidden" in p for p in found)
     assert any("inside a function" in p for p in found)
     assert any("circle" in p for p in found)
+
+
+def test_the_wheel_lists_every_package_and_template_folder():
+    """setup.cfg names each package and each folder of templates: one left out is
+    missing from the wheel, though an editable install finds it."""
+    root = Path(__file__).resolve().parents[1]
+    config = configparser.ConfigParser()
+    config.read(root / "setup.cfg")
+    listed = set(config["options"]["packages"].split())
+    packages = {".".join(p.parent.relative_to(root).parts)
+                for p in (root / "pybp").rglob("__init__.py")}
+    assert packages <= listed, f"setup.cfg lacks {sorted(packages - listed)}"
+    patterns = {p.strip() for p in config["options.package_data"]["pybp.templates"].split(",")}
+    folders = {str(p.parent.relative_to(root / "templates")) for p in
+               (root / "templates").rglob("*.mako")}
+    wanted = {"*.mako" if f == "." else f"{f}/*.mako" for f in folders}
+    assert wanted <= patterns, f"setup.cfg lacks {sorted(wanted - patterns)}"

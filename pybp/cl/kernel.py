@@ -32,6 +32,11 @@ class Arg:
         return value if scalar is None else scalar(value)
 
 
+def ints(*names) -> tuple:
+    """``const int`` arguments without notes (sizes, counts), in the order given."""
+    return tuple(Arg(name, "const int") for name in names)
+
+
 def signature(args) -> str:
     """The parameter list of ``args``, one per line with its note, closed by ``)``."""
     lines = []

@@ -14,29 +14,12 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from pybp.checks import positive_int
+from pybp.checks import float_array, positive_int
 
 # A gap between neighbouring directions wider than this many typical steps is treated as
 # missing data (a missing wedge, a run of lost projections): it counts as this many
 # typical steps when the projections beside it are weighted (docs/design.md, section 1).
 GAP_FACTOR = 4
-
-
-def _as_float_array(value, name, ndim):
-    try:
-        arr = np.asarray(value)
-    except Exception as exc:  # ragged lists and the like
-        raise TypeError(f"{name}: expected a numeric array, got {type(value).__name__}") from exc
-    if arr.dtype.kind not in "iuf":
-        raise TypeError(f"{name}: expected real numbers, got dtype {arr.dtype}")
-    if arr.ndim != ndim:
-        raise ValueError(f"{name}: expected {ndim} dimension(s), got shape {arr.shape}")
-    if arr.size == 0:
-        raise ValueError(f"{name}: is empty")
-    arr = arr.astype(np.float64)
-    if not np.all(np.isfinite(arr)):
-        raise ValueError(f"{name}: contains NaN or Inf")
-    return arr
 
 
 @dataclass(frozen=True, eq=False)
@@ -60,13 +43,13 @@ class Geometry:
                angle_weights=None):
         """Validate user input once, at the API boundary, and build the geometry."""
         n_bins = positive_int(n_bins, "n_bins")
-        angles = _as_float_array(angles, "angles", 1)
+        angles = float_array(angles, "angles", 1)
         if np.ptp(angles) > 2 * np.pi * (1 + 1e-6):
             warnings.warn(f"angles: they span {np.ptp(angles):g}, more than 2 pi: pybp takes "
                           f"radians; convert degrees with np.radians", UserWarning, stacklevel=3)
         weights = None
         if angle_weights is not None:
-            weights = _as_float_array(angle_weights, "angle_weights", 1)
+            weights = float_array(angle_weights, "angle_weights", 1)
             if weights.size != angles.size:
                 raise ValueError(f"angle_weights: expected one weight per angle ({angles.size}), "
                                  f"got {weights.size}")
@@ -78,9 +61,9 @@ class Geometry:
         else:
             center_arr = np.asarray(center)
             if center_arr.ndim == 0:
-                center = np.full(angles.size, float(_as_float_array(center_arr[None], "center", 1)[0]))
+                center = np.full(angles.size, float(float_array(center_arr[None], "center", 1)[0]))
             else:
-                center = _as_float_array(center_arr, "center", 1)
+                center = float_array(center_arr, "center", 1)
                 if center.size != angles.size:
                     raise ValueError(
                         f"center: a per-angle centre needs one value per angle "
@@ -103,7 +86,7 @@ class Geometry:
                        positive_int(slice_shape[1], "slice_shape"))
         if slice_offset is None:
             slice_offset = (0.0, 0.0)
-        offset = _as_float_array(slice_offset, "slice_offset", 1)
+        offset = float_array(slice_offset, "slice_offset", 1)
         if offset.size != 2:
             raise ValueError(f"slice_offset: expected (row, column) offsets, got {slice_offset!r}")
         return cls(n_bins, angles, center, slice_shape, (float(offset[0]), float(offset[1])),

@@ -9,7 +9,7 @@ from __future__ import annotations
 import functools
 
 from pybp.cl import codegen
-from pybp.cl.kernel import Arg
+from pybp.cl.kernel import Arg, ints
 from pybp.parallel.params import KernelParams, TextureParams
 
 # Template of each kernel family; `standard` and `locality` differ only in the index
@@ -28,10 +28,7 @@ PACK_FIELDS = ("slices_per_pass", "storage", "texel_channels", "texel_rows")
 
 # The back-projection's arguments after the per-angle table, the same for every family.
 TAIL = (
-    Arg("n_angles", "const int"),
-    Arg("n_bins", "const int"),
-    Arg("nx", "const int"),
-    Arg("ny", "const int"),
+    *ints("n_angles", "n_bins", "nx", "ny"),
     Arg("accumulate", "const int", "add to `out` (a later piece) or overwrite it"),
     Arg("first_plane", "const int", "this pass's first slice in `out`"),
     Arg("first_column", "const int", "the launch's first pixel column and row:"),

@@ -9,7 +9,7 @@ import numpy as np
 import pyopencl as cl
 
 from pybp.cl import codegen
-from pybp.cl.kernel import Arg
+from pybp.cl.kernel import Arg, ints
 from pybp.stages.base import Need, Stage, Zeros
 
 # OpenCL types of the inputs the device converts itself; others become float32 on the host.
@@ -32,9 +32,7 @@ def arguments(raw_type: str, real: str) -> tuple:
         Arg("projections", f"__global const {raw_type} *", "n_angles x n_rows x n_bins: this chunk"),
         Arg("dark", f"__global const {real} *", "means per detector row and bin:"),
         Arg("flat", f"__global const {real} *", "this chunk's n_rows x n_bins"),
-        Arg("n_angles", "const int"),
-        Arg("n_rows", "const int"),
-        Arg("n_bins", "const int"),
+        *ints("n_angles", "n_rows", "n_bins"),
         Arg("flat_field", "const int", "0: the data are already normalised"),
         Arg("take_log", "const int", "0: back-project the values as they are"),
         Arg("floor_value", "const float", "what a non-positive transmission becomes"),

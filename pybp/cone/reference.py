@@ -1,0 +1,50 @@
+"""The float64 NumPy reference of the cone-beam back-projection (docs/design.md,
+section 8): each voxel centre projected by its matrix, the projection sampled
+bilinearly with zeros beyond its edge pixels, summed over projections, no weights."""
+
+from __future__ import annotations
+
+import numpy as np
+
+from pybp.geometry.cone import ConeGeometry
+
+
+def bilinear(image, r, c) -> np.ndarray:
+    """``image`` ``(n_rows, n_cols)`` at rows ``r`` and columns ``c`` (float, from the
+    first pixel's centre), as if surrounded by zeros: within one pixel of the edge the
+    value falls linearly to zero, beyond it is zero."""
+    n_rows, n_cols = image.shape
+    padded = np.zeros((n_rows + 2, n_cols + 2))
+    padded[1:-1, 1:-1] = image
+    r0, c0 = np.floor(r), np.floor(c)
+    inside = (r0 >= -1) & (r0 <= n_rows - 1) & (c0 >= -1) & (c0 <= n_cols - 1)
+    fr, fc = np.where(inside, r - r0, 0.0), np.where(inside, c - c0, 0.0)
+    a = np.where(inside, r0 + 1, 0).astype(np.intp)  # rows of the padded image
+    b = np.where(inside, c0 + 1, 0).astype(np.intp)
+    value = ((1 - fr) * ((1 - fc) * padded[a, b] + fc * padded[a, b + 1])
+             + fr * ((1 - fc) * padded[a + 1, b] + fc * padded[a + 1, b + 1]))
+    return np.where(inside, value, 0.0)
+
+
+def project_voxels(geometry: ConeGeometry, p: int, planes=None):
+    """Rows, columns and ``w`` where the voxel centres of z ``planes`` (a range; None:
+    all) project in projection ``p``: arrays of the volume's (or planes') shape."""
+    nz, ny, nx = geometry.volume_shape
+    planes = range(nz) if planes is None else planes
+    k, j, i = np.meshgrid(np.asarray(planes, np.float64), np.arange(ny, dtype=np.float64),
+                          np.arange(nx, dtype=np.float64), indexing="ij")
+    m = geometry.voxel_matrices()[p]
+    cw, rw, w = (m[a, 0] * i + m[a, 1] * j + m[a, 2] * k + m[a, 3] for a in range(3))
+    return rw / w, cw / w, w
+
+
+def backproject(projections, geometry: ConeGeometry, planes=None) -> np.ndarray:
+    """The sum over projections ``(n_angles, n_rows, n_cols)`` of each voxel's bilinear
+    sample, for z ``planes`` (a range; None: the whole volume), in float64."""
+    nz, ny, nx = geometry.volume_shape
+    planes = range(nz) if planes is None else planes
+    out = np.zeros((len(planes), ny, nx))
+    for p in range(geometry.n_angles):
+        r, c, _ = project_voxels(geometry, p, planes)
+        out += bilinear(np.asarray(projections[p], np.float64), r, c)
+    return out

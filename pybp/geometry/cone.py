@@ -1,0 +1,211 @@
+"""Cone-beam geometry: one 3x4 projection matrix per projection, in double, and the
+source it implies (docs/design.md, section 8).
+
+Conventions (ASTRA's ``cone`` and ``cone_vec``, so that the same numbers give the same
+volume in both):
+
+- projections ``(n_angles, n_rows, n_cols)``; volume ``(nz, ny, nx)``, voxel ``(k, j, i)``
+  at ``x = (i - (nx-1)/2) s``, ``y = (j - (ny-1)/2) s``, ``z = (k - (nz-1)/2) s`` plus
+  ``volume_offset`` ``(x, y, z)``, ``s`` the voxel size;
+- detector pixel ``(r, c)`` at ``d + (c - (n_cols-1)/2) u + (r - (n_rows-1)/2) v`` (``d``
+  the detector centre, ``u`` the column step, ``v`` the row step);
+- a matrix maps a point to pixels: ``[c w, r w, w] = M [x, y, z, 1]``, ``(c, r)`` (column,
+  row) counted from the first pixel's centre, as in RabbitCT. pybp scales each matrix so
+  that ``w`` is the point's depth along the detector normal over the world origin's
+  (the isocentre's): 1 at the origin, 0 on the source's plane. FDK's distance weight is
+  ``1 / w^2``.
+
+Lengths are in any one unit (mm, say).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+
+from pybp.checks import float_array, positive_int
+
+CORNERS = np.array([(a, b, c) for a in (-0.5, 0.5) for b in (-0.5, 0.5) for c in (-0.5, 0.5)])
+
+
+def _pair(value, name):
+    """A positive number, or two: ``(first, second)``."""
+    values = float_array(np.atleast_1d(value), name, 1)
+    if len(values) == 1:
+        values = np.repeat(values, 2)
+    if len(values) != 2:
+        raise ValueError(f"{name}: expected one or two numbers, got {value!r}")
+    if not (values > 0).all():
+        raise ValueError(f"{name}: expected positive sizes, got {value!r}")
+    return float(values[0]), float(values[1])
+
+
+def _shape(value, name, n):
+    try:
+        values = tuple(value)
+    except TypeError:
+        raise TypeError(f"{name}: expected {n} integers, got {value!r}") from None
+    if len(values) != n:
+        raise ValueError(f"{name}: expected {n} integers, got {value!r}")
+    return tuple(positive_int(v, name) for v in values)
+
+
+def _positive(value, name):
+    if np.ndim(value) != 0:
+        raise TypeError(f"{name}: expected a number, got {value!r}")
+    value = float(float_array([value], name, 1)[0])
+    if not value > 0:
+        raise ValueError(f"{name}: expected a positive length, got {value}")
+    return value
+
+
+@dataclass(frozen=True, eq=False)
+class ConeGeometry:
+    """A cone-beam scan and the volume to reconstruct from it. Make one with
+    :meth:`circular`, :meth:`from_astra` or :meth:`from_matrices`.
+
+    ``matrices`` ``(n_angles, 3, 4)``: world point to pixels, scaled as the module says;
+    ``sources`` ``(n_angles, 3)``; ``detector_shape`` ``(n_rows, n_cols)``;
+    ``volume_shape`` ``(nz, ny, nx)``; ``voxel_size``; ``volume_offset`` ``(x, y, z)``,
+    the volume centre's position."""
+
+    matrices: np.ndarray
+    sources: np.ndarray
+    detector_shape: tuple
+    volume_shape: tuple
+    voxel_size: float
+    volume_offset: tuple = (0.0, 0.0, 0.0)
+
+    # ---- constructors ------------------------------------------------------------------
+    @classmethod
+    def circular(cls, angles, detector_shape, pixel_size, source_origin, origin_detector,
+                 volume_shape, voxel_size, detector_offset=(0, 0), volume_offset=(0, 0, 0)):
+        """ASTRA's ``cone`` geometry: for angle ``t`` (radians) the source at
+        ``(sin t, -cos t, 0) * source_origin``, the detector centre at
+        ``(-sin t, cos t, 0) * origin_detector``, moved by ``detector_offset`` ``(row,
+        column)`` pixels along its row and column steps ``v = (0, 0, 1) * pixel_size[0]``
+        and ``u = (cos t, sin t, 0) * pixel_size[1]``; ``pixel_size`` a number or
+        ``(row, column)``."""
+        angles = float_array(angles, "angles", 1)
+        rows, columns = _pair(pixel_size, "pixel_size")
+        source_origin = _positive(source_origin, "source_origin")
+        origin_detector = _positive(origin_detector, "origin_detector")
+        offset = float_array(detector_offset, "detector_offset", 1)
+        if offset.shape != (2,):
+            raise ValueError(f"detector_offset: expected (row, column) in pixels, got "
+                             f"{detector_offset!r}")
+        s, c, zero = np.sin(angles), np.cos(angles), np.zeros_like(angles)
+        source = np.stack([s, -c, zero], 1) * source_origin
+        u = np.stack([c, s, zero], 1) * columns
+        v = np.stack([zero, zero, np.ones_like(angles)], 1) * rows
+        centre = np.stack([-s, c, zero], 1) * origin_detector + offset[0] * v + offset[1] * u
+        return cls.from_astra(np.concatenate([source, centre, u, v], 1), detector_shape,
+                              volume_shape, voxel_size, volume_offset)
+
+    @classmethod
+    def from_astra(cls, vectors, detector_shape, volume_shape, voxel_size,
+                   volume_offset=(0, 0, 0)):
+        """ASTRA ``cone_vec``: one row ``(src, d, u, v)`` of 12 numbers per projection
+        (source, detector centre, column step, row step): any trajectory."""
+        vectors = float_array(vectors, "vectors", 2)
+        if vectors.shape[1] != 12:
+            raise ValueError(f"vectors: expected (n_angles, 12) rows of ASTRA cone_vec "
+                             f"(src, d, u, v), got shape {vectors.shape}")
+        n_rows, n_cols = _shape(detector_shape, "detector_shape", 2)
+        source, centre, u, v = (vectors[:, 3 * a:3 * a + 3] for a in range(4))
+        first = centre - (n_cols - 1) / 2 * u - (n_rows - 1) / 2 * v  # the first pixel's centre
+        # X - src = a u + b v + w (first - src): the ray through X meets the detector at
+        # first + (a / w) u + (b / w) v, so (c w, r w, w) = B^-1 (X - src).
+        basis = np.stack([u, v, first - source], 2)
+        det = np.linalg.det(basis)
+        scale = np.abs(basis).max(axis=(1, 2)) ** 3
+        flat = np.flatnonzero(~(np.abs(det) > 1e-12 * scale))
+        if flat.size:
+            raise ValueError(f"vectors: projection {flat[0]}: the source lies in the detector's "
+                             "plane, or the detector's steps u and v are parallel")
+        inverse = np.linalg.inv(basis)
+        matrices = np.concatenate([inverse, -inverse @ source[:, :, None]], 2)
+        return cls._made(matrices, source, (n_rows, n_cols), volume_shape, voxel_size,
+                         volume_offset, "vectors")
+
+    @classmethod
+    def from_matrices(cls, matrices, detector_shape, volume_shape, voxel_size,
+                      volume_offset=(0, 0, 0)):
+        """Projection matrices ``(n_angles, 3, 4)``: ``[u w, v w, w] = M [x, y, z, 1]``,
+        ``(u, v)`` = (column, row) in pixels from the first pixel's centre, as in
+        RabbitCT; any scale and sign. The source is each matrix's null vector."""
+        matrices = float_array(matrices, "matrices", 3)
+        if matrices.shape[1:] != (3, 4):
+            raise ValueError(f"matrices: expected (n_angles, 3, 4), got shape {matrices.shape}")
+        _, singular, vt = np.linalg.svd(matrices)
+        low = np.flatnonzero(~(singular[:, 2] > 1e-12 * singular[:, 0]))
+        if low.size:
+            raise ValueError(f"matrices: projection {low[0]}: not of rank 3 (no projection)")
+        null = vt[:, 3]
+        far = np.flatnonzero(~(np.abs(null[:, 3]) > 1e-12 * np.abs(null[:, :3]).max(axis=1)))
+        if far.size:
+            raise ValueError(f"matrices: projection {far[0]}: no finite source (an affine, "
+                             "parallel-beam matrix)")
+        source = null[:, :3] / null[:, 3:]
+        return cls._made(matrices, source, _shape(detector_shape, "detector_shape", 2),
+                         volume_shape, voxel_size, volume_offset, "matrices")
+
+    @classmethod
+    def _made(cls, matrices, sources, detector_shape, volume_shape, voxel_size, volume_offset,
+              name):
+        """The geometry, each matrix scaled so that ``w`` is 1 at the world origin, and
+        the volume checked to lie before every source."""
+        depth = matrices[:, 2, 3]  # w at the origin
+        behind = np.flatnonzero(~(np.abs(depth) > 1e-12 * np.abs(matrices[:, 2, :3]).max(axis=1)))
+        if behind.size:
+            raise ValueError(f"{name}: projection {behind[0]}: the world origin (the isocentre) "
+                             "lies in the source's plane")
+        matrices = matrices / depth[:, None, None]
+        shape = _shape(volume_shape, "volume_shape", 3)
+        size = _positive(voxel_size, "voxel_size")
+        offset = float_array(volume_offset, "volume_offset", 1)
+        if offset.shape != (3,):
+            raise ValueError(f"volume_offset: expected (x, y, z), got {volume_offset!r}")
+        geometry = cls(matrices, sources, detector_shape, shape, size, tuple(offset))
+        geometry._check_volume(name)
+        return geometry
+
+    def _check_volume(self, name):
+        nz, ny, nx = self.volume_shape
+        corners = CORNERS * np.array([nx, ny, nz]) * self.voxel_size + self.volume_offset
+        w = np.einsum("pc,nc->pn", self.matrices[:, 2, :3], corners) + self.matrices[:, 2, 3:]
+        bad = np.flatnonzero(~(w > 0).all(axis=1))
+        if bad.size:
+            raise ValueError(
+                f"volume_offset: the volume reaches the source's side of the source plane of "
+                f"projection {bad[0]} ({name}); move it (volume_offset) or make it smaller "
+                f"(volume_shape, voxel_size)")
+
+    # ---- what the kernels and weights need ----------------------------------------------
+    @property
+    def n_angles(self) -> int:
+        return len(self.matrices)
+
+    @property
+    def angles(self) -> np.ndarray:
+        """Each source's angle about the z axis, ASTRA's ``t`` of a circular scan
+        (source at ``(sin t, -cos t) * distance``)."""
+        return np.arctan2(self.sources[:, 0], -self.sources[:, 1])
+
+    def index_to_world(self) -> np.ndarray:
+        """The 4x4 map of voxel indices ``(i, j, k, 1)`` to ``(x, y, z, 1)``."""
+        nz, ny, nx = self.volume_shape
+        s = self.voxel_size
+        t = np.diag([s, s, s, 1.0])
+        t[:3, 3] = -np.array([nx - 1, ny - 1, nz - 1]) / 2 * s + self.volume_offset
+        return t
+
+    def voxel_matrices(self) -> np.ndarray:
+        """``(n_angles, 3, 4)``: voxel indices ``(i, j, k, 1)`` to ``(c w, r w, w)``."""
+        return self.matrices @ self.index_to_world()
+
+    def updates(self) -> int:
+        """Voxel updates of one back-projection: the numerator of GUPS."""
+        nz, ny, nx = self.volume_shape
+        return nx * ny * nz * self.n_angles
