@@ -170,3 +170,17 @@ def test_a_kept_backprojector_and_its_errors(cl_device, rng):
             bp(projections, out=np.zeros((4, 8, 9), np.float32))
     with pytest.raises(RuntimeError, match="closed"):
         bp(projections)
+
+
+def test_what_the_device_cannot_hold_is_refused_by_name(cl_device):
+    """Before OpenCL fails on it: a volume over the device's memory (until slabs), a
+    pass of projections over its buffers or constant memory, params of another type."""
+    small = circular(n_angles=4, detector=(8, 16), volume=(4, 8, 8), pixel_size=2.0)
+    huge = circular(n_angles=4, detector=(8, 16), volume=(4096, 4096, 4096), voxel_size=0.01)
+    with pytest.raises(ValueError, match="volume_shape"):
+        pybp.ConeBackprojector(huge, device=cl_device)
+    with pytest.raises(ValueError, match="params.*projections_per_pass"):
+        pybp.ConeBackprojector(small, params=ConeParams(projections_per_pass=10 ** 7),
+                               device=cl_device)
+    with pytest.raises(TypeError, match="params"):
+        pybp.ConeBackprojector(small, params=dict(voxels_per_item=4), device=cl_device)

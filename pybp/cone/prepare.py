@@ -29,6 +29,9 @@ class Unit:
         self.geometry = geometry
         self.cl_device, self.context, queue = open_device(device, context, queue)
         self.device = describe(self.cl_device)
+        if params is not None and not isinstance(params, ConeParams):
+            raise TypeError(f"params: expected a pybp.cone.params.ConeParams, got "
+                            f"{type(params).__name__}")
         self.params = params or default_params(self.device)
         if self.params.positions == "double" and "cl_khr_fp64" not in self.device.extensions:
             raise ValueError(f"params: positions='double' needs doubles, which "
@@ -43,12 +46,33 @@ class Unit:
         nz, ny, nx = geometry.volume_shape
         n_rows, n_cols = geometry.detector_shape
         per_pass = self.params.projections_per_pass
+        self._check_sizes(nz * ny * nx * 4, per_pass * n_rows * n_cols * 4,
+                          per_pass * self.matrices.itemsize * kernels.MATRIX_VALUES)
         rw = cl.mem_flags.READ_WRITE
         self._volume = cl.Buffer(self.context, rw, nz * ny * nx * 4)
         self._images = cl.Buffer(self.context, cl.mem_flags.READ_ONLY,
                                  per_pass * n_rows * n_cols * 4)
         self._matrices = cl.Buffer(self.context, cl.mem_flags.READ_ONLY,
                                    per_pass * self.matrices.itemsize * kernels.MATRIX_VALUES)
+
+    def _check_sizes(self, volume, images, matrices):
+        """Refuse, naming the argument, what the device cannot hold (the volume in one
+        piece until slabs come; one pass of images; the pass's matrices in constant
+        memory) before OpenCL fails on it."""
+        d, limit = self.device, self.device.max_allocation
+        if volume > min(limit, d.global_memory // 2):
+            raise ValueError(f"volume_shape: the volume takes {volume / 2**30:.2f} GiB; "
+                             f"{d.name} holds at most {min(limit, d.global_memory // 2) / 2**30:.2f}"
+                             " GiB in one piece: reconstruct a smaller volume")
+        if images > limit:
+            raise ValueError(f"params: {self.params.projections_per_pass} projections per "
+                             f"pass take {images / 2**30:.2f} GiB, over {d.name}'s largest "
+                             "buffer: use fewer projections_per_pass")
+        if matrices > d.constant_memory:
+            raise ValueError(f"params: the matrices of {self.params.projections_per_pass} "
+                             f"projections per pass take {matrices} bytes, over {d.name}'s "
+                             f"{d.constant_memory} of constant memory: use fewer "
+                             "projections_per_pass")
 
     def global_size(self) -> tuple:
         nz, ny, nx = self.geometry.volume_shape

@@ -30,7 +30,7 @@ import pyopencl as cl
 from pybp.cl import implementations, pacing
 from pybp.cl.staging import Staging
 from pybp.stages.base import Chunk
-from pybp.stream.memory import MemoryPlan, merged_needs, sum_margins
+from pybp.stream.memory import MemoryPlan, merged_needs
 
 
 @dataclass(frozen=True)
@@ -123,7 +123,7 @@ class Executor:
     @property
     def margin(self) -> int:
         """Rows each chunk reads beyond its own on each side (the stages' margins)."""
-        return sum_margins(self.stages)
+        return self.memory.margin
 
     # ---- one chunk --------------------------------------------------------------------
     def staging_in(self, slot: int, count: int) -> np.ndarray:

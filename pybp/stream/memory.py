@@ -61,7 +61,7 @@ class MemoryPlan:
         budget = device.global_memory * MEMORY_SHARE - shared - slots * fixed
         # The most slices per chunk each buffer's largest allocation allows.
         most = min(device.max_allocation // n.per_slice - extra.get(name, 0)
-                   for name, n in needs.items() if n.per_slice) if per_slice else n_slices
+                   for name, n in needs.items() if n.per_slice)
         largest = max(n.per_slice * (1 + extra.get(name, 0)) for name, n in needs.items())
         widths = [w for w in sorted(widths, reverse=True) if w <= most and per_slice * w <= budget]
         if not widths:
@@ -73,9 +73,9 @@ class MemoryPlan:
                 f"its memory){': ' + advice if advice else ''}")
         width = min(w for w in widths if w >= min(n_slices, widths[0]))  # no wider than needed
         wanted = -(-min(n_slices, chunk_slices or CHUNK_SLICES) // width) * width
-        fits = min(budget // (slots * max(1, per_slice)), most)
+        fits = min(budget // (slots * per_slice), most)
         chunk = max(width, min(wanted, int(fits) // width * width))
-        slots = max(1, min(slots, -(-n_slices // chunk), int(budget // max(1, chunk * per_slice))))
+        slots = max(1, min(slots, -(-n_slices // chunk), int(budget // (chunk * per_slice))))
         return cls(chunk, slots, chunk * per_slice + fixed, width, sum_margins(stages),
                    tuple(sorted(extra.items())))
 

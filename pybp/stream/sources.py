@@ -99,8 +99,7 @@ class RowBlocks:
         self.pool = ThreadPoolExecutor(1, thread_name_prefix="pybp-read-ahead")
         self.loaded = {}  # block index -> future of its rows
         # Own rows not yet out within the margin of each block.
-        self.left = {k: min(b + margin, own_stop) - max(a - margin, own_first)
-                     for k, (a, b) in enumerate(self.blocks)}
+        self.left = {k: self._reach(k, own_first, own_stop) for k in range(len(self.blocks))}
         self._lock = threading.Lock()
 
     def _load(self, k):
@@ -127,18 +126,17 @@ class RowBlocks:
                 start, count, k = start + take, count - take, k + 1
         views = [future.result()[:, at:at + take] for _, future, at, take in parts]
         with self._lock:
-            for k in [k for k in self.left if self._near(k, own_start, own_count)]:
-                a, b = self.blocks[k]
-                self.left[k] -= (min(b + self.margin, own_start + own_count)
-                                 - max(a - self.margin, own_start))
+            for k in list(self.left):
+                self.left[k] -= self._reach(k, own_start, own_start + own_count)
                 if not self.left[k]:  # every chunk that could read it has
                     del self.left[k]
                     self.loaded.pop(k, None)
         return views[0] if len(views) == 1 else np.concatenate(views, axis=1)
 
-    def _near(self, k, start, count):
+    def _reach(self, k, start, stop):
+        """How many of rows ``[start, stop)`` lie within the margin of block ``k``."""
         a, b = self.blocks[k]
-        return a - self.margin < start + count and start < b + self.margin
+        return max(0, min(b + self.margin, stop) - max(a - self.margin, start))
 
     def close(self):
         for future in self.loaded.values():
