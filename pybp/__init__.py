@@ -1,4 +1,4 @@
-"""pybp: parallel-beam (filtered) back-projection on any OpenCL device.
+"""pybp: parallel-beam (filtered) back-projection and cone-beam FDK on any OpenCL device.
 
 >>> import numpy as np, pybp
 >>> angles = np.linspace(0, np.pi, 180, endpoint=False)
@@ -18,7 +18,8 @@ _HOMES = {"Backprojector": "api.sinograms", "backproject": "api.oneshot", "fbp":
           "skimage_options": "api.sinograms", "reconstruct": "api.volumes",
           "Reconstructor": "api.volumes", "devices": "cl.device", "FILTERS": "stages.filters",
           "find_center": "centre", "ConeGeometry": "geometry.cone",
-          "ConeBackprojector": "api.cone", "cone_backproject": "api.cone"}
+          "ConeBackprojector": "api.cone", "cone_backproject": "api.cone",
+          "fdk": "api.cone"}
 __all__ = sorted(_HOMES)
 
 

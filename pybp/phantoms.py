@@ -1,11 +1,14 @@
 """Analytic phantoms: the Shepp-Logan phantom (2-D and stacked in 3-D) with its exact
-Radon transform, and detector counts with noise, flats and darks made of line
-integrals (the demo, the tests and the benchmarks)."""
+Radon transform, the 3-D phantom with its exact cone-beam line integrals, and
+detector counts with noise, flats and darks made of line integrals (the demo, the
+tests and the benchmarks)."""
 
 from __future__ import annotations
 
 import numpy as np
 
+from pybp.cone.weights import frames
+from pybp.geometry.cone import ConeGeometry
 from pybp.geometry.parallel import Geometry
 
 SHEPP_LOGAN = (
@@ -138,6 +141,72 @@ def shepp_logan_3d_volume(geometry: Geometry, n_rows, rows=None, radius=None, z_
     return np.stack([shepp_logan_image(geometry, radius, supersample,
                                        _row_ellipses(n_rows, row, radius, z_scale))
                      for row in rows])
+
+
+def _ellipsoids(radius):
+    """The 3-D phantom's ellipsoids in world coordinates: value, semi-axes ``(3,)``,
+    centre ``(3,)``, and the rotation about z (world to the ellipsoid's axes)."""
+    for value, a, b, c, x0, y0, z0, phi in SHEPP_LOGAN_3D:
+        t = np.deg2rad(phi)
+        rotation = np.array([[np.cos(t), np.sin(t), 0], [-np.sin(t), np.cos(t), 0], [0, 0, 1]])
+        yield value, np.array([a, b, c]) * radius, np.array([x0, y0, z0]) * radius, rotation
+
+
+def cone_radius(geometry: ConeGeometry) -> float:
+    """The default radius of the cone-beam phantom: 90% of half the volume's width in x
+    and y, and no more than its height allows (the tallest ellipsoid reaches 0.81
+    radius along z)."""
+    nz, ny, nx = geometry.volume_shape
+    return 0.45 * geometry.voxel_size * min(nx, ny, nz / 0.81 * 0.9)
+
+
+def shepp_logan_cone(geometry: ConeGeometry, radius=None) -> np.ndarray:
+    """Exact line integrals of the 3-D Shepp-Logan phantom (semi-axes and centres in
+    units of ``radius``, world coordinates: x, y, z as :class:`ConeGeometry` puts them,
+    centred on the volume) along the ray from each source through each pixel centre:
+    ``(n_angles, n_rows, n_cols)``, float64."""
+    radius = cone_radius(geometry) if radius is None else radius
+    f = frames(geometry)
+    n_rows, n_cols = geometry.detector_shape
+    r, c = np.meshgrid(np.arange(n_rows, dtype=float), np.arange(n_cols, dtype=float), indexing="ij")
+    out = np.zeros((geometry.n_angles, n_rows, n_cols))
+    centre = np.asarray(geometry.volume_offset)
+    for p in range(geometry.n_angles):
+        ray = f.first[p] + c[..., None] * f.u[p] + r[..., None] * f.v[p]
+        ray /= np.linalg.norm(ray, axis=2, keepdims=True)
+        for value, axes, middle, rotation in _ellipsoids(radius):
+            # |(s + t d - m) R^T / axes| = 1: a t^2 + 2 b t + c = 0; the chord is in t.
+            start = (rotation @ (geometry.sources[p] - centre - middle)) / axes
+            direction = (ray @ rotation.T) / axes
+            qa = np.einsum("...c,...c->...", direction, direction)
+            qb = direction @ start
+            qc = start @ start - 1
+            discriminant = np.maximum(qb * qb - qa * qc, 0)
+            out[p] += value * 2 * np.sqrt(discriminant) / qa
+    return out
+
+
+def shepp_logan_cone_volume(geometry: ConeGeometry, radius=None, planes=None,
+                            supersample=2) -> np.ndarray:
+    """The 3-D phantom of :func:`shepp_logan_cone` on the volume's grid, each voxel the
+    mean of ``supersample``^3 points; z ``planes`` (a range; None: all)."""
+    radius = cone_radius(geometry) if radius is None else radius
+    nz, ny, nx = geometry.volume_shape
+    planes = range(nz) if planes is None else planes
+    offsets = (np.arange(supersample) + 0.5) / supersample - 0.5
+    s = geometry.voxel_size
+    axis = lambda n, idx: ((np.asarray(idx, float)[:, None] + offsets[None, :])  # noqa: E731
+                           .ravel() - (n - 1) / 2) * s
+    z, y, x = np.meshgrid(axis(nz, planes) + geometry.volume_offset[2],
+                          axis(ny, range(ny)) + geometry.volume_offset[1],
+                          axis(nx, range(nx)) + geometry.volume_offset[0], indexing="ij")
+    points = np.stack([x, y, z], -1) - np.asarray(geometry.volume_offset)
+    fine = np.zeros(x.shape)
+    for value, axes, middle, rotation in _ellipsoids(radius):
+        local = ((points - middle) @ rotation.T) / axes
+        fine += value * (np.einsum("...c,...c->...", local, local) <= 1)
+    ss = supersample
+    return fine.reshape(len(planes), ss, ny, ss, nx, ss).mean(axis=(1, 3, 5))
 
 
 def detector_counts(line_integrals, n_frames=10, flat=20000.0, dark=100.0, seed=0):

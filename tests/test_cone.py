@@ -173,12 +173,12 @@ def test_a_kept_backprojector_and_its_errors(cl_device, rng):
 
 
 def test_what_the_device_cannot_hold_is_refused_by_name(cl_device):
-    """Before OpenCL fails on it: a volume over the device's memory (until slabs), a
-    pass of projections over its buffers or constant memory, params of another type."""
+    """Before OpenCL fails on it: a memory limit that holds no slab, a pass of
+    projections over the device's buffers or constant memory, params of another type."""
     small = circular(n_angles=4, detector=(8, 16), volume=(4, 8, 8), pixel_size=2.0)
-    huge = circular(n_angles=4, detector=(8, 16), volume=(4096, 4096, 4096), voxel_size=0.01)
-    with pytest.raises(ValueError, match="volume_shape"):
-        pybp.ConeBackprojector(huge, device=cl_device)
+    for limit in (1000, 0, -5, float("nan"), True, "1G"):
+        with pytest.raises(ValueError, match="memory_limit"):
+            pybp.ConeBackprojector(small, memory_limit=limit, device=cl_device)
     with pytest.raises(ValueError, match="params.*projections_per_pass"):
         pybp.ConeBackprojector(small, params=ConeParams(projections_per_pass=10 ** 7),
                                device=cl_device)

@@ -1,5 +1,6 @@
-"""Cone-beam back-projection (``pybp.ConeBackprojector``, ``pybp.cone_backproject``) in
-the geometry of :class:`pybp.ConeGeometry` (ASTRA's conventions)."""
+"""Cone-beam back-projection and FDK (``pybp.ConeBackprojector``,
+``pybp.cone_backproject``, ``pybp.fdk``) in the geometry of :class:`pybp.ConeGeometry`
+(ASTRA's conventions)."""
 
 from __future__ import annotations
 
@@ -8,27 +9,37 @@ import numpy as np
 from pybp import checks
 from pybp.cone.prepare import Unit
 from pybp.geometry.cone import ConeGeometry
+from pybp.stream.sources import copy_pools
 
 
 class ConeBackprojector:
     """The voxel-driven cone-beam back-projection of ``geometry`` on one device, kept
-    for any number of calls (kernels and device buffers made once): the sum over
-    projections of the bilinear sample where each voxel centre projects, zero outside
-    the detector, no weights. ``params``: a :class:`pybp.cone.params.ConeParams` (None:
-    the device's); ``device``, ``context`` or ``queue`` as for
-    :class:`pybp.Backprojector`."""
+    for any number of calls (kernels, device buffers and page-locked staging made
+    once): the sum over projections of the bilinear sample where each voxel centre
+    projects, zero outside the detector, no weights (the adjoint-like operator
+    iterative methods need).
 
-    def __init__(self, geometry: ConeGeometry, params=None, device=None, context=None,
-                 queue=None):
+    ``filter`` (``"ramp"``, ``"shepp-logan"``, ``"cosine"``, ``"hamming"``, ``"hann"``):
+    FDK instead (:func:`fdk`), with ``padding`` and ``short_scan`` as there.
+    ``params``: a :class:`pybp.cone.params.ConeParams` (None: the device's);
+    ``memory_limit``: bytes of device memory for the volume and the projections in
+    flight (None: 75% of the device's): a larger volume is reconstructed in slabs of z
+    planes, each from the detector rows it projects onto, with the same result bit for
+    bit. ``device``, ``context`` or ``queue`` as for :class:`pybp.Backprojector`."""
+
+    def __init__(self, geometry: ConeGeometry, params=None, filter=None, padding="zero",
+                 short_scan=None, memory_limit=None, device=None, context=None, queue=None):
         if not isinstance(geometry, ConeGeometry):
             raise TypeError(f"geometry: expected a pybp.ConeGeometry, got {type(geometry).__name__}")
         self.geometry = geometry
-        self._unit = Unit(geometry, params, device, context, queue)
-        self.params, self.device = self._unit.params, self._unit.device
+        self._unit = Unit(geometry, params, device, context, queue, filter, padding, short_scan,
+                          memory_limit)
+        self.params, self.device, self.plan = self._unit.params, self._unit.device, self._unit.plan
 
     def __call__(self, projections, out=None):
-        """The volume ``(nz, ny, nx)`` of ``projections`` ``(n_angles, n_rows, n_cols)``;
-        ``out``: an array for it."""
+        """The volume ``(nz, ny, nx)`` of ``projections`` ``(n_angles, n_rows, n_cols)``
+        (any real dtype; an array, a memmap or an h5py dataset); ``out``: an array, a
+        memmap or a dataset for it (default: a new float32 array)."""
         if self._unit is None:
             raise RuntimeError("ConeBackprojector: closed; make a new one")
         g = self.geometry
@@ -40,7 +51,8 @@ class ConeBackprojector:
         if out is None:
             out = np.empty(g.volume_shape, np.float32)
         checks.check_output(out, g.volume_shape)
-        return self._unit.backproject(projections, out)
+        with copy_pools() as (reading, _):
+            return self._unit.backproject(projections, out, reading)
 
     def close(self):
         """Free device memory now (also on leaving a ``with`` block)."""
@@ -56,6 +68,37 @@ class ConeBackprojector:
 
 
 def cone_backproject(projections, geometry: ConeGeometry, out=None, **options):
-    """One-shot :class:`ConeBackprojector` (options as for it)."""
+    """One-shot back-projection, no weights and no filter (options as for
+    :class:`ConeBackprojector`; giving a filter is an error: use :func:`fdk`)."""
+    if options.get("filter") is not None:
+        raise ValueError("filter: pybp.cone_backproject does not filter; use pybp.fdk")
     with ConeBackprojector(geometry, **options) as bp:
+        return bp(projections, out)
+
+
+def fdk(projections, geometry: ConeGeometry, filter="ramp", padding="zero", short_scan=None,
+        out=None, **options):
+    """Feldkamp-Davis-Kress reconstruction of line integrals ``projections`` ``(n_angles,
+    n_rows, n_cols)`` (``-log`` of normalised counts) in ``geometry``: the volume
+    ``(nz, ny, nx)`` in attenuation per unit of the geometry's lengths.
+
+    Each projection is multiplied by the cosine of its rays to the detector's normal,
+    filtered along its rows by ``filter`` (one of
+    :data:`pybp.stages.filters.FILTERS`; ``padding`` ``"zero"`` or ``"edge"`` for
+    truncated projections) at the pitch its columns have at the isocentre, weighted by
+    the angle it stands for (half the gaps to its neighbours, gaps of missing data
+    capped, as in :func:`pybp.fbp`), and back-projected with the weight ``1 / w^2``
+    (``w``: the voxel's depth over the isocentre's). A short scan (180 degrees plus the
+    fan angle; found from the angles with ``short_scan=None``, or forced with True or
+    False) is weighted by Parker's weights instead of one half.
+
+    FDK is exact in the orbit's plane and approximate away from it (the cone angle);
+    for trajectories that are not a circle about z (helical, tilted, C-arm: made with
+    :meth:`ConeGeometry.from_astra` or :meth:`~ConeGeometry.from_matrices`) the same
+    weights are applied per projection, and FDK is a further approximation. Other
+    options as for :class:`ConeBackprojector`."""
+    if filter is None:
+        raise ValueError("filter: FDK needs a filter; use pybp.cone_backproject for none")
+    with ConeBackprojector(geometry, filter=filter, padding=padding, short_scan=short_scan,
+                           **options) as bp:
         return bp(projections, out)

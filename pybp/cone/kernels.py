@@ -5,17 +5,24 @@ from __future__ import annotations
 from pybp.cl import codegen
 from pybp.cl.kernel import Arg, ints
 from pybp.cone.params import ConeParams
+from pybp.cone.weights import FRAME_VALUES
 
 MATRIX_VALUES = 12  # one 3x4 matrix, row by row
 
 
 def backproject_args(p: ConeParams) -> tuple:
     real = "double" if p.positions == "double" else "float"
+    images = ("__read_only image2d_array_t", "this pass's images, one layer each") \
+        if p.family == "texture" else ("__global const float *", "this pass's images, "
+                                       "row_stride x n_cols each")
     return (
-        Arg("projections", "__global const float *", "this pass's n_rows x n_cols images"),
+        Arg("projections", *images),
         Arg("matrices", f"__constant {real} *", "voxel (i, j, k, 1) to (c w, r w, w), per image"),
         Arg("n_projections", "const int", "in this pass"),
-        *ints("n_rows", "n_cols", "nx", "ny"),
+        Arg("first_row", "const int", "the detector row of the images' first row"),
+        Arg("n_rows", "const int", "detector rows in the images (a window of the detector)"),
+        Arg("row_stride", "const int", "rows from one image to the next (n_rows or more)"),
+        *ints("n_cols", "nx", "ny"),
         Arg("first_plane", "const int", "the volume buffer's first z plane (k)"),
         Arg("n_planes", "const int", "z planes in the volume buffer"),
         Arg("accumulate", "const int", "add to the volume (a later pass) or overwrite it"),
@@ -23,6 +30,27 @@ def backproject_args(p: ConeParams) -> tuple:
     )
 
 
-def backproject_source(p: ConeParams) -> str:
+def backproject_source(p: ConeParams, distance_weight: bool = False,
+                       shared_column: bool = False) -> str:
+    """``distance_weight``: each sample times ``1 / w^2`` (FDK); ``shared_column``: the
+    geometry's matrices have no z term in the column and the depth (a circular orbit,
+    untilted detector), so a column of voxels shares them."""
     return codegen.render("cone/backproject.cl.mako", {"cone_backproject": backproject_args(p)},
-                          p=p, matrix_values=MATRIX_VALUES)
+                          p=p, matrix_values=MATRIX_VALUES, distance_weight=distance_weight,
+                          shared_column=shared_column)
+
+
+PREWEIGHT_ARGS = (
+    Arg("images", "__global float *", "the pass's images, row_stride x n_cols each, in place"),
+    Arg("frames", "__global const float *", f"per projection: {FRAME_VALUES} values "
+        "(pybp/cone/weights.py)"),
+    Arg("column_weights", "__global const float *", "per projection: n_cols weights"),
+    Arg("first_projection", "const int", "the pass's first projection"),
+    Arg("first_row", "const int", "the detector row of the images' first row"),
+    *ints("n_rows", "row_stride", "n_cols"),
+)
+
+
+def preweight_source() -> str:
+    return codegen.render("cone/preweight.cl.mako", {"cone_preweight": PREWEIGHT_ARGS},
+                          frame_values=FRAME_VALUES)

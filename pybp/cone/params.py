@@ -8,14 +8,16 @@ from dataclasses import asdict, dataclass
 
 from pybp import checks
 
-FAMILIES = ("exact",)
+FAMILIES = ("exact", "texture")
 POSITIONS = ("double", "float")
 VOXELS_PER_ITEM = (1, 2, 4, 8, 16)
 
 
 @dataclass(frozen=True)
 class ConeParams:
-    """- ``family``: ``exact``, bilinear interpolation in arithmetic from a buffer.
+    """- ``family``: ``exact``, bilinear interpolation in arithmetic from a buffer;
+      ``texture``, the images in an image array, interpolated by the sampler (8-bit
+      weights on NVIDIA: the texture rule of pybp/parallel/verify.py).
     - ``voxels_per_item``: voxels along z per work-item (a column of the volume).
     - ``projections_per_pass``: projections back-projected per launch, their matrices in
       ``__constant`` memory and the sums in registers, each voxel written once per launch.

@@ -1,6 +1,15 @@
-"""One device prepared for a cone-beam geometry: the kernel of a parameter set, the
-volume's buffer and a buffer of projections for one pass; :meth:`Unit.backproject`
-runs the passes (docs/design.md, section 8)."""
+"""One device prepared for a cone-beam geometry: the kernels of a parameter set (and,
+for FDK, the pre-weighting and the row filter), the volume's slab buffer, two pass
+buffers and their page-locked staging; :meth:`Unit.backproject` streams the passes
+(docs/design.md, section 8).
+
+A pass: the host copies its projections' window of rows into page-locked staging
+(on threads), a second queue uploads it while the compute queue back-projects the
+previous pass, and the compute queue then pre-weights and filters it (FDK), copies it
+into an image array (texture family) and back-projects it into the slab, each voxel
+read and written once per pass. Two of everything, so that copying, uploading and
+computing overlap. Each slab is read back when its passes are done.
+"""
 
 from __future__ import annotations
 
@@ -9,9 +18,15 @@ import pyopencl as cl
 
 from pybp.cl import codegen
 from pybp.cl.device import describe, open_device
-from pybp.cone import kernels
+from pybp.cl.staging import Staging
+from pybp.cone import kernels, slabs, weights
 from pybp.cone.params import ConeParams
 from pybp.geometry.cone import ConeGeometry
+from pybp.stages.filters import FILTERS, PADDINGS, device_filter
+from pybp.stream.sources import copy_blocks, put_rows
+
+DEFAULT_MEMORY_SHARE = 0.75  # of the device's memory, for the slab and the pass buffers
+PREWEIGHT_GROUP = (64, 4, 1)
 
 
 def default_params(device) -> ConeParams:
@@ -20,97 +35,204 @@ def default_params(device) -> ConeParams:
     return ConeParams(positions="double" if "cl_khr_fp64" in device.extensions else "float")
 
 
+def _round_up(n, step):
+    return -(-n // step) * step
+
+
 class Unit:
     """``geometry`` on one device (``device``, ``context`` or ``queue``) with ``params``
-    (None: :func:`default_params`)."""
+    (None: :func:`default_params`). ``filter`` (a name of
+    :data:`pybp.stages.filters.FILTERS`): FDK with that filter, ``padding`` and
+    ``short_scan`` (:func:`pybp.cone.weights.column_weights`); None: the plain
+    back-projection. ``memory_limit``: bytes of device memory for the volume and the
+    pass buffers (None: 75% of the device's); smaller volumes go in slabs."""
 
     def __init__(self, geometry: ConeGeometry, params: ConeParams | None = None, device=None,
-                 context=None, queue=None):
+                 context=None, queue=None, filter=None, padding="zero", short_scan=None,
+                 memory_limit=None):
         self.geometry = geometry
         self.cl_device, self.context, queue = open_device(device, context, queue)
-        self.device = describe(self.cl_device)
+        self.device = d = describe(self.cl_device)
         if params is not None and not isinstance(params, ConeParams):
             raise TypeError(f"params: expected a pybp.cone.params.ConeParams, got "
                             f"{type(params).__name__}")
-        self.params = params or default_params(self.device)
-        if self.params.positions == "double" and "cl_khr_fp64" not in self.device.extensions:
+        self.params = p = params or default_params(d)
+        if p.positions == "double" and "cl_khr_fp64" not in d.extensions:
             raise ValueError(f"params: positions='double' needs doubles, which "
-                             f"{self.device.name} does not have; use positions='float'")
+                             f"{d.name} does not have; use positions='float'")
+        if p.family == "texture" and not d.image_support:
+            raise ValueError(f"params: the texture family needs images, which {d.name} does "
+                             "not have; use family='exact'")
+        if filter is not None and filter not in FILTERS:
+            raise ValueError(f"filter: expected one of {', '.join(FILTERS)} or None; got {filter!r}")
+        if padding not in PADDINGS:
+            raise ValueError(f"padding: expected one of {', '.join(PADDINGS)}; got {padding!r}")
         self.queue = queue or cl.CommandQueue(self.context)
-        self.kernel = codegen.declared(self.context, self.device,
-                                       kernels.backproject_source(self.params),
-                                       "cone_backproject", kernels.backproject_args(self.params))
-        real = np.float64 if self.params.positions == "double" else np.float32
+        self.transfer = cl.CommandQueue(self.context, self.cl_device)
+        self.filter = filter
+        self.kernel = codegen.declared(
+            self.context, d, kernels.backproject_source(p, filter is not None,
+                                                        geometry.column_shared()),
+            "cone_backproject", kernels.backproject_args(p))
+        real = np.float64 if p.positions == "double" else np.float32
         self.matrices = np.ascontiguousarray(geometry.voxel_matrices(), real).reshape(
             geometry.n_angles, kernels.MATRIX_VALUES)
-        nz, ny, nx = geometry.volume_shape
         n_rows, n_cols = geometry.detector_shape
-        per_pass = self.params.projections_per_pass
-        self._check_sizes(nz * ny * nx * 4, per_pass * n_rows * n_cols * 4,
-                          per_pass * self.matrices.itemsize * kernels.MATRIX_VALUES)
+        per_pass = p.projections_per_pass
+        matrix_bytes = per_pass * self.matrices.itemsize * kernels.MATRIX_VALUES
+        if matrix_bytes > d.constant_memory:
+            raise ValueError(f"params: the matrices of {per_pass} projections per pass take "
+                             f"{matrix_bytes} bytes, over {d.name}'s {d.constant_memory} of "
+                             "constant memory: use fewer projections_per_pass")
+        self._filter = self._weights = None
+        if filter is not None:
+            self._prepare_fdk(padding, short_scan)
+        per_pass_buffers = 2 * (1 + (p.family == "texture")) + \
+            (self._filter is not None and not self._filter.in_place)
+        self.plan = self._plan(memory_limit, per_pass_buffers)
+        stride = self.plan.row_stride
+        pass_bytes = self.plan.pass_bytes(n_cols, per_pass)
+        if pass_bytes > d.max_allocation:
+            raise ValueError(f"params: {per_pass} projections per pass take "
+                             f"{pass_bytes / 2**30:.2f} GiB, over {d.name}'s largest buffer: "
+                             "use fewer projections_per_pass")
+        if p.family == "texture" and (n_cols > d.image2d_max_width or
+                                      stride > d.image2d_max_height):
+            raise ValueError(f"params: {stride} x {n_cols} images exceed {d.name}'s largest "
+                             f"image ({d.image2d_max_height} x {d.image2d_max_width}); use "
+                             "family='exact'")
+        _, ny, nx = geometry.volume_shape
         rw = cl.mem_flags.READ_WRITE
-        self._volume = cl.Buffer(self.context, rw, nz * ny * nx * 4)
-        self._images = cl.Buffer(self.context, cl.mem_flags.READ_ONLY,
-                                 per_pass * n_rows * n_cols * 4)
-        self._matrices = cl.Buffer(self.context, cl.mem_flags.READ_ONLY,
-                                   per_pass * self.matrices.itemsize * kernels.MATRIX_VALUES)
+        self._volume = cl.Buffer(self.context, rw, self.plan.slab_planes * ny * nx * 4)
+        self._staging = Staging(self.transfer)
+        self._sets = []
+        for _ in range(2):
+            images = None
+            if p.family == "texture":
+                images = cl.create_image(self.context, cl.mem_flags.READ_ONLY,
+                                  cl.ImageFormat(cl.channel_order.R, cl.channel_type.FLOAT),
+                                  shape=(n_cols, stride, per_pass), is_array=True)
+            self._sets.append({
+                "staging": self._staging.array(per_pass * stride * n_cols, np.float32)
+                           .reshape(per_pass, stride, n_cols),
+                "rows": cl.Buffer(self.context, rw, pass_bytes),
+                "images": images,
+                "matrices": cl.Buffer(self.context, cl.mem_flags.READ_ONLY, matrix_bytes),
+                "uploaded": None, "computed": None})
+        self._scratch = None
+        if self._filter is not None and not self._filter.in_place:
+            self._scratch = cl.Buffer(self.context, rw, pass_bytes)
 
-    def _check_sizes(self, volume, images, matrices):
-        """Refuse, naming the argument, what the device cannot hold (the volume in one
-        piece until slabs come; one pass of images; the pass's matrices in constant
-        memory) before OpenCL fails on it."""
-        d, limit = self.device, self.device.max_allocation
-        if volume > min(limit, d.global_memory // 2):
-            raise ValueError(f"volume_shape: the volume takes {volume / 2**30:.2f} GiB; "
-                             f"{d.name} holds at most {min(limit, d.global_memory // 2) / 2**30:.2f}"
-                             " GiB in one piece: reconstruct a smaller volume")
-        if images > limit:
-            raise ValueError(f"params: {self.params.projections_per_pass} projections per "
-                             f"pass take {images / 2**30:.2f} GiB, over {d.name}'s largest "
-                             "buffer: use fewer projections_per_pass")
-        if matrices > d.constant_memory:
-            raise ValueError(f"params: the matrices of {self.params.projections_per_pass} "
-                             f"projections per pass take {matrices} bytes, over {d.name}'s "
-                             f"{d.constant_memory} of constant memory: use fewer "
-                             "projections_per_pass")
+    def _prepare_fdk(self, padding, short_scan):
+        """The pre-weighting kernel, its per-projection frames and column weights, and
+        the row filter (at unit weight: the column weights carry the scale)."""
+        g, d = self.geometry, self.device
+        flags = cl.mem_flags.READ_ONLY | cl.mem_flags.COPY_HOST_PTR
+        columns = weights.column_weights(g, short_scan)
+        self._weights = {
+            "frames": cl.Buffer(self.context, flags, hostbuf=np.ascontiguousarray(
+                weights.frames(g).packed(), np.float32)),
+            "columns": cl.Buffer(self.context, flags,
+                                 hostbuf=np.ascontiguousarray(columns, np.float32))}
+        self._preweight = codegen.declared(self.context, d, kernels.preweight_source(),
+                                           "cone_preweight", kernels.PREWEIGHT_ARGS)
+        self._filter = device_filter(self.context, d, self.filter, g.detector_shape[1],
+                                     np.ones(1), padding)
 
-    def global_size(self) -> tuple:
-        nz, ny, nx = self.geometry.volume_shape
+    def _plan(self, memory_limit, per_pass_buffers):
+        d = self.device
+        if memory_limit is None:
+            budget = int(d.global_memory * DEFAULT_MEMORY_SHARE)
+        else:
+            if isinstance(memory_limit, bool) or not isinstance(
+                    memory_limit, (int, float, np.integer, np.floating)) or not memory_limit >= 1:
+                raise ValueError(f"memory_limit: expected a positive number of bytes, got "
+                                 f"{memory_limit!r}")
+            budget = min(int(memory_limit), int(d.global_memory * DEFAULT_MEMORY_SHARE))
+        return slabs.plan(self.geometry, self.params.projections_per_pass,
+                          self.params.voxels_per_item, budget, d.max_allocation, per_pass_buffers)
+
+    def global_size(self, n_planes) -> tuple:
+        _, ny, nx = self.geometry.volume_shape
         (gx, gy), vpi = self.params.group, self.params.voxels_per_item
-        return (-(-nx // gx) * gx, -(-ny // gy) * gy, -(-nz // vpi))
+        return (_round_up(nx, gx), _round_up(ny, gy), -(-n_planes // vpi))
 
-    def upload(self, images):
-        """Copy ``images`` (at most a pass of them) into the pass buffer, as float32."""
-        cl.enqueue_copy(self.queue, self._images, np.ascontiguousarray(images, np.float32))
+    def _stage(self, s, projections, first, count, window, pool):
+        """Host: the pass's window of rows into staging set ``s``, zeros after it (the
+        FFT pairs an odd last row with the next; textures read the next at the edge)."""
+        first_row, n_rows = window
+        if s["uploaded"] is not None:
+            s["uploaded"].wait()
+        staging = s["staging"]
+        copy_blocks(pool, staging[:count, :n_rows],
+                    projections[first:first + count, first_row:first_row + n_rows])
+        if n_rows < staging.shape[1]:
+            staging[:count, n_rows:] = 0
 
-    def launch(self, first, count, accumulate):
-        """Back-project the ``count`` images in the pass buffer (projections from
-        ``first``) into the volume buffer."""
-        nz, ny, nx = self.geometry.volume_shape
-        n_rows, n_cols = self.geometry.detector_shape
-        cl.enqueue_copy(self.queue, self._matrices, self.matrices[first:first + count])
-        return self.kernel(self.queue, self.global_size(), self.params.group + (1,),
-                           projections=self._images, matrices=self._matrices,
-                           n_projections=count, n_rows=n_rows, n_cols=n_cols, nx=nx, ny=ny,
-                           first_plane=0, n_planes=nz, accumulate=accumulate,
-                           volume=self._volume)
+    def _pass(self, s, first, count, window, slab, accumulate):
+        """Device: upload set ``s`` (transfer queue), then pre-weight and filter it (FDK),
+        fill its images (texture) and back-project it into the slab (compute queue)."""
+        p, q = self.params, self.queue
+        first_row, n_rows = window
+        n_cols = self.geometry.detector_shape[1]
+        stride = self.plan.row_stride
+        waits = [s["computed"]] if s["computed"] is not None else None
+        values = count * stride * n_cols
+        s["uploaded"] = cl.enqueue_copy(self.transfer, s["rows"], s["staging"].reshape(-1)[:values],
+                                        wait_for=waits, is_blocking=False)
+        matrices = cl.enqueue_copy(self.transfer, s["matrices"], self.matrices[first:first + count],
+                                   wait_for=waits, is_blocking=False)
+        self.transfer.flush()
+        event, rows = None, s["rows"]
+        waits = [s["uploaded"], matrices]
+        if self._filter is not None:
+            event = self._preweight(
+                q, (_round_up(n_cols, PREWEIGHT_GROUP[0]), _round_up(n_rows, PREWEIGHT_GROUP[1]),
+                    count), PREWEIGHT_GROUP, waits, images=rows, frames=self._weights["frames"],
+                column_weights=self._weights["columns"], first_projection=first,
+                first_row=first_row, n_rows=n_rows, row_stride=stride, n_cols=n_cols)
+            target = rows if self._filter.in_place else self._scratch
+            event = self._filter(q, rows, target, count * stride, wait_for=[event])
+            rows, waits = target, [event]
+        source = rows
+        if p.family == "texture":
+            event = cl.enqueue_copy(q, s["images"], rows, offset=0, origin=(0, 0, 0),
+                                    region=(n_cols, stride, count), wait_for=waits)
+            source, waits = s["images"], [event]
+        _, ny, nx = self.geometry.volume_shape
+        s["computed"] = self.kernel(
+            q, self.global_size(slab.n_planes), p.group + (1,), waits, projections=source,
+            matrices=s["matrices"], n_projections=count, first_row=first_row, n_rows=n_rows,
+            row_stride=stride, n_cols=n_cols, nx=nx, ny=ny, first_plane=slab.first_plane,
+            n_planes=slab.n_planes, accumulate=int(accumulate), volume=self._volume)
+        q.flush()
 
-    def backproject(self, projections, out) -> np.ndarray:
-        """The back-projection of ``projections`` (checked, ``(n_angles, n_rows,
-        n_cols)``) into ``out`` (a float32 array of the volume's shape, or any array the
-        result is copied to)."""
-        per_pass = self.params.projections_per_pass
-        n = self.geometry.n_angles
-        for first in range(0, n, per_pass):
-            count = min(per_pass, n - first)
-            self.upload(projections[first:first + count])
-            self.launch(first, count, first > 0)
-        volume = out if isinstance(out, np.ndarray) and out.dtype == np.float32 and \
-            out.flags.c_contiguous else np.empty(self.geometry.volume_shape, np.float32)
-        cl.enqueue_copy(self.queue, volume, self._volume)
-        if volume is not out:
-            out[...] = volume
+    def backproject(self, projections, out, pool=None, progress=None) -> np.ndarray:
+        """The back-projection (FDK where a filter was given) of ``projections``
+        (checked, ``(n_angles, n_rows, n_cols)``, any real dtype, an array or a dataset)
+        into ``out`` (an array of the volume's shape, a memmap or a dataset), slab by
+        slab. ``pool``: threads for the host copies; ``progress``: called with the
+        voxel updates of each pass."""
+        _, ny, nx = self.geometry.volume_shape
+        for slab in self.plan.slabs:
+            for n, ((first, count), window) in enumerate(zip(self.plan.passes, slab.windows)):
+                s = self._sets[n % 2]
+                self._stage(s, projections, first, count, window, pool)
+                self._pass(s, first, count, window, slab, n > 0)
+                if progress is not None:
+                    progress(slab.n_planes * ny * nx * count)
+            planes = slice(slab.first_plane, slab.first_plane + slab.n_planes)
+            direct = isinstance(out, np.ndarray) and out.dtype == np.float32 and \
+                out.flags.c_contiguous
+            target = out[planes] if direct else np.empty((slab.n_planes, ny, nx), np.float32)
+            cl.enqueue_copy(self.queue, target, self._volume, is_blocking=True)
+            if not direct:
+                put_rows(pool, out, slab.first_plane, target)
         return out
 
     def close(self):
-        self._volume = self._images = self._matrices = None
+        self.queue.finish()
+        self.transfer.finish()
+        if self._staging is not None:
+            self._staging.release()
+        self._staging = self._sets = self._volume = self._scratch = self._weights = None

@@ -1,12 +1,16 @@
-"""The float64 NumPy reference of the cone-beam back-projection (docs/design.md,
-section 8): each voxel centre projected by its matrix, the projection sampled
-bilinearly with zeros beyond its edge pixels, summed over projections, no weights."""
+"""The float64 NumPy references of the cone-beam back-projection and of FDK
+(docs/design.md, section 8): each voxel centre projected by its matrix, the projection
+sampled bilinearly with zeros beyond its edge pixels, summed over projections; FDK
+first weights and filters each projection (pybp/cone/weights.py) and weights each
+sample by ``1 / w^2``."""
 
 from __future__ import annotations
 
 import numpy as np
 
+from pybp.cone import weights
 from pybp.geometry.cone import ConeGeometry
+from pybp.stages.filters import filter_numpy
 
 
 def bilinear(image, r, c) -> np.ndarray:
@@ -38,13 +42,34 @@ def project_voxels(geometry: ConeGeometry, p: int, planes=None):
     return rw / w, cw / w, w
 
 
-def backproject(projections, geometry: ConeGeometry, planes=None) -> np.ndarray:
+def backproject(projections, geometry: ConeGeometry, planes=None, distance_weight=False) -> np.ndarray:
     """The sum over projections ``(n_angles, n_rows, n_cols)`` of each voxel's bilinear
-    sample, for z ``planes`` (a range; None: the whole volume), in float64."""
+    sample (times ``1 / w^2`` with ``distance_weight``), for z ``planes`` (a range; None:
+    the whole volume), in float64."""
     nz, ny, nx = geometry.volume_shape
     planes = range(nz) if planes is None else planes
     out = np.zeros((len(planes), ny, nx))
     for p in range(geometry.n_angles):
-        r, c, _ = project_voxels(geometry, p, planes)
-        out += bilinear(np.asarray(projections[p], np.float64), r, c)
+        r, c, w = project_voxels(geometry, p, planes)
+        sample = bilinear(np.asarray(projections[p], np.float64), r, c)
+        out += sample / w ** 2 if distance_weight else sample
     return out
+
+
+def filtered(projections, geometry: ConeGeometry, filter="ramp", padding="zero",
+             short_scan=None) -> np.ndarray:
+    """FDK's projections before the back-projection: times the cosine and each
+    column's weight (angular, over the pitch, Parker's), then filtered along rows."""
+    columns = weights.column_weights(geometry, short_scan)
+    out = np.empty(np.shape(projections))
+    for p in range(geometry.n_angles):
+        weighted = np.asarray(projections[p], np.float64) * weights.cosine(geometry, p) * columns[p]
+        out[p] = filter_numpy(weighted, filter, np.ones(len(weighted)), padding)
+    return out
+
+
+def fdk(projections, geometry: ConeGeometry, filter="ramp", padding="zero", short_scan=None,
+        planes=None) -> np.ndarray:
+    """FDK in float64: :func:`filtered`, then the back-projection weighted by ``1 / w^2``."""
+    return backproject(filtered(projections, geometry, filter, padding, short_scan), geometry,
+                       planes, distance_weight=True)

@@ -205,6 +205,15 @@ class ConeGeometry:
         """``(n_angles, 3, 4)``: voxel indices ``(i, j, k, 1)`` to ``(c w, r w, w)``."""
         return self.matrices @ self.index_to_world()
 
+    def column_shared(self) -> bool:
+        """Whether a column of voxels along z shares its detector column and depth in
+        every projection (a circular orbit about z with an untilted detector): the
+        matrices' z terms of the column and of ``w`` vanish (to rounding)."""
+        m = self.voxel_matrices()
+        nz = self.volume_shape[0]
+        return bool(np.all(np.abs(m[:, 0, 2]) * nz < 1e-9 * np.abs(m[:, 0, :]).max(axis=1))
+                    and np.all(np.abs(m[:, 2, 2]) * nz < 1e-12 * np.abs(m[:, 2, :]).max(axis=1)))
+
     def updates(self) -> int:
         """Voxel updates of one back-projection: the numerator of GUPS."""
         nz, ny, nx = self.volume_shape

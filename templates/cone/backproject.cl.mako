@@ -1,8 +1,16 @@
 ## The voxel-driven cone-beam back-projection (docs/design.md, section 8): each work-item
 ## takes a column of voxels_per_item voxels along z, projects each voxel centre onto each
 ## image of the pass by its matrix, samples the image bilinearly (zero beyond its edge
-## pixels) and adds the samples in registers; each voxel is written once per launch.
-${"/* pybp cone-beam back-projection: %s family, %d voxels per item, %d projections per pass */" % (p.family, p.voxels_per_item, p.projections_per_pass)}
+## pixels) and adds the samples in registers (FDK: times 1/w^2, the depth weight); each
+## voxel is written once per launch. The images hold a window of detector rows
+## (first_row on): the rows a slab of the volume projects onto.
+##
+## exact: bilinear interpolation in arithmetic from a buffer; texture: the images in an
+## image2d_array_t, interpolated by the sampler (8-bit weights on NVIDIA).
+## shared_column (a circular orbit, untilted detector: a matrix's z column is (0, m6, 0)):
+## the column and depth are the same for every voxel of an item, each further voxel
+## costs a row step, one fetch and one add.
+${"/* pybp cone-beam back-projection: %s family, %d voxels per item, %d projections per pass%s */" % (p.family, p.voxels_per_item, p.projections_per_pass, ", shared column" if shared_column else "")}
 % if p.positions == "double":
 #pragma OPENCL EXTENSION cl_khr_fp64 : enable
 typedef double real;
@@ -10,6 +18,17 @@ typedef double real;
 typedef float real;
 % endif
 
+% if p.family == "texture":
+__constant sampler_t linear = CLK_NORMALIZED_COORDS_FALSE | CLK_ADDRESS_CLAMP | CLK_FILTER_LINEAR;
+
+// Image q at detector row r (the window starts at first_row), column c. Texel centres
+// sit at +0.5; the border beyond the image reads zero, so within one pixel of the edge
+// the value falls linearly to zero, as in the exact family. The row is rounded to
+// float before the window's first row is taken from it (exactly), so that any window
+// samples a voxel alike.
+#define SAMPLE(q, r, c) read_imagef(projections, linear, (float4)((float)(c) + 0.5f, \
+                                    ((float)(r) + 0.5f) - first_row, (float)(q), 0.0f)).x
+% else:
 // The image at row r, column c (from the first pixel's centre), zero beyond its edge
 // pixels: within one pixel of the edge the value falls linearly to zero.
 inline float sample(__global const float *image, const int n_rows, const int n_cols,
@@ -29,6 +48,19 @@ inline float sample(__global const float *image, const int n_rows, const int n_c
     return (1.0f - fr) * ((1.0f - fc) * v00 + fc * v01) + fr * ((1.0f - fc) * v10 + fc * v11);
 }
 
+// Image q at detector row r (the window starts at first_row), column c. (A whole
+// number of rows taken from a position is exact in floating point: any window samples
+// a voxel alike.)
+#define SAMPLE(q, r, c) sample(projections + (size_t)(q) * row_stride * n_cols, n_rows, n_cols, \
+                               (r) - first_row, c)
+% endif
+
+% if distance_weight:
+#define WEIGHTED(value, depth) ((value) * (float)(depth) * (float)(depth))
+% else:
+#define WEIGHTED(value, depth) (value)
+% endif
+
 __kernel __attribute__((reqd_work_group_size(${p.group[0]}, ${p.group[1]}, 1)))
 void cone_backproject(
 ${args['cone_backproject']}
@@ -42,17 +74,22 @@ ${args['cone_backproject']}
         sum[v] = 0.0f;
     for (int q = 0; q < n_projections; ++q) {
         __constant const real *m = matrices + ${matrix_values} * q;
-        __global const float *image = projections + (size_t)q * n_rows * n_cols;
         // The column's first voxel; each further one adds the matrix's z column.
         const real c = m[0] * i + m[1] * j + m[2] * k0 + m[3];
         const real r = m[4] * i + m[5] * j + m[6] * k0 + m[7];
         const real w = m[8] * i + m[9] * j + m[10] * k0 + m[11];
+% if shared_column:
+        const real depth = 1 / w, column = c * depth, step = m[6] * depth, row = r * depth;
+        #pragma unroll
+        for (int v = 0; v < ${p.voxels_per_item}; ++v)
+            sum[v] += WEIGHTED(SAMPLE(q, row + step * v, column), depth);
+% else:
         #pragma unroll
         for (int v = 0; v < ${p.voxels_per_item}; ++v) {
             const real depth = 1 / (w + m[10] * v);
-            sum[v] += sample(image, n_rows, n_cols, (r + m[6] * v) * depth,
-                             (c + m[2] * v) * depth);
+            sum[v] += WEIGHTED(SAMPLE(q, (r + m[6] * v) * depth, (c + m[2] * v) * depth), depth);
         }
+% endif
     }
     for (int v = 0; v < ${p.voxels_per_item}; ++v) {
         const int plane = k0 - first_plane + v;  // in the volume buffer

@@ -1,0 +1,126 @@
+"""Volumes larger than the device (the large-scale study, docs/design.md, section 8):
+the volume in slabs of z planes, and for each slab and pass of projections only the
+detector rows its voxels project onto.
+
+A voxel's row ``r = (M_r . X) / (M_w . X)`` is monotone along any line where ``w > 0``,
+so over a slab (a box of voxel centres) it is extreme at the box's corners. A window
+holds the rows from ``floor(r_min) - 1`` to ``floor(r_max) + 2`` (the bilinear sample's
+two rows, and a row of margin for positions rounded on the device), clipped to the
+detector. Windows start and end on even rows (or the detector's last) and buffers hold
+an even number of rows per image, with zeros after an odd last row: the FFT filter,
+which transforms two rows at once, pairs the same rows with the same partners as over
+the whole detector, so a slab's voxels equal those of one pass bit for bit.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+
+from pybp.geometry.cone import ConeGeometry
+
+MARGIN_ROWS = 1
+
+
+@dataclass(frozen=True)
+class Slab:
+    """z planes ``[first_plane, first_plane + n_planes)`` and, per pass, the window
+    ``(first_row, n_rows)`` of detector rows they project onto."""
+
+    first_plane: int
+    n_planes: int
+    windows: tuple
+
+
+@dataclass(frozen=True)
+class SlabPlan:
+    """``passes``: ``(first, count)`` projections per launch; ``slabs``; ``row_stride``:
+    rows each image of a pass buffer holds (the largest window, made even);
+    ``slab_planes``: the planes of the slab buffer (the last slab may hold fewer)."""
+
+    passes: tuple
+    slabs: tuple
+    row_stride: int
+    slab_planes: int
+
+    def pass_bytes(self, n_cols: int, per_pass: int) -> int:
+        return per_pass * self.row_stride * n_cols * 4
+
+
+def window(geometry: ConeGeometry, planes: range, projections: range) -> tuple:
+    """``(first_row, n_rows)``: the detector rows the voxel centres of z ``planes``
+    project onto (with the bilinear sample's second row and a margin) in any of
+    ``projections``; the first row even; at least one row."""
+    nz, ny, nx = geometry.volume_shape
+    n_rows = geometry.detector_shape[0]
+    corners = np.array([(i, j, k, 1.0) for i in (0, nx - 1) for j in (0, ny - 1)
+                        for k in (planes.start, planes.stop - 1)])
+    m = geometry.voxel_matrices()[projections.start:projections.stop]
+    projected = np.einsum("nac,pc->npa", m, corners)
+    rows = projected[..., 1] / projected[..., 2]
+    first = int(np.clip(np.floor(rows.min()) - MARGIN_ROWS, 0, n_rows - 1))
+    stop = int(np.clip(np.floor(rows.max()) + 2 + MARGIN_ROWS, first + 1, n_rows))
+    first -= first % 2
+    stop = min(n_rows, stop + stop % 2)
+    return first, stop - first
+
+
+def _even(n: int) -> int:
+    return n + n % 2
+
+
+def _slabs(geometry, passes, planes_per_slab):
+    nz = geometry.volume_shape[0]
+    slabs = []
+    for first in range(0, nz, planes_per_slab):
+        planes = range(first, min(nz, first + planes_per_slab))
+        windows = tuple(window(geometry, planes, range(a, a + n)) for a, n in passes)
+        slabs.append(Slab(first, len(planes), windows))
+    return tuple(slabs)
+
+
+def plan(geometry: ConeGeometry, projections_per_pass: int, voxels_per_item: int,
+         budget: int, volume_limit: int, pass_buffers: int = 2) -> SlabPlan:
+    """The tallest slabs (a multiple of ``voxels_per_item`` planes, so that a slab's
+    columns of voxels are those of one pass) whose volume (at most ``volume_limit``
+    bytes, one buffer) and ``pass_buffers`` pass buffers fit ``budget`` bytes;
+    ``ValueError`` naming ``memory_limit`` where not even one column of planes fits."""
+    nz, ny, nx = geometry.volume_shape
+    n_cols = geometry.detector_shape[1]
+    n = geometry.n_angles
+    passes = tuple((a, min(projections_per_pass, n - a)) for a in range(0, n, projections_per_pass))
+    plane_bytes = ny * nx * 4
+
+    def made(planes):
+        slabs = _slabs(geometry, passes, planes)
+        stride = _even(max(rows for slab in slabs for _, rows in slab.windows))
+        return SlabPlan(passes, slabs, stride, planes)
+
+    def fits(p: SlabPlan):
+        volume = p.slab_planes * plane_bytes
+        return volume <= volume_limit and \
+            volume + pass_buffers * p.pass_bytes(n_cols, projections_per_pass) <= budget
+
+    step = voxels_per_item
+    whole = made(nz)
+    if fits(whole):
+        return whole
+    low, high = 0, -(-nz // step)  # in columns of planes: low fits (or is 0), high does not
+    best = None
+    while high - low > 1:
+        middle = (low + high) // 2
+        candidate = made(middle * step)
+        if fits(candidate):
+            low, best = middle, candidate
+        else:
+            high = middle
+    if best is None:
+        candidate = made(step)
+        if not fits(candidate):
+            need = step * plane_bytes + pass_buffers * candidate.pass_bytes(n_cols, projections_per_pass)
+            raise ValueError(f"memory_limit: {budget} bytes hold no slab of {step} planes "
+                             f"with its pass buffers ({need} bytes); allow more memory or use "
+                             "fewer projections_per_pass")
+        best = candidate
+    return best
