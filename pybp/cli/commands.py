@@ -18,7 +18,7 @@ from pathlib import Path
 import numpy as np
 
 from pybp import __version__, phantoms
-from pybp.bench import kernels as bench, volume as bench_pipeline
+from pybp.bench import cone as bench_cone, kernels as bench, volume as bench_pipeline
 from pybp.cli import files as cli_files
 from pybp.cl import codegen
 from pybp.parallel import kernels
@@ -166,7 +166,24 @@ def _selected(args, settings=SETTINGS):
             and (not args.storage or s in args.storage)]
 
 
+def _detector(text):
+    """``ROWSxCOLUMNS``, as the ``--detector`` option takes it."""
+    try:
+        rows, columns = (int(v) for v in text.lower().split("x"))
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected ROWSxCOLUMNS (960x1248), got {text!r}") from None
+    if rows < 1 or columns < 1:
+        raise argparse.ArgumentTypeError(f"expected positive sizes, got {text!r}")
+    return rows, columns
+
+
 def cmd_bench(args):
+    if args.cone:
+        bench_cone.run(device=args.device, size=args.size or 512,
+                       n_projections=args.projections, detector=args.detector,
+                       repeats=args.repeats)
+        return 0
+    args.size = args.size or 2048
     if args.pipeline:
         bench_pipeline.run(device=args.device, size=args.size, n_angles=args.angles,
                            rows=args.rows, n_flats=args.flats,
@@ -256,8 +273,9 @@ def build_parser():
 
     bench_ = sub.add_parser("bench", parents=[common],
                             help="GU/s of every kernel and setting, beside silx")
-    bench_.add_argument("--size", type=int, default=2048,
-                        help="bins and slice width (2048: the paper's case)")
+    bench_.add_argument("--size", type=int, default=None,
+                        help="bins and slice width (default 2048: the paper's case); with "
+                             "--cone the volume's edge (default 512)")
     bench_.add_argument("--angles", type=int, default=None, help="projections (default: size)")
     bench_.add_argument("--repeats", type=int, default=5,
                         help="timed calls after a warm-up; the median is shown")
@@ -276,6 +294,14 @@ def build_parser():
                         help="with --pipeline: detector rows, i.e. slices")
     bench_.add_argument("--flats", type=int, default=20,
                         help="with --pipeline: flat and dark frames each")
+    bench_.add_argument("--cone", action="store_true",
+                        help="only: cone-beam FDK on the RabbitCT-like case (GUPS of each "
+                             "verified parameter set beside the fetch-only ceiling, then end "
+                             "to end from host memory, and in slabs)")
+    bench_.add_argument("--projections", type=int, default=496,
+                        help="with --cone: projections over 360 degrees")
+    bench_.add_argument("--detector", type=_detector, default=(960, 1248), metavar="ROWSxCOLUMNS",
+                        help="with --cone: the detector (default 960x1248)")
     bench_.set_defaults(func=cmd_bench)
 
     tune = sub.add_parser(

@@ -172,7 +172,7 @@ class Unit:
     def _pass(self, s, first, count, window, slab, accumulate):
         """Device: upload set ``s`` (transfer queue), then pre-weight and filter it (FDK),
         fill its images (texture) and back-project it into the slab (compute queue)."""
-        p, q = self.params, self.queue
+        q = self.queue
         first_row, n_rows = window
         n_cols = self.geometry.detector_shape[1]
         stride = self.plan.row_stride
@@ -194,18 +194,48 @@ class Unit:
             target = rows if self._filter.in_place else self._scratch
             event = self._filter(q, rows, target, count * stride, wait_for=[event])
             rows, waits = target, [event]
-        source = rows
-        if p.family == "texture":
-            event = cl.enqueue_copy(q, s["images"], rows, offset=0, origin=(0, 0, 0),
-                                    region=(n_cols, stride, count), wait_for=waits)
-            source, waits = s["images"], [event]
-        _, ny, nx = self.geometry.volume_shape
-        s["computed"] = self.kernel(
-            q, self.global_size(slab.n_planes), p.group + (1,), waits, projections=source,
-            matrices=s["matrices"], n_projections=count, first_row=first_row, n_rows=n_rows,
-            row_stride=stride, n_cols=n_cols, nx=nx, ny=ny, first_plane=slab.first_plane,
-            n_planes=slab.n_planes, accumulate=int(accumulate), volume=self._volume)
+        s["computed"] = self._backproject(s, rows, first, count, window, slab, accumulate, waits)
         q.flush()
+
+    def _backproject(self, s, rows, first, count, window, slab, accumulate, waits):
+        """The back-projection of a pass's ``rows`` (texture: through set ``s``'s
+        images) into the slab; the last event."""
+        source = rows
+        if self.params.family == "texture":
+            event = cl.enqueue_copy(self.queue, s["images"], rows, offset=0, origin=(0, 0, 0),
+                                    region=(self.geometry.detector_shape[1], self.plan.row_stride,
+                                            count), wait_for=waits)
+            source, waits = s["images"], [event]
+        return self._launch(source, s["matrices"], count, window, slab, accumulate, waits)
+
+    def _launch(self, source, matrices, count, window, slab, accumulate, waits):
+        _, ny, nx = self.geometry.volume_shape
+        return self.kernel(
+            self.queue, self.global_size(slab.n_planes), self.params.group + (1,), waits,
+            projections=source, matrices=matrices, n_projections=count, first_row=window[0],
+            n_rows=window[1], row_stride=self.plan.row_stride, n_cols=self.geometry.detector_shape[1],
+            nx=nx, ny=ny, first_plane=slab.first_plane, n_planes=slab.n_planes,
+            accumulate=int(accumulate), volume=self._volume)
+
+    def kernel_events(self, images) -> list:
+        """For timing: the back-projection kernel alone over the first slab, every pass
+        with its own matrices and the same ``images`` (a pass of them, row_stride x
+        n_cols each; their values do not change the time). The kernels' events (their
+        device time, on a profiling queue)."""
+        s, slab = self._sets[0], self.plan.slabs[0]
+        count = min(self.params.projections_per_pass, self.geometry.n_angles)
+        cl.enqueue_copy(self.queue, s["rows"], np.ascontiguousarray(images, np.float32))
+        source = s["rows"]
+        if self.params.family == "texture":
+            cl.enqueue_copy(self.queue, s["images"], s["rows"], offset=0, origin=(0, 0, 0),
+                            region=(self.geometry.detector_shape[1], self.plan.row_stride, count))
+            source = s["images"]
+        events = []
+        for n, ((first, count), window) in enumerate(zip(self.plan.passes, slab.windows)):
+            cl.enqueue_copy(self.queue, s["matrices"], self.matrices[first:first + count])
+            events.append(self._launch(source, s["matrices"], count, window, slab, n > 0, None))
+        cl.wait_for_events(events)
+        return events
 
     def backproject(self, projections, out, pool=None, progress=None) -> np.ndarray:
         """The back-projection (FDK where a filter was given) of ``projections``
