@@ -10,6 +10,7 @@ from pybp.cone import reference
 from pybp.cone.params import ConeParams
 from pybp.geometry.cone import ConeGeometry
 
+EXACT = ConeParams(family="exact", voxels_per_item=4, projections_per_pass=8, group=(16, 8))
 EXACT_RTOL = 1e-5  # relative RMS, zero-mean data (the bound for the exact family)
 
 
@@ -159,7 +160,7 @@ def test_a_kept_backprojector_and_its_errors(cl_device, rng):
     g = circular(n_angles=5, detector=(8, 16), volume=(4, 8, 8), pixel_size=2.0)
     projections = rng.standard_normal((5, 8, 16)).astype(np.float32)
     want = reference.backproject(projections, g)
-    with pybp.ConeBackprojector(g, device=cl_device) as bp:
+    with pybp.ConeBackprojector(g, EXACT, device=cl_device) as bp:
         out = np.zeros(g.volume_shape, np.float64)
         assert bp(projections, out=out) is out
         assert relative_rms(out, want) < EXACT_RTOL

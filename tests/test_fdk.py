@@ -13,6 +13,7 @@ from pybp.cone.params import ConeParams
 from pybp.geometry.cone import ConeGeometry
 from pybp.parallel.verify import TOLERANCES
 
+EXACT = ConeParams(family="exact", voxels_per_item=4, projections_per_pass=8, group=(16, 8))
 EXACT_RTOL = 1e-5  # relative RMS (the issue's bound for the exact family)
 
 
@@ -72,7 +73,7 @@ def test_fdk_reproduces_the_phantom(cl_device, phantom_scan):
     values; a flip of any axis is detected (the parts of the phantom a flip changes
     must correlate, not anti-correlate); the float64 NumPy FDK within 1e-5."""
     g, projections, truth = phantom_scan
-    got = pybp.fdk(projections, g, device=cl_device)
+    got = pybp.fdk(projections, g, params=EXACT, device=cl_device)
     assert relative_rms(got, reference.fdk(projections, g)) < EXACT_RTOL
     mid = g.volume_shape[0] // 2
     assert correlation(got[mid], truth[mid]) > 0.94 and correlation(got, truth) > 0.94
@@ -92,17 +93,17 @@ def test_short_scan_with_parker_weights_matches_the_full_scan(cl_device, phantom
     """180 degrees plus the fan angle, either direction of rotation: within 10% of the
     full scan (relative RMS in the mid-plane); without Parker's weights over 30%."""
     g_full, projections, _ = phantom_scan
-    full = pybp.fdk(projections, g_full, device=cl_device)
+    full = pybp.fdk(projections, g_full, params=EXACT, device=cl_device)
     fan = np.abs(weights.fan_angles(g_full)).max()
     mid = g_full.volume_shape[0] // 2
     for sense in (1, -1):
         g = scan(sense * np.linspace(0, np.pi + 2 * fan, 80))
         assert weights.is_short_scan(g)
         short = phantoms.shepp_logan_cone(g).astype(np.float32)
-        parker = pybp.fdk(short, g, device=cl_device)
+        parker = pybp.fdk(short, g, params=EXACT, device=cl_device)
         assert relative_rms(parker[mid], full[mid]) < 0.1
         assert relative_rms(parker, reference.fdk(short, g)) < EXACT_RTOL
-    plain = pybp.fdk(short, g, short_scan=False, device=cl_device)
+    plain = pybp.fdk(short, g, short_scan=False, params=EXACT, device=cl_device)
     assert relative_rms(plain[mid], full[mid]) > 0.3
 
 
@@ -111,7 +112,7 @@ def test_fdk_options_and_bad_input(cl_device, rng):
     g = full_circle(n=12, volume=(8, 24, 24), detector=(12, 64))
     projections = rng.uniform(0, 2, (12, 12, 64)).astype(np.float32)
     for name, padding in (("hann", "zero"), ("shepp-logan", "edge")):
-        got = pybp.fdk(projections, g, filter=name, padding=padding, device=cl_device)
+        got = pybp.fdk(projections, g, filter=name, padding=padding, params=EXACT, device=cl_device)
         assert relative_rms(got, reference.fdk(projections, g, name, padding)) < EXACT_RTOL
     cases = [(dict(filter="box"), ValueError, "filter"), (dict(filter=None), ValueError, "filter"),
              (dict(padding="mirror"), ValueError, "padding"),
@@ -173,9 +174,9 @@ def test_three_constructors_give_one_volume(cl_device, rng):
     m = ConeGeometry.from_matrices(g.matrices * rng.uniform(0.5, 3, (20, 1, 1)), (16, 64),
                                    (8, 24, 24), 0.8)
     projections = rng.uniform(0, 1, (20, 16, 64)).astype(np.float32)
-    want = pybp.fdk(projections, g, device=cl_device)
-    assert relative_rms(pybp.fdk(projections, a, device=cl_device), want) < EXACT_RTOL
-    assert relative_rms(pybp.fdk(projections, m, device=cl_device), want) < 1e-4
+    want = pybp.fdk(projections, g, params=EXACT, device=cl_device)
+    assert relative_rms(pybp.fdk(projections, a, params=EXACT, device=cl_device), want) < EXACT_RTOL
+    assert relative_rms(pybp.fdk(projections, m, params=EXACT, device=cl_device), want) < 1e-4
 
 
 # ---- slabs ----------------------------------------------------------------------------------

@@ -25,21 +25,27 @@ class ConeBackprojector:
     ``memory_limit``: bytes of device memory for the volume and the projections in
     flight (None: 75% of the device's): a larger volume is reconstructed in slabs of z
     planes, each from the detector rows it projects onto, with the same result bit for
-    bit. ``device``, ``context`` or ``queue`` as for :class:`pybp.Backprojector`."""
+    bit. ``planes``: ``(first, stop)``, the z planes to reconstruct (None: all; from a
+    multiple of 16 they equal the whole volume's bit for bit). ``device``, ``context``
+    or ``queue`` as for :class:`pybp.Backprojector`."""
 
     def __init__(self, geometry: ConeGeometry, params=None, filter=None, padding="zero",
-                 short_scan=None, memory_limit=None, device=None, context=None, queue=None):
+                 short_scan=None, memory_limit=None, planes=None, device=None, context=None,
+                 queue=None):
         if not isinstance(geometry, ConeGeometry):
             raise TypeError(f"geometry: expected a pybp.ConeGeometry, got {type(geometry).__name__}")
         self.geometry = geometry
         self._unit = Unit(geometry, params, device, context, queue, filter, padding, short_scan,
-                          memory_limit)
+                          memory_limit, planes)
+        self.shape = (len(self._unit.planes),) + geometry.volume_shape[1:]
         self.params, self.device, self.plan = self._unit.params, self._unit.device, self._unit.plan
 
-    def __call__(self, projections, out=None):
-        """The volume ``(nz, ny, nx)`` of ``projections`` ``(n_angles, n_rows, n_cols)``
-        (any real dtype; an array, a memmap or an h5py dataset); ``out``: an array, a
-        memmap or a dataset for it (default: a new float32 array)."""
+    def __call__(self, projections, out=None, progress=None):
+        """The volume ``(nz, ny, nx)`` (or its ``planes``) of ``projections`` ``(n_angles,
+        n_rows, n_cols)`` (any real dtype; an array, a memmap, an h5py dataset or
+        anything sliced ``[projections, rows]`` that gives arrays); ``out``: an array, a
+        memmap or a dataset for it (default: a new float32 array); ``progress``: called
+        with the voxel updates of each pass done."""
         if self._unit is None:
             raise RuntimeError("ConeBackprojector: closed; make a new one")
         g = self.geometry
@@ -49,10 +55,10 @@ class ConeBackprojector:
             raise ValueError(f"projections: expected (n_angles, n_rows, n_cols) = {expected} "
                              f"(the geometry's), got {tuple(projections.shape)}")
         if out is None:
-            out = np.empty(g.volume_shape, np.float32)
-        checks.check_output(out, g.volume_shape)
+            out = np.empty(self.shape, np.float32)
+        checks.check_output(out, self.shape)
         with copy_pools() as (reading, _):
-            return self._unit.backproject(projections, out, reading)
+            return self._unit.backproject(projections, out, reading, progress)
 
     def close(self):
         """Free device memory now (also on leaving a ``with`` block)."""

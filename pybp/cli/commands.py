@@ -69,6 +69,8 @@ def cmd_write_scan(args):
 
 
 def cmd_demo(args):
+    if args.cone:
+        return cli_files.cone_cli.demo(args)
     if args.write_scan:
         return cmd_write_scan(args)
     check_output_file(args.output, args.overwrite, SLICE_SUFFIXES)  # before any work
@@ -261,6 +263,10 @@ def build_parser():
                       help="instead: write a DXchange scan of the 3-D phantom (size/4 rows, "
                            "flats, darks, noise, axis 3.7 pixels off the middle) to try "
                            "`pybp reconstruct` on (default: off)")
+    demo.add_argument("--cone", action="store_true",
+                      help="cone beam: FDK of the 3-D phantom (size^3, default 128, from "
+                           "2 size projections over 360 degrees); with --write-scan, its scan "
+                           "and FILE-cone.json for `pybp reconstruct --geometry`")
     demo.set_defaults(func=cmd_demo)
 
     render = sub.add_parser("render", help="write a kernel's OpenCL source",

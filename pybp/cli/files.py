@@ -35,6 +35,7 @@ from pybp.cl.device import open_device
 from pybp.parallel.prepare import Setup
 from pybp.stream.team import Slab
 from pybp.api.volumes import reconstruct
+from pybp.cli import cone as cone_cli
 
 EXIT_INTERRUPTED = 130
 SHEET_TILE = 256  # pixels of one slice on the contact sheet
@@ -258,6 +259,8 @@ def _center(args, scan, rows, stored):
 def cmd_reconstruct(args):
     """Everything is checked (output, devices, scheduler, centre, free space) before the
     output is made; a run that fails before its first slice removes what it made."""
+    if args.geometry:
+        return cone_cli.reconstruct(args, check_output_path, _check_counts, write_preview)
     inputs = (args.input, args.flats, args.darks, args.angles)
     if not args.center_sweep:
         check_output_path(args.output, args.overwrite, args.resume, inputs)
@@ -428,13 +431,15 @@ def add_parsers(sub, common):
         "reconstruct", parents=[common],
         help="projection files to slices on disk (FBP), the axis found",
         description="Reconstruct a parallel-beam scan from files to slices on disk by "
-                    "filtered back-projection.",
+                    "filtered back-projection, or a cone-beam scan (--geometry) to the "
+                    "planes of its volume by FDK.",
         epilog="""examples:
   pybp reconstruct scan.h5 -o slices/              TIFF slices, axis found (Vo's method)
   pybp reconstruct scan.h5 -o slices/ --resume     finish an interrupted run
   pybp reconstruct scan.h5 -o rec.h5 --rows 100:200 --center 1021.5 --dtype float16
   pybp reconstruct 'proj/*.tif' --flats flats/ --darks darks/ --angle-range 180 -o slices/
   pybp reconstruct scan.h5 -o sweep/ --center-sweep 1015:1025:0.5   pick the axis by eye
+  pybp reconstruct cone.h5 -o volume/ --geometry cone.json      cone beam, FDK
 
 outputs: a folder gets one 32-bit float TIFF per slice, named by detector row
 (slice_00042.tif); .h5/.hdf5/.nxs a dataset /slices chunked per slice; .npy one stack.
@@ -454,6 +459,11 @@ traceback), 130 interrupted.""")
                      help="instead of a volume: the middle row for each centre A, A+STEP, .., "
                           "B as PNGs labelled with their centre, and contact_sheet.png, in "
                           "the output folder (default: off)")
+    rec.add_argument("--geometry", metavar="CONE.JSON",
+                     help="a cone-beam scan: reconstruct the volume it describes by FDK "
+                          "(pybp/io/cone.py: a circular orbit, ASTRA vectors or projection "
+                          "matrices; the parallel-beam options do not apply) (default: "
+                          "parallel beam)")
     rec.add_argument("--filter", choices=FILTERS, default="ramp", help="FBP window")
     rec.add_argument("--padding", choices=PADDINGS, default="zero",
                      help="rows padded with zeros, or with their edge values for truncated "

@@ -21,6 +21,7 @@ from pybp.cl.device import describe, open_device
 from pybp.cl.staging import Staging
 from pybp.cone import kernels, slabs, weights
 from pybp.cone.params import ConeParams
+from pybp.cone.profiler import default_params
 from pybp.geometry.cone import ConeGeometry
 from pybp.stages.filters import FILTERS, PADDINGS, device_filter
 from pybp.stream.sources import copy_blocks, put_rows
@@ -29,27 +30,35 @@ DEFAULT_MEMORY_SHARE = 0.75  # of the device's memory, for the slab and the pass
 PREWEIGHT_GROUP = (64, 4, 1)
 
 
-def default_params(device) -> ConeParams:
-    """The parameter set for ``device`` (a description): positions in double where the
-    device has doubles."""
-    return ConeParams(positions="double" if "cl_khr_fp64" in device.extensions else "float")
-
-
 def _round_up(n, step):
     return -(-n // step) * step
 
 
+def _planes(planes, nz) -> range:
+    if planes is None:
+        return range(nz)
+    try:
+        first, stop = (int(v) for v in planes)
+    except (TypeError, ValueError):
+        raise TypeError(f"planes: expected (first, stop), got {planes!r}") from None
+    if not 0 <= first < stop <= nz:
+        raise ValueError(f"planes: expected 0 <= first < stop <= {nz}, got {planes!r}")
+    return range(first, stop)
+
+
 class Unit:
     """``geometry`` on one device (``device``, ``context`` or ``queue``) with ``params``
-    (None: :func:`default_params`). ``filter`` (a name of
+    (None: :func:`pybp.cone.profiler.default_params`). ``filter`` (a name of
     :data:`pybp.stages.filters.FILTERS`): FDK with that filter, ``padding`` and
     ``short_scan`` (:func:`pybp.cone.weights.column_weights`); None: the plain
     back-projection. ``memory_limit``: bytes of device memory for the volume and the
-    pass buffers (None: 75% of the device's); smaller volumes go in slabs."""
+    pass buffers (None: 75% of the device's); smaller volumes go in slabs. ``planes``:
+    the z planes ``(first, stop)`` to reconstruct (None: all); starting on a multiple
+    of 16, they equal those of the whole volume bit for bit."""
 
     def __init__(self, geometry: ConeGeometry, params: ConeParams | None = None, device=None,
                  context=None, queue=None, filter=None, padding="zero", short_scan=None,
-                 memory_limit=None):
+                 memory_limit=None, planes=None):
         self.geometry = geometry
         self.cl_device, self.context, queue = open_device(device, context, queue)
         self.device = d = describe(self.cl_device)
@@ -89,6 +98,7 @@ class Unit:
             self._prepare_fdk(padding, short_scan)
         per_pass_buffers = 2 * (1 + (p.family == "texture")) + \
             (self._filter is not None and not self._filter.in_place)
+        self.planes = _planes(planes, geometry.volume_shape[0])
         self.plan = self._plan(memory_limit, per_pass_buffers)
         stride = self.plan.row_stride
         pass_bytes = self.plan.pass_bytes(n_cols, per_pass)
@@ -150,7 +160,8 @@ class Unit:
                                  f"{memory_limit!r}")
             budget = min(int(memory_limit), int(d.global_memory * DEFAULT_MEMORY_SHARE))
         return slabs.plan(self.geometry, self.params.projections_per_pass,
-                          self.params.voxels_per_item, budget, d.max_allocation, per_pass_buffers)
+                          self.params.voxels_per_item, budget, d.max_allocation, per_pass_buffers,
+                          self.planes)
 
     def global_size(self, n_planes) -> tuple:
         _, ny, nx = self.geometry.volume_shape
@@ -240,7 +251,7 @@ class Unit:
     def backproject(self, projections, out, pool=None, progress=None) -> np.ndarray:
         """The back-projection (FDK where a filter was given) of ``projections``
         (checked, ``(n_angles, n_rows, n_cols)``, any real dtype, an array or a dataset)
-        into ``out`` (an array of the volume's shape, a memmap or a dataset), slab by
+        into ``out`` (an array of the planes' shape, a memmap or a dataset), slab by
         slab. ``pool``: threads for the host copies; ``progress``: called with the
         voxel updates of each pass."""
         _, ny, nx = self.geometry.volume_shape
@@ -251,13 +262,14 @@ class Unit:
                 self._pass(s, first, count, window, slab, n > 0)
                 if progress is not None:
                     progress(slab.n_planes * ny * nx * count)
-            planes = slice(slab.first_plane, slab.first_plane + slab.n_planes)
+            at = slab.first_plane - self.planes.start
+            planes = slice(at, at + slab.n_planes)
             direct = isinstance(out, np.ndarray) and out.dtype == np.float32 and \
                 out.flags.c_contiguous
             target = out[planes] if direct else np.empty((slab.n_planes, ny, nx), np.float32)
             cl.enqueue_copy(self.queue, target, self._volume, is_blocking=True)
             if not direct:
-                put_rows(pool, out, slab.first_plane, target)
+                put_rows(pool, out, at, target)
         return out
 
     def close(self):

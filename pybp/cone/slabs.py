@@ -70,32 +70,35 @@ def _even(n: int) -> int:
     return n + n % 2
 
 
-def _slabs(geometry, passes, planes_per_slab):
-    nz = geometry.volume_shape[0]
+def _slabs(geometry, passes, planes_per_slab, planes):
     slabs = []
-    for first in range(0, nz, planes_per_slab):
-        planes = range(first, min(nz, first + planes_per_slab))
-        windows = tuple(window(geometry, planes, range(a, a + n)) for a, n in passes)
-        slabs.append(Slab(first, len(planes), windows))
+    for first in range(planes.start, planes.stop, planes_per_slab):
+        planes_here = range(first, min(planes.stop, first + planes_per_slab))
+        windows = tuple(window(geometry, planes_here, range(a, a + n)) for a, n in passes)
+        slabs.append(Slab(first, len(planes_here), windows))
     return tuple(slabs)
 
 
 def plan(geometry: ConeGeometry, projections_per_pass: int, voxels_per_item: int,
-         budget: int, volume_limit: int, pass_buffers: int = 2) -> SlabPlan:
-    """The tallest slabs (a multiple of ``voxels_per_item`` planes, so that a slab's
-    columns of voxels are those of one pass) whose volume (at most ``volume_limit``
-    bytes, one buffer) and ``pass_buffers`` pass buffers fit ``budget`` bytes;
-    ``ValueError`` naming ``memory_limit`` where not even one column of planes fits."""
-    nz, ny, nx = geometry.volume_shape
+         budget: int, volume_limit: int, pass_buffers: int = 2, planes: range | None = None
+         ) -> SlabPlan:
+    """The tallest slabs of z ``planes`` (None: all; a multiple of ``voxels_per_item``
+    planes, so that where ``planes`` starts on such a multiple a slab's columns of
+    voxels are those of one pass) whose volume (at most ``volume_limit`` bytes, one
+    buffer) and ``pass_buffers`` pass buffers fit ``budget`` bytes; ``ValueError``
+    naming ``memory_limit`` where not even one column of planes fits."""
+    _, ny, nx = geometry.volume_shape
+    planes = range(geometry.volume_shape[0]) if planes is None else planes
+    nz = len(planes)
     n_cols = geometry.detector_shape[1]
     n = geometry.n_angles
     passes = tuple((a, min(projections_per_pass, n - a)) for a in range(0, n, projections_per_pass))
     plane_bytes = ny * nx * 4
 
-    def made(planes):
-        slabs = _slabs(geometry, passes, planes)
+    def made(count):
+        slabs = _slabs(geometry, passes, count, planes)
         stride = _even(max(rows for slab in slabs for _, rows in slab.windows))
-        return SlabPlan(passes, slabs, stride, planes)
+        return SlabPlan(passes, slabs, stride, count)
 
     def fits(p: SlabPlan):
         volume = p.slab_planes * plane_bytes

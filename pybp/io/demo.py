@@ -1,12 +1,14 @@
-"""A scan to try the file path on: the 3-D Shepp-Logan phantom (pybp/parallel/reference.py) seen
-by a detector with flats, darks and noise, its axis off the detector's middle, written
-as DXchange HDF5 (what ``pybp demo --write-scan`` makes)."""
+"""Scans to try the file path on: the 3-D Shepp-Logan phantom (pybp/phantoms.py) seen
+by a detector with flats, darks and noise, in parallel beam with its axis off the
+detector's middle or in cone beam on a circular orbit, written as DXchange HDF5 (what
+``pybp demo --write-scan`` and ``pybp demo --cone --write-scan`` make)."""
 
 from __future__ import annotations
 
 import numpy as np
 
 from pybp import phantoms
+from pybp.geometry.cone import ConeGeometry
 from pybp.geometry.parallel import Geometry
 from pybp.io.scan import need
 
@@ -27,6 +29,30 @@ def phantom_scan(n_bins=256, n_rows=64, n_angles=None, span_degrees=180.0, axis_
     line_integrals = phantoms.shepp_logan_3d_radon(geometry, n_rows, radius) * scale
     projections, flats, darks = phantoms.detector_counts(line_integrals, n_frames, seed=seed)
     return degrees, projections, flats, darks, center, scale
+
+
+def cone_circular(n=128):
+    """The cone-beam demo's orbit and volume (lengths in voxels of 1 mm): ``n``^3 voxels,
+    the source 3 ``n`` from the axis, magnification 1.5, pixels of 1.5 mm, a detector of
+    ``n`` x ``1.25 n`` pixels that sees the whole phantom: keyword arguments of
+    :meth:`ConeGeometry.circular` and ``pybp.io.cone.write_circular``, with
+    ``detector_shape``."""
+    return dict(detector_shape=(n, n + n // 4), source_origin=3.0 * n, origin_detector=1.5 * n,
+                pixel_size=1.5, volume_shape=(n, n, n), voxel_size=1.0)
+
+
+def cone_scan(n=128, n_angles=None, n_frames=10, seed=0):
+    """``(geometry, angles_degrees, projections, flats, darks, scale)``: uint16 counts of
+    the 3-D phantom over 360 degrees (``n_angles``, default ``2 n``) in the
+    :func:`cone_circular` orbit; the FDK volume is the phantom times ``scale``."""
+    n_angles = n_angles or 2 * n
+    degrees = np.arange(n_angles) * (360.0 / n_angles)
+    geometry = ConeGeometry.circular(np.deg2rad(degrees), **cone_circular(n))
+    radius = phantoms.cone_radius(geometry)
+    scale = ATTENUATION / (2 * 0.92 * radius)
+    line_integrals = phantoms.shepp_logan_cone(geometry, radius) * scale
+    projections, flats, darks = phantoms.detector_counts(line_integrals, n_frames, seed=seed)
+    return geometry, degrees, projections, flats, darks, scale
 
 
 def write_dxchange(path, projections, flats, darks, degrees, overwrite=False):

@@ -12,8 +12,10 @@ class Progress:
     ``delay`` seconds (short calls print nothing); ``enabled=False`` silences it.
     Several pipelines may update one (any thread)."""
 
-    def __init__(self, total, updates_per_slice, enabled=True, delay=2.0, stream=sys.stderr):
+    def __init__(self, total, updates_per_slice, enabled=True, delay=2.0, stream=sys.stderr,
+                 what="slices", rate="GU/s"):
         self.total, self.per_slice, self.enabled = total, updates_per_slice, enabled
+        self.what, self.rate = what, rate
         self.delay, self.stream = delay, stream
         self.done, self.start, self.shown, self.last = 0, time.perf_counter(), False, 0.0
         self._lock = threading.Lock()
@@ -32,7 +34,7 @@ class Progress:
         self.last, self.shown = now, True
         rate = self.done * self.per_slice / elapsed * 1e-9
         left = elapsed / self.done * (self.total - self.done)
-        print(f"\rpybp: {self.done}/{self.total} slices, {rate:.0f} GU/s, "
+        print(f"\rpybp: {self.done}/{self.total} {self.what}, {rate:.0f} {self.rate}, "
               f"{left:.0f} s left ", end="\n" if finished else "", file=self.stream, flush=True)
 
     def close(self):

@@ -1,0 +1,189 @@
+"""``pybp reconstruct INPUT -o OUTPUT --geometry cone.json``: a cone-beam scan from files
+to the volume on disk by FDK, with the same readers, outputs, ``--resume``, progress
+and Ctrl-C as the parallel-beam command (pybp/cli/files.py)."""
+
+from __future__ import annotations
+
+import sys
+import time
+from pathlib import Path
+
+from pybp import __version__
+from pybp.api.cone import ConeBackprojector
+from pybp.cl.device import select_device
+from pybp.io.cone import LineIntegrals, read_geometry
+from pybp.io.readers import open_scan
+from pybp.io.writers import STORAGE_ERRORS, WriteError, check_output_file, open_output, \
+    output_kind, stored_metadata
+from pybp.stream.progress import Progress
+
+EXIT_INTERRUPTED = 130
+PLANE_ALIGN = 16  # runs of planes start on a multiple of the widest column: bit for bit
+# Parallel-beam options and their defaults: given with --geometry, they are refused.
+PARALLEL_ONLY = {"center": "auto", "center_search": None, "center_sweep": None, "rows": None,
+                 "interpolation": "linear", "precision": "float", "slices_per_pass": "auto",
+                 "circle": False, "devices": None, "scheduler": None, "chunk_slices": None}
+
+
+def _check_options(args):
+    for name, default in PARALLEL_ONLY.items():
+        if getattr(args, name, default) != default:
+            raise ValueError(f"--{name.replace('_', '-')}: a parallel-beam option, not used "
+                             "with --geometry (cone beam)")
+
+
+def _say(args, text):
+    if not args.quiet:
+        print(text, flush=True)
+
+
+def reconstruct(args, check_output_path, check_counts, write_preview):
+    """The cone-beam path of ``pybp reconstruct`` (the parallel path's checks passed in:
+    one definition of each)."""
+    _check_options(args)
+    inputs = (args.input, args.flats, args.darks, args.angles, args.geometry)
+    check_output_path(args.output, args.overwrite, args.resume, inputs)
+    if args.preview:
+        check_output_file(args.preview, args.overwrite, (".png",), "--preview")
+    scan = open_scan(args.input, flats=args.flats, darks=args.darks, angles=args.angles,
+                     angle_range=args.angle_range, angle_unit=args.angle_unit)
+    with scan:
+        n_angles, n_rows, n_cols = scan.shape
+        geometry = read_geometry(args.geometry, scan.angles, (n_rows, n_cols))
+        check_counts(args, scan)
+        device = select_device(args.device)
+        nz, ny, nx = geometry.volume_shape
+        _say(args, f"input: {scan.source['projections']} ({scan.source['format']}): {n_angles} "
+                   f"projections of {n_rows} x {n_cols}; cone beam ({args.geometry}) to "
+                   f"{nz} x {ny} x {nx} voxels of {geometry.voxel_size:g}")
+        if args.resume:
+            stored_metadata(args.output)  # an output pybp did not make is refused here
+        metadata = dict(input=str(Path(args.input).resolve()), input_sha1=scan.fingerprint(),
+                        geometry=str(Path(args.geometry).resolve()),
+                        matrices_sha1=_digest(geometry.matrices), filter=args.filter,
+                        padding=args.padding, log=not args.no_log, command=args.command_line,
+                        pybp=__version__, source=scan.source)
+        output = open_output(args.output, geometry.volume_shape, args.dtype, metadata,
+                             overwrite=args.overwrite, resume=args.resume, inputs=inputs)
+        try:
+            done_before = int(output.done.sum())
+            if done_before:
+                _say(args, f"resume: {done_before} of {nz} planes are already in {args.output}")
+            data = LineIntegrals(scan.projections, scan.flats, scan.darks, log=not args.no_log)
+            tick = time.perf_counter()
+            todo = _run(args, geometry, data, output, device)
+            seconds = time.perf_counter() - tick
+            data.warn()
+        except KeyboardInterrupt:
+            done = int(output.scan_done().sum())
+            if not done and output.made:
+                output.discard()
+                print("pybp reconstruct: interrupted before the first plane; nothing was "
+                      "written", file=sys.stderr)
+            else:
+                print(f"pybp reconstruct: interrupted after {done} of {nz} planes; the same "
+                      "command with --resume finishes the job", file=sys.stderr)
+            return EXIT_INTERRUPTED
+        except OSError as exc:
+            if isinstance(exc, WriteError) or exc.errno in STORAGE_ERRORS:
+                raise OSError(exc.errno, output.failure(exc)) from exc
+            output.discard()
+            raise
+        except BaseException:
+            output.discard()
+            raise
+        finally:
+            output.close()
+    gups = todo * ny * nx * n_angles / max(seconds, 1e-9) * 1e-9
+    _say(args, f"reconstructed {todo} planes of {ny} x {nx} by FDK in {seconds:.1f} s "
+               f"({gups:.3g} GUPS) into {args.output} ({output_kind(args.output)}, {args.dtype})")
+    if args.preview:
+        _say(args, f"preview: {write_preview(args.output, args.preview, args.overwrite)}")
+    return 0
+
+
+def _digest(values) -> str:
+    import hashlib
+
+    import numpy as np
+    return hashlib.sha1(np.ascontiguousarray(values, np.float64).tobytes()).hexdigest()
+
+
+def _run(args, geometry, data, output, device) -> int:
+    """The planes missing from ``output``, run by run; how many were made."""
+    _, ny, nx = geometry.volume_shape
+    runs = output.remaining(align=PLANE_ALIGN)
+    for a, b in runs:
+        with ConeBackprojector(geometry, filter=args.filter, padding=args.padding,
+                               planes=(a, b), device=device) as bp:
+            passes = len(bp.plan.slabs) * len(bp.plan.passes)
+            progress = Progress(passes, (b - a) * ny * nx * geometry.n_angles / passes,
+                                enabled=not args.quiet, what="passes", rate="GUPS")
+            try:
+                bp(data, out=output.view(a, b), progress=lambda _: progress.update(1))
+            finally:
+                progress.close()
+    output.finish()
+    return sum(b - a for a, b in runs)
+
+
+def demo(args):
+    """``pybp demo --cone``: FDK of the 3-D phantom's exact line integrals on the device,
+    its speed and error, and the middle plane as an image; with ``--write-scan``, the
+    scan as DXchange counts and its ``cone.json`` instead."""
+    import numpy as np
+
+    from pybp import phantoms
+    from pybp.geometry.cone import ConeGeometry
+    from pybp.io.cone import write_circular
+    from pybp.io.demo import cone_circular, cone_scan, write_dxchange
+    from pybp.io.images import SLICE_SUFFIXES, write_slice
+    from pybp.io.readers import HDF5_SUFFIXES
+
+    n = args.size or 128
+    if args.write_scan:
+        path = Path(args.write_scan)
+        geometry_path = path.with_name(path.stem + "-cone.json")
+        check_output_file(path, args.overwrite, HDF5_SUFFIXES, "--write-scan")
+        check_output_file(geometry_path, args.overwrite, (".json",), "--write-scan")
+        geometry, degrees, projections, flats, darks, scale = cone_scan(n, args.angles)
+        write_dxchange(path, projections, flats, darks, degrees, overwrite=args.overwrite)
+        circular = cone_circular(n)
+        del circular["detector_shape"]
+        write_circular(geometry_path, **circular)
+        print(f"wrote {path}: DXchange cone-beam scan of the 3-D Shepp-Logan phantom, "
+              f"{len(degrees)} projections over 360 degrees of {projections.shape[1]} x "
+              f"{projections.shape[2]} (uint16), {len(flats)} flats and darks; the volume is "
+              f"the phantom times {scale:.4g} per mm")
+        print(f"wrote {geometry_path}: its circular orbit and a {n}^3 volume")
+        print(f"next: pybp reconstruct {path} -o {path.stem}-volume --geometry {geometry_path}")
+        return 0
+    check_output_file(args.output, args.overwrite, SLICE_SUFFIXES)  # before any work
+    device = select_device(args.device)
+    angles = np.deg2rad(np.arange(args.angles or 2 * n) * (360.0 / (args.angles or 2 * n)))
+    geometry = ConeGeometry.circular(angles, **cone_circular(n))
+    try:
+        projections = phantoms.shepp_logan_cone(geometry).astype(np.float32)
+        tick = time.perf_counter()
+        with ConeBackprojector(geometry, filter=args.filter, device=device) as bp:
+            setup = time.perf_counter() - tick
+            bp(projections)  # a warm-up: the first call maps the staging
+            tick = time.perf_counter()
+            volume = bp(projections)
+            seconds = time.perf_counter() - tick
+        phantom = phantoms.shepp_logan_cone_volume(geometry)
+    except KeyboardInterrupt:
+        print("pybp demo: interrupted; nothing was written", file=sys.stderr)
+        return EXIT_INTERRUPTED
+    error = float(np.sqrt(np.mean((volume - phantom) ** 2)))
+    print(f"device:  {bp.device.name} ({bp.device.platform})")
+    print(f"kernel:  {bp.params.key()}")
+    print(f"case:    3-D Shepp-Logan phantom, {len(angles)} cone-beam projections of "
+          f"{geometry.detector_shape[0]} x {geometry.detector_shape[1]} over 360 degrees -> "
+          f"{n}^3, FDK with the {args.filter} filter")
+    print(f"speed:   {geometry.updates() / seconds * 1e-9:.3g} GUPS, projections in memory to "
+          f"volume in memory ({seconds * 1e3:.0f} ms; set-up {setup:.2f} s)")
+    print(f"error:   RMS {error:.4f} against the phantom (values 0..1)")
+    path = write_slice(args.output, volume[n // 2], low=0.0, high=1.0, overwrite=args.overwrite)
+    print(f"plane:   the middle z plane written to {path}")
+    return 0

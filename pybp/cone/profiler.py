@@ -1,0 +1,50 @@
+"""The cone-beam kernels' defaults per kind of device (docs/design.md, section 8): the
+caller's parameters win; otherwise the first row of ``DEFAULTS`` that matches.
+
+Measured on the H100 (``pybp bench --cone``, 512^3 from 496 projections of 960 x 1248,
+docs/benchmarks.md): the texture family with float positions, 16 voxels per item and
+16 projections per pass, at 685 GUPS, 100% of its fetch-only ceiling; the best exact
+set 557 GUPS. On PoCL the exact family is faster than its software images. GPUs of
+other vendors take the H100's row until they are measured.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from pybp.cl.device import DeviceDescription
+from pybp.cone.params import ConeParams
+
+
+@dataclass(frozen=True)
+class Default:
+    """A row: the device ``type`` it applies to, whether it needs images, and the
+    parameters (positions in double where asked and the device has doubles)."""
+
+    device_type: str | None
+    images: bool
+    params: ConeParams
+    source: str
+
+
+DEFAULTS = (
+    Default("gpu", True, ConeParams("texture", 16, 16, (32, 8), "float"),
+            "H100, pybp bench --cone (2026-11-23)"),
+    Default("gpu", False, ConeParams("exact", 16, 16, (32, 8), "double"),
+            "H100, exact family, pybp bench --cone (2026-11-23)"),
+    Default(None, False, ConeParams("exact", 16, 16, (32, 8), "double"),
+            "PoCL, pybp bench --cone --size 64 (2026-11-23)"),
+)
+
+
+def default_params(device: DeviceDescription) -> ConeParams:
+    """The first row of :data:`DEFAULTS` for ``device`` (positions in float where it has
+    no doubles)."""
+    for row in DEFAULTS:
+        if (row.device_type in (None, device.type)) and (device.image_support or not row.images):
+            params = row.params
+            break
+    if params.positions == "double" and "cl_khr_fp64" not in device.extensions:
+        params = ConeParams(params.family, params.voxels_per_item, params.projections_per_pass,
+                            params.group, "float")
+    return params

@@ -1,0 +1,156 @@
+"""Cone-beam scans on disk: the geometry file (``cone.json``) that ``pybp reconstruct
+--geometry`` reads and ``pybp demo --cone`` writes, and a scan's projections read as
+line integrals (flat-field normalised and ``-log``), block by block.
+
+``cone.json`` holds one object, lengths in one unit (mm, say):
+
+- a circular scan (ASTRA's ``cone``; the angles are the scan file's)::
+
+      {"circular": {"source_origin": 750, "origin_detector": 450, "pixel_size": 0.3,
+                    "detector_offset": [0, 0]},
+       "volume_shape": [512, 512, 512], "voxel_size": 0.5, "volume_offset": [0, 0, 0]}
+
+- any trajectory, as ASTRA ``cone_vec`` rows ``(src, d, u, v)`` or as projection
+  matrices ``(n, 3, 4)`` in a ``.npy`` or text file (a path relative to the JSON)::
+
+      {"vectors": "vectors.txt", "volume_shape": [...], "voxel_size": 0.5}
+      {"matrices": "matrices.npy", "volume_shape": [...], "voxel_size": 0.5}
+
+``pixel_size`` is a number or ``[row, column]``; ``detector_offset`` (pixels, ``[row,
+column]``) and ``volume_offset`` (``[x, y, z]``) default to zeros.
+"""
+
+from __future__ import annotations
+
+import json
+import warnings
+from pathlib import Path
+
+import numpy as np
+
+from pybp.geometry.cone import ConeGeometry
+
+TRAJECTORIES = ("circular", "vectors", "matrices")
+VOLUME_KEYS = ("volume_shape", "voxel_size", "volume_offset")
+CIRCULAR_KEYS = ("source_origin", "origin_detector", "pixel_size", "detector_offset")
+FLOOR_TRANSMISSION = 1e-6  # as on the device (pybp/stages/normalize.py)
+
+
+def _load_array(path: Path, name: str, columns: int) -> np.ndarray:
+    if not path.is_file():
+        raise ValueError(f"geometry: {name} file {path} does not exist")
+    try:
+        values = np.load(path) if path.suffix == ".npy" else np.loadtxt(path, ndmin=2)
+    except (OSError, ValueError) as exc:
+        raise ValueError(f"geometry: cannot read {name} from {path}: {exc}") from None
+    if name == "matrices" and values.ndim == 2 and values.shape[1] == columns:
+        values = values.reshape(-1, 3, 4)  # rows of 12 numbers in a text file
+    return values
+
+
+def read_geometry(path, angles, detector_shape) -> ConeGeometry:
+    """The :class:`ConeGeometry` of ``path`` for a scan with ``angles`` (radians; used by
+    a circular scan) and ``detector_shape`` ``(n_rows, n_cols)``. Errors name the file
+    and the key."""
+    path = Path(path)
+    try:
+        spec = json.loads(path.read_text())
+    except OSError as exc:
+        raise ValueError(f"geometry: cannot read {path}: {exc.strerror or exc}") from None
+    except ValueError as exc:
+        raise ValueError(f"geometry: {path} is not JSON: {exc}") from None
+    if not isinstance(spec, dict):
+        raise ValueError(f"geometry: {path} must hold one JSON object")
+    given = [k for k in TRAJECTORIES if k in spec]
+    if len(given) != 1:
+        raise ValueError(f"geometry: {path} must give exactly one of {', '.join(TRAJECTORIES)}")
+    unknown = sorted(set(spec) - set(TRAJECTORIES) - set(VOLUME_KEYS))
+    if unknown:
+        raise ValueError(f"geometry: {path}: unknown key {unknown[0]!r} (expected "
+                         f"{', '.join(TRAJECTORIES + VOLUME_KEYS)})")
+    for key in ("volume_shape", "voxel_size"):
+        if key not in spec:
+            raise ValueError(f"geometry: {path} needs {key!r}")
+    volume = dict(volume_shape=spec["volume_shape"], voxel_size=spec["voxel_size"],
+                  volume_offset=spec.get("volume_offset", (0, 0, 0)))
+    kind = given[0]
+    try:
+        if kind == "circular":
+            circular = spec["circular"]
+            if not isinstance(circular, dict):
+                raise ValueError("circular: expected an object of "
+                                 f"{', '.join(CIRCULAR_KEYS)}")
+            unknown = sorted(set(circular) - set(CIRCULAR_KEYS))
+            missing = [k for k in CIRCULAR_KEYS[:3] if k not in circular]
+            if unknown or missing:
+                raise ValueError(f"circular: unknown key {unknown[0]!r}" if unknown
+                                 else f"circular: needs {missing[0]!r}")
+            return ConeGeometry.circular(angles, detector_shape, **circular, **volume)
+        values = _load_array(path.parent / spec[kind], kind, 12)
+        if len(values) != len(angles):
+            raise ValueError(f"{kind}: {len(values)} rows in {spec[kind]}, but the scan has "
+                             f"{len(angles)} projections")
+        if kind == "vectors":
+            return ConeGeometry.from_astra(values, detector_shape, **volume)
+        return ConeGeometry.from_matrices(values, detector_shape, **volume)
+    except (ValueError, TypeError) as exc:
+        raise type(exc)(f"geometry: {path}: {exc}") from None
+
+
+def write_circular(path, source_origin, origin_detector, pixel_size, volume_shape, voxel_size,
+                   detector_offset=(0, 0), volume_offset=(0, 0, 0)):
+    """A ``cone.json`` for a circular scan (not replacing a file: the caller checks)."""
+    spec = {"circular": {"source_origin": source_origin, "origin_detector": origin_detector,
+                         "pixel_size": pixel_size, "detector_offset": list(detector_offset)},
+            "volume_shape": list(volume_shape), "voxel_size": voxel_size,
+            "volume_offset": list(volume_offset)}
+    Path(path).write_text(json.dumps(spec, indent=2) + "\n")
+
+
+class LineIntegrals:
+    """A scan's projections as line integrals, read a block at a time: ``[projections,
+    rows]`` gives float32 ``-log((p - dark) / (flat - dark))`` with the mean flat and
+    dark of those rows (``log=False``: the normalised values; no flats: the data, with
+    or without the ``-log``). Non-positive or undefined transmissions become
+    ``FLOOR_TRANSMISSION`` (or 1 where flat equals dark), as on the device; how many
+    values read were replaced is said once by :meth:`warn`."""
+
+    def __init__(self, projections, flats=None, darks=None, log=True):
+        self.projections, self.log = projections, log
+        self.shape = tuple(int(n) for n in projections.shape)
+        self.dtype = np.dtype(np.float32)
+        self.ndim = 3
+        self.flat = self.dark = None
+        if flats is not None:
+            self.flat = np.asarray(flats, np.float64).mean(axis=0) if np.ndim(flats) == 3 \
+                else np.asarray(flats, np.float64)
+            self.dark = np.zeros_like(self.flat) if darks is None else (
+                np.asarray(darks, np.float64).mean(axis=0) if np.ndim(darks) == 3
+                else np.asarray(darks, np.float64))
+        self.replaced = 0
+
+    def __len__(self):
+        return self.shape[0]
+
+    def __getitem__(self, key):
+        projections, rows = key if isinstance(key, tuple) else (key, slice(None))
+        values = np.asarray(self.projections[projections, rows], np.float64)
+        if self.flat is not None:
+            with np.errstate(divide="ignore", invalid="ignore"):
+                values = (values - self.dark[rows]) / (self.flat[rows] - self.dark[rows])
+        if self.log:
+            bad = ~(np.isfinite(values) & (values > 0))
+            if bad.any():
+                self.replaced += int(bad.sum())
+                values[bad] = np.where(np.isfinite(values[bad]), FLOOR_TRANSMISSION, 1.0)
+            values = -np.log(values)
+        elif not np.isfinite(values).all():
+            raise ValueError("input: the projections hold NaN or Inf values; with --no-log "
+                             "they are used as given")
+        return values.astype(np.float32)
+
+    def warn(self):
+        if self.replaced:
+            warnings.warn(f"input: {self.replaced} transmissions read were not positive (or "
+                          f"flat equals dark); taken as {FLOOR_TRANSMISSION:g} (or 1) before "
+                          "-log", stacklevel=2)
