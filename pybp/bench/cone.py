@@ -16,7 +16,6 @@ slabs, checked bit for bit against one piece.
 
 from __future__ import annotations
 
-import functools
 import time
 from dataclasses import replace
 
@@ -25,21 +24,8 @@ import pyopencl as cl
 
 from pybp.api.cone import ConeBackprojector
 from pybp.cl.device import describe, open_device
-from pybp.cone import reference
 from pybp.cone.params import ConeParams
-from pybp.cone.prepare import Unit
-from pybp.geometry.cone import ConeGeometry
-from pybp.parallel.verify import TOLERANCES
-
-SOURCE_ORIGIN, SOURCE_DETECTOR, PIXEL, FIELD = 750.0, 1200.0, 0.3, 256.0  # mm
-
-
-def geometry(size=512, n_projections=496, detector=(960, 1248)) -> ConeGeometry:
-    """The bench's scan: ``size``^3 voxels over a 256 mm field of view."""
-    return ConeGeometry.circular(np.linspace(0, 2 * np.pi, n_projections, endpoint=False),
-                                 detector, PIXEL, SOURCE_ORIGIN, SOURCE_DETECTOR - SOURCE_ORIGIN,
-                                 (size,) * 3, FIELD / size)
-
+from pybp.tune.cone import geometry, kernel_seconds, verify
 
 def candidates(device) -> list:
     """The parameter sets timed: both families, both kinds of positions (double where
@@ -53,43 +39,6 @@ def candidates(device) -> list:
                                     (8, 32, (32, 8))):
                 sets.append(ConeParams(family, vpi, ppp, group, position))
     return sets
-
-
-@functools.lru_cache(maxsize=1)
-def _verification_case():
-    g = ConeGeometry.circular(np.linspace(0, 2 * np.pi, 24, endpoint=False), (40, 512), 0.5,
-                              300.0, 150.0, (24, 64, 64), 1.5)
-    data = np.random.default_rng(1).standard_normal((24, 40, 512)).astype(np.float32)
-    return g, data, reference.fdk(data, g)
-
-
-def verify(params, queue) -> tuple:
-    """``(rule, error, passed)``: FDK of zero-mean data on a detector 512 columns wide
-    against the float64 reference."""
-    g, data, want = _verification_case()
-    with ConeBackprojector(g, params, filter="ramp", queue=queue) as bp:
-        got = bp(data)
-    error = float(np.sqrt(np.mean((got - want) ** 2) / np.mean(want ** 2)))
-    rule = "exact" if params.family == "exact" else "texture"
-    return rule, error, error <= TOLERANCES[rule]
-
-
-def kernel_seconds(g, params, queue, repeats, distance_weight=True) -> float:
-    """Device seconds of the back-projection kernel alone over the volume (median of
-    ``repeats`` after a warm-up)."""
-    unit = Unit(g, params, queue=queue, filter="ramp" if distance_weight else None)
-    try:
-        images = np.random.default_rng(0).standard_normal(
-            (params.projections_per_pass, unit.plan.row_stride, g.detector_shape[1]))
-        if len(unit.plan.slabs) > 1:
-            raise ValueError("the bench's volume does not fit the device in one piece")
-        times = []
-        for _ in range(repeats + 1):
-            events = unit.kernel_events(images)
-            times.append(sum((e.profile.end - e.profile.start) * 1e-9 for e in events))
-        return float(np.median(times[1:]))
-    finally:
-        unit.close()
 
 
 def end_to_end(g, params, queue, repeats, dtype, memory_limit=None) -> dict:

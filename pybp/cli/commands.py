@@ -22,7 +22,7 @@ from pybp.bench import cone as bench_cone, kernels as bench, volume as bench_pip
 from pybp.cli import files as cli_files
 from pybp.cl import codegen
 from pybp.parallel import kernels
-from pybp.tune import search as tuning
+from pybp.tune import cone as cone_tuning, search as tuning
 from pybp.cli.files import Parser
 from pybp.cl.device import devices, select_device
 from pybp.stages.filters import FILTERS
@@ -132,6 +132,8 @@ def _render_options(parser):
 def cmd_render(args):
     if args.output not in (None, "-"):
         check_output_file(args.output, args.overwrite)  # before any work
+    if args.cone:
+        return cli_files.cone_cli.render(args)
     family = family_of(args.kernel or "standard")
     names = {f.name for f in dataclass_fields(family)}
     given = {name: value for name, value in vars(args).items()
@@ -215,6 +217,13 @@ def cmd_bench(args):
 
 
 def cmd_tune(args):
+    if args.cone:
+        best = cone_tuning.tune(device=args.device, size=args.size, repeats=args.repeats,
+                                budget=args.budget)
+        if best is None:
+            raise RuntimeError("tune --cone: no parameter set passed its verification")
+        print(f"cone-beam profile: {best.key()}")
+        return 0
     settings = _selected(args)
     if not settings:
         raise ValueError("--slices/--interpolation/--storage: no setting left to tune")
@@ -273,6 +282,17 @@ def build_parser():
                             description="Write the OpenCL source of one parameter set: every "
                                         "field of pybp/parallel/params.py is an option.")
     _render_options(render)
+    render.add_argument("--cone", action="store_true",
+                        help="the cone-beam back-projection instead (pybp/cone/params.py), "
+                             "its parameters from --set")
+    render.add_argument("--set", action="append", metavar="KEY=VALUE",
+                        help="with --cone: a parameter, e.g. family=texture, voxels_per_item=16, "
+                             "projections_per_pass=16, group=32x8, positions=float "
+                             "(default: ConeParams' defaults)")
+    render.add_argument("--fdk", action="store_true",
+                        help="with --cone: the FDK kernel (samples times 1/w^2)")
+    render.add_argument("--tilted", action="store_true",
+                        help="with --cone: for any trajectory (no column shared along z)")
     render.add_argument("-o", "--output", default=None, help="file (default: standard output)")
     render.add_argument("--overwrite", action="store_true", help="replace an existing file")
     render.set_defaults(func=cmd_render)
@@ -330,6 +350,10 @@ leaves a usable profile.""")
                       default=("texture", "alu"), help="kernel families searched")
     _setting_options(tune)
     tune.add_argument("--quiet", action="store_true", help="no progress bar")
+    tune.add_argument("--cone", action="store_true",
+                      help="instead: the cone-beam FDK kernels (families, voxels per item, "
+                           "projections per pass, work-groups; --size: the volume's edge, "
+                           "default 256, 64 on a CPU)")
     tune.set_defaults(func=cmd_tune)
     return parser
 

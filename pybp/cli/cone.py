@@ -4,15 +4,25 @@ and Ctrl-C as the parallel-beam command (pybp/cli/files.py)."""
 
 from __future__ import annotations
 
+import hashlib
 import sys
 import time
+from dataclasses import fields
 from pathlib import Path
 
-from pybp import __version__
+import numpy as np
+
+from pybp import __version__, phantoms
 from pybp.api.cone import ConeBackprojector
+from pybp.cl import codegen
 from pybp.cl.device import select_device
-from pybp.io.cone import LineIntegrals, read_geometry
-from pybp.io.readers import open_scan
+from pybp.cone import kernels
+from pybp.cone.params import ConeParams
+from pybp.geometry.cone import ConeGeometry
+from pybp.io.cone import LineIntegrals, read_geometry, write_circular
+from pybp.io.demo import cone_circular, cone_scan, write_dxchange
+from pybp.io.images import SLICE_SUFFIXES, write_slice
+from pybp.io.readers import HDF5_SUFFIXES, open_scan
 from pybp.io.writers import STORAGE_ERRORS, WriteError, check_output_file, open_output, \
     output_kind, stored_metadata
 from pybp.stream.progress import Progress
@@ -103,9 +113,6 @@ def reconstruct(args, check_output_path, check_counts, write_preview):
 
 
 def _digest(values) -> str:
-    import hashlib
-
-    import numpy as np
     return hashlib.sha1(np.ascontiguousarray(values, np.float64).tobytes()).hexdigest()
 
 
@@ -131,15 +138,6 @@ def demo(args):
     """``pybp demo --cone``: FDK of the 3-D phantom's exact line integrals on the device,
     its speed and error, and the middle plane as an image; with ``--write-scan``, the
     scan as DXchange counts and its ``cone.json`` instead."""
-    import numpy as np
-
-    from pybp import phantoms
-    from pybp.geometry.cone import ConeGeometry
-    from pybp.io.cone import write_circular
-    from pybp.io.demo import cone_circular, cone_scan, write_dxchange
-    from pybp.io.images import SLICE_SUFFIXES, write_slice
-    from pybp.io.readers import HDF5_SUFFIXES
-
     n = args.size or 128
     if args.write_scan:
         path = Path(args.write_scan)
@@ -186,4 +184,43 @@ def demo(args):
     print(f"error:   RMS {error:.4f} against the phantom (values 0..1)")
     path = write_slice(args.output, volume[n // 2], low=0.0, high=1.0, overwrite=args.overwrite)
     print(f"plane:   the middle z plane written to {path}")
+    return 0
+
+
+def cone_params(pairs):
+    """``KEY=VALUE`` pairs (``group=32x8``) as a :class:`ConeParams`; unknown keys and
+    bad values named."""
+    known = {f.name: f for f in fields(ConeParams)}
+    values = {}
+    for pair in pairs or ():
+        key, _, value = pair.partition("=")
+        if key not in known or not value:
+            raise ValueError(f"--set: expected KEY=VALUE with KEY one of {', '.join(known)}, "
+                             f"got {pair!r}")
+        if key == "group":
+            try:
+                values[key] = tuple(int(v) for v in value.split("x"))
+            except ValueError:
+                raise ValueError(f"--set group: expected XxY (32x8), got {value!r}") from None
+        elif isinstance(known[key].default, int):
+            try:
+                values[key] = int(value)
+            except ValueError:
+                raise ValueError(f"--set {key}: expected an integer, got {value!r}") from None
+        else:
+            values[key] = value
+    return ConeParams(**values)
+
+
+def render(args):
+    """``pybp render --cone``: the cone-beam back-projection's source for ``--set``
+    parameters, with the FDK depth weight (``--fdk``) and the shared column of a
+    circular orbit (unless ``--tilted``)."""
+    params = cone_params(args.set)
+    source = kernels.backproject_source(params, args.fdk, not args.tilted)
+    if args.output in (None, "-"):
+        sys.stdout.write(source)
+        return 0
+    path = codegen.write_text_new(args.output, source, overwrite=args.overwrite)
+    print(f"wrote {path} ({params.key()})")
     return 0

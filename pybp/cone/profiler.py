@@ -1,5 +1,7 @@
 """The cone-beam kernels' defaults per kind of device (docs/design.md, section 8): the
-caller's parameters win; otherwise the first row of ``DEFAULTS`` that matches.
+caller's parameters win; then the set ``pybp tune --cone`` saved for exactly this
+device and driver (pybp/tune/cone.py); otherwise the first row of ``DEFAULTS`` that
+matches.
 
 Measured on the H100 (``pybp bench --cone``, 512^3 from 496 projections of 960 x 1248,
 docs/benchmarks.md): the texture family with float positions, 16 voxels per item and
@@ -12,8 +14,11 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from pybp.cl import profiles
 from pybp.cl.device import DeviceDescription
 from pybp.cone.params import ConeParams
+
+RECORD, KEY = "cone", "fdk"  # where pybp tune --cone saves its winner (pybp.cl.profiles)
 
 
 @dataclass(frozen=True)
@@ -37,9 +42,22 @@ DEFAULTS = (
 )
 
 
-def default_params(device: DeviceDescription) -> ConeParams:
-    """The first row of :data:`DEFAULTS` for ``device`` (positions in float where it has
-    no doubles)."""
+def tuned(device: DeviceDescription) -> ConeParams | None:
+    """The set ``pybp tune --cone`` saved for exactly this device and driver, or None
+    (also for a record this version cannot read)."""
+    entry = profiles.read_record(device, RECORD).get(KEY)
+    try:
+        return ConeParams(**dict(entry["params"], group=tuple(entry["params"]["group"])))
+    except (TypeError, KeyError, ValueError):
+        return None
+
+
+def default_params(device: DeviceDescription, tuned_first: bool = True) -> ConeParams:
+    """The tuned set (``tuned_first``), else the first row of :data:`DEFAULTS` for
+    ``device`` (positions in float where it has no doubles)."""
+    saved = tuned(device) if tuned_first else None
+    if saved is not None:
+        return saved
     for row in DEFAULTS:
         if (row.device_type in (None, device.type)) and (device.image_support or not row.images):
             params = row.params

@@ -26,8 +26,12 @@ __constant sampler_t linear = CLK_NORMALIZED_COORDS_FALSE | CLK_ADDRESS_CLAMP | 
 // the value falls linearly to zero, as in the exact family. The row is rounded to
 // float before the window's first row is taken from it (exactly), so that any window
 // samples a voxel alike.
-#define SAMPLE(q, r, c) read_imagef(projections, linear, (float4)((float)(c) + 0.5f, \
-                                    ((float)(r) + 0.5f) - first_row, (float)(q), 0.0f)).x
+#define SAMPLE(q, r, c) read_imagef(projections, linear, texel(q, r, c, first_row)).x
+
+inline float4 texel(const int q, const real r, const real c, const int first_row)
+{
+    return (float4)((float)c + 0.5f, ((float)r + 0.5f) - first_row, (float)q, 0.0f);
+}
 % else:
 // The image at row r, column c (from the first pixel's centre), zero beyond its edge
 // pixels: within one pixel of the edge the value falls linearly to zero.
@@ -51,8 +55,13 @@ inline float sample(__global const float *image, const int n_rows, const int n_c
 // Image q at detector row r (the window starts at first_row), column c. (A whole
 // number of rows taken from a position is exact in floating point: any window samples
 // a voxel alike.)
-#define SAMPLE(q, r, c) sample(projections + (size_t)(q) * row_stride * n_cols, n_rows, n_cols, \
-                               (r) - first_row, c)
+#define SAMPLE(q, r, c) sample(image(projections, q, row_stride, n_cols), n_rows, n_cols, (r) - first_row, c)
+
+inline __global const float *image(__global const float *images, const int q, const int row_stride,
+                                   const int n_cols)
+{
+    return images + (size_t)q * row_stride * n_cols;
+}
 % endif
 
 % if distance_weight:
