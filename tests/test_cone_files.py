@@ -4,10 +4,13 @@ float64-normalised projections, resume bit for bit, the three kinds of geometry
 file, and bad files and options named."""
 
 import json
+import sys
+import textwrap
 
 import numpy as np
 import pytest
 import tifffile
+from test_first_hour import cpu_sized, interrupt
 
 from pybp.cl.device import describe
 from pybp.cli import commands as cli
@@ -136,3 +139,30 @@ def test_tune_cone_saves_what_the_profiler_then_uses(capsys, cl_device, tmp_path
     assert code == 0 and "new best, saved" in captured.out
     best = captured.out.strip().splitlines()[-1].split(": ", 1)[1]
     assert profiler.default_params(d).key() == best == profiler.tuned(d).key()
+
+
+@cpu_sized
+def test_ctrl_c_stops_a_long_fdk_promptly():
+    """256^3 from 256 projections takes tens of seconds on PoCL with 2 cores: a SIGINT
+    2 s in raises KeyboardInterrupt within 2 s (launches of about 0.1 s), and the
+    kept object's device then serves a new call."""
+    script = textwrap.dedent("""
+        import time, numpy as np, pybp
+        angles = np.linspace(0, 2 * np.pi, 256, endpoint=False)
+        g = pybp.ConeGeometry.circular(angles, (64, 96), 1.0, 300.0, 150.0, (256, 256, 256), 0.25)
+        bp = pybp.ConeBackprojector(g, filter="ramp")
+        print("started", flush=True)
+        try:
+            bp(np.ones((256, 64, 96), np.float32))
+        except KeyboardInterrupt:
+            print("caught at", time.time(), flush=True)
+            small = pybp.ConeGeometry.circular(angles[::32], (8, 16), 1.0, 300.0, 150.0, (4, 8, 8), 1.0)
+            print("a new call works:", pybp.fdk(np.ones((8, 8, 16), np.float32), small).shape,
+                  flush=True)
+    """)
+    _, code, out, err, sent = interrupt([sys.executable, "-c", script], wait_for="started",
+                                        delay=2.0)
+    assert code == 0, err
+    caught = float(out.split("caught at")[1].split()[0])
+    assert caught - sent < 2.0
+    assert "a new call works: (4, 8, 8)" in out

@@ -55,11 +55,13 @@ class Kernel:
         self.kernel, self.args = kernel, tuple(args)
         self._names = {arg.name for arg in self.args}
 
-    def __call__(self, queue, global_size, local_size, wait_for=None, **values):
+    def __call__(self, queue, global_size, local_size, wait_for=None, global_offset=None,
+                 **values):
         if values.keys() != self._names:
             missing = sorted(self._names - values.keys())
             unknown = sorted(values.keys() - self._names)
             raise TypeError(f"kernel {self.kernel.function_name}: missing {missing}, "
                             f"unknown {unknown}")
         return self.kernel(queue, global_size, local_size,
-                           *(arg.bind(values[arg.name]) for arg in self.args), wait_for=wait_for)
+                           *(arg.bind(values[arg.name]) for arg in self.args),
+                           global_offset=global_offset, wait_for=wait_for)

@@ -16,7 +16,7 @@ from __future__ import annotations
 import numpy as np
 import pyopencl as cl
 
-from pybp.cl import codegen
+from pybp.cl import codegen, pacing
 from pybp.cl.device import describe, open_device
 from pybp.cl.staging import Staging
 from pybp.cone import kernels, slabs, weights
@@ -76,8 +76,11 @@ class Unit:
             raise ValueError(f"filter: expected one of {', '.join(FILTERS)} or None; got {filter!r}")
         if padding not in PADDINGS:
             raise ValueError(f"padding: expected one of {', '.join(PADDINGS)}; got {padding!r}")
-        self.queue = queue or cl.CommandQueue(self.context)
+        profiling = cl.command_queue_properties.PROFILING_ENABLE
+        self.queue = queue or cl.CommandQueue(self.context, properties=profiling)
         self.transfer = cl.CommandQueue(self.context, self.cl_device)
+        timed = bool(self.queue.properties & profiling)
+        self.pacer = pacing.Pacer(d.type, d.timers and timed)
         self.filter = filter
         self.kernel = codegen.declared(
             self.context, d, kernels.backproject_source(p, filter is not None,
@@ -173,7 +176,7 @@ class Unit:
         FFT pairs an odd last row with the next; textures read the next at the edge)."""
         first_row, n_rows = window
         if s["uploaded"] is not None:
-            s["uploaded"].wait()
+            pacing.wait(s["uploaded"])
         staging = s["staging"]
         copy_blocks(pool, staging[:count, :n_rows],
                     projections[first:first + count, first_row:first_row + n_rows])
@@ -217,16 +220,30 @@ class Unit:
                                     region=(self.geometry.detector_shape[1], self.plan.row_stride,
                                             count), wait_for=waits)
             source, waits = s["images"], [event]
-        return self._launch(source, s["matrices"], count, window, slab, accumulate, waits)
+        return self._launch(source, s["matrices"], count, window, slab, accumulate, waits)[-1]
 
     def _launch(self, source, matrices, count, window, slab, accumulate, waits):
+        """The back-projection of a pass into the slab, in launches of about
+        ``pacing.LAUNCH_SECONDS`` (blocks of columns of voxels, each computed as in one
+        launch: Ctrl-C stays prompt on a CPU); their events."""
         _, ny, nx = self.geometry.volume_shape
-        return self.kernel(
-            self.queue, self.global_size(slab.n_planes), self.params.group + (1,), waits,
-            projections=source, matrices=matrices, n_projections=count, first_row=window[0],
-            n_rows=window[1], row_stride=self.plan.row_stride, n_cols=self.geometry.detector_shape[1],
-            nx=nx, ny=ny, first_plane=slab.first_plane, n_planes=slab.n_planes,
-            accumulate=int(accumulate), volume=self._volume)
+        gx, gy, columns = self.global_size(slab.n_planes)
+        cost = gx * gy * self.params.voxels_per_item * count
+        events = []
+        for first, n in self.pacer.blocks("backproject", columns, cost):
+            self.pacer.admit("backproject", n * cost)
+            event = self.kernel(
+                self.queue, (gx, gy, n), self.params.group + (1,), waits, (0, 0, first),
+                projections=source, matrices=matrices, n_projections=count, first_row=window[0],
+                n_rows=window[1], row_stride=self.plan.row_stride,
+                n_cols=self.geometry.detector_shape[1], nx=nx, ny=ny,
+                first_plane=slab.first_plane, n_planes=slab.n_planes,
+                accumulate=int(accumulate), volume=self._volume)
+            self.queue.flush()
+            self.pacer.launched(event, "backproject", n * cost)
+            events.append(event)
+            waits = None  # in order after the first
+        return events
 
     def kernel_events(self, images) -> list:
         """For timing: the back-projection kernel alone over the first slab, every pass
@@ -244,8 +261,9 @@ class Unit:
         events = []
         for n, ((first, count), window) in enumerate(zip(self.plan.passes, slab.windows)):
             cl.enqueue_copy(self.queue, s["matrices"], self.matrices[first:first + count])
-            events.append(self._launch(source, s["matrices"], count, window, slab, n > 0, None))
-        cl.wait_for_events(events)
+            events += self._launch(source, s["matrices"], count, window, slab, n > 0, None)
+        pacing.wait(events[-1])
+        self.pacer.clear()
         return events
 
     def backproject(self, projections, out, pool=None, progress=None) -> np.ndarray:
@@ -267,7 +285,8 @@ class Unit:
             direct = isinstance(out, np.ndarray) and out.dtype == np.float32 and \
                 out.flags.c_contiguous
             target = out[planes] if direct else np.empty((slab.n_planes, ny, nx), np.float32)
-            cl.enqueue_copy(self.queue, target, self._volume, is_blocking=True)
+            pacing.wait(cl.enqueue_copy(self.queue, target, self._volume, is_blocking=False))
+            self.pacer.clear()
             if not direct:
                 put_rows(pool, out, at, target)
         return out
