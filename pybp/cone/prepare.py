@@ -176,12 +176,21 @@ class Unit:
         FFT pairs an odd last row with the next; textures read the next at the edge)."""
         first_row, n_rows = window
         if s["uploaded"] is not None:
-            pacing.wait(s["uploaded"])
+            self._wait(s["uploaded"])
         staging = s["staging"]
         copy_blocks(pool, staging[:count, :n_rows],
                     projections[first:first + count, first_row:first_row + n_rows])
         if n_rows < staging.shape[1]:
             staging[:count, n_rows:] = 0
+
+    def _wait(self, event):
+        """Until ``event`` completes. On a GPU a pass takes milliseconds, so a blocking
+        wait keeps Ctrl-C prompt, and polling's sleeps cost 5% of a 512^3 FDK there
+        (0.210 s against 0.200, H100); elsewhere a pass may take seconds: polled."""
+        if self.device.type == "gpu":
+            event.wait()
+        else:
+            pacing.wait(event)
 
     def _pass(self, s, first, count, window, slab, accumulate):
         """Device: upload set ``s`` (transfer queue), then pre-weight and filter it (FDK),
@@ -285,7 +294,7 @@ class Unit:
             direct = isinstance(out, np.ndarray) and out.dtype == np.float32 and \
                 out.flags.c_contiguous
             target = out[planes] if direct else np.empty((slab.n_planes, ny, nx), np.float32)
-            pacing.wait(cl.enqueue_copy(self.queue, target, self._volume, is_blocking=False))
+            self._wait(cl.enqueue_copy(self.queue, target, self._volume, is_blocking=False))
             self.pacer.clear()
             if not direct:
                 put_rows(pool, out, at, target)
