@@ -1,6 +1,7 @@
 """``python -m pybp`` and the ``pybp`` command: Ctrl-C while the modules load (a second
 or more on a cold start) ends with one line too."""
 
+import importlib
 import signal
 import sys
 
@@ -14,7 +15,7 @@ def _import_pyopencl():
     if hold:
         signal.pthread_sigmask(signal.SIG_BLOCK, {signal.SIGINT})
     try:
-        import pyopencl  # noqa: F401
+        importlib.import_module("pyopencl")
     finally:
         if hold:
             signal.pthread_sigmask(signal.SIG_UNBLOCK, {signal.SIGINT})

@@ -5,8 +5,8 @@ matches.
 
 Measured on the H100 (``pybp bench --cone``, 512^3 from 496 projections of 960 x 1248,
 docs/benchmarks.md): the texture family with float positions, 16 voxels per item and
-16 projections per pass, at 685 GUPS, 100% of its fetch-only ceiling; the best exact
-set 557 GUPS. On PoCL the exact family is faster than its software images. GPUs of
+16 projections per pass, at 684 GUPS, 100% of its fetch-only ceiling; the best exact
+set 558 GUPS. On PoCL the exact family is faster than its software images. GPUs of
 other vendors take the H100's row until they are measured.
 """
 
