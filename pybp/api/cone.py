@@ -4,11 +4,14 @@
 
 from __future__ import annotations
 
+import warnings
+
 import numpy as np
 
 from pybp import checks
 from pybp.cone.prepare import Unit
 from pybp.geometry.cone import ConeGeometry
+from pybp.stages.normalize import FLOOR_TRANSMISSION
 from pybp.stream.sources import copy_pools
 
 
@@ -26,17 +29,20 @@ class ConeBackprojector:
     flight (None: 75% of the device's): a larger volume is reconstructed in slabs of z
     planes, each from the detector rows it projects onto, with the same result bit for
     bit. ``planes``: ``(first, stop)``, the z planes to reconstruct (None: all; from a
-    multiple of 16 they equal the whole volume's bit for bit). ``device``, ``context``
+    multiple of 16 they equal the whole volume's bit for bit). ``flats`` and ``darks``
+    (frames or their means), with a filter: the projections are detector counts,
+    normalised and ``-log`` taken on the device. ``device``, ``context``
     or ``queue`` as for :class:`pybp.Backprojector`."""
 
     def __init__(self, geometry: ConeGeometry, params=None, filter=None, padding="zero",
-                 short_scan=None, memory_limit=None, planes=None, device=None, context=None,
-                 queue=None):
+                 short_scan=None, memory_limit=None, planes=None, flats=None, darks=None,
+                 device=None, context=None, queue=None):
         if not isinstance(geometry, ConeGeometry):
             raise TypeError(f"geometry: expected a pybp.ConeGeometry, got {type(geometry).__name__}")
         self.geometry = geometry
         self._unit = Unit(geometry, params, device, context, queue, filter, padding, short_scan,
-                          memory_limit, planes)
+                          memory_limit, planes, flats, darks)
+        self._counts = flats is not None
         self.shape = (len(self._unit.planes),) + geometry.volume_shape[1:]
         self.params, self.device, self.plan = self._unit.params, self._unit.device, self._unit.plan
 
@@ -58,7 +64,13 @@ class ConeBackprojector:
             out = np.empty(self.shape, np.float32)
         checks.check_output(out, self.shape)
         with copy_pools() as (reading, _):
-            return self._unit.backproject(projections, out, reading, progress)
+            self._unit.backproject(projections, out, reading, progress)
+        if self._unit.replaced:
+            what = ("transmissions were not positive (or flat equals dark); taken as "
+                    f"{FLOOR_TRANSMISSION:g} (or 1) before -log") if self._counts else \
+                "values were NaN or Inf; taken as 0"
+            warnings.warn(f"projections: {self._unit.replaced} {what}", stacklevel=2)
+        return out
 
     def close(self):
         """Free device memory now (also on leaving a ``with`` block)."""
@@ -83,10 +95,13 @@ def cone_backproject(projections, geometry: ConeGeometry, out=None, **options):
 
 
 def fdk(projections, geometry: ConeGeometry, filter="ramp", padding="zero", short_scan=None,
-        out=None, **options):
+        out=None, flats=None, darks=None, **options):
     """Feldkamp-Davis-Kress reconstruction of line integrals ``projections`` ``(n_angles,
     n_rows, n_cols)`` (``-log`` of normalised counts) in ``geometry``: the volume
-    ``(nz, ny, nx)`` in attenuation per unit of the geometry's lengths.
+    ``(nz, ny, nx)`` in attenuation per unit of the geometry's lengths. With ``flats``
+    (and ``darks``; frames ``(n, n_rows, n_cols)`` or their means) the projections are
+    detector counts instead, made ``-log((p - dark) / (flat - dark))`` on the device
+    (values that are not positive become 1e-6, counted in one warning).
 
     Each projection is multiplied by the cosine of its rays to the detector's normal,
     filtered along its rows by ``filter`` (one of
@@ -106,5 +121,5 @@ def fdk(projections, geometry: ConeGeometry, filter="ramp", padding="zero", shor
     if filter is None:
         raise ValueError("filter: FDK needs a filter; use pybp.cone_backproject for none")
     with ConeBackprojector(geometry, filter=filter, padding=padding, short_scan=short_scan,
-                           **options) as bp:
+                           flats=flats, darks=darks, **options) as bp:
         return bp(projections, out)

@@ -19,7 +19,7 @@ from pybp.cl.device import select_device
 from pybp.cone import kernels
 from pybp.cone.params import ConeParams
 from pybp.geometry.cone import ConeGeometry
-from pybp.io.cone import LineIntegrals, read_geometry, write_circular
+from pybp.io.cone import read_geometry, write_circular
 from pybp.io.demo import cone_circular, cone_scan, write_dxchange
 from pybp.io.images import SLICE_SUFFIXES, write_slice
 from pybp.io.readers import HDF5_SUFFIXES, open_scan
@@ -79,11 +79,12 @@ def reconstruct(args, check_output_path, check_counts, write_preview):
             done_before = int(output.done.sum())
             if done_before:
                 _say(args, f"resume: {done_before} of {nz} planes are already in {args.output}")
-            data = LineIntegrals(scan.projections, scan.flats, scan.darks, log=not args.no_log)
+            flats, darks = scan.flats, scan.darks
+            if flats is None and not args.no_log:  # transmissions: -log of the values
+                flats, darks = np.ones((n_rows, n_cols)), None
             tick = time.perf_counter()
-            todo = _run(args, geometry, data, output, device)
+            todo = _run(args, geometry, scan.projections, output, device, flats, darks)
             seconds = time.perf_counter() - tick
-            data.warn()
         except KeyboardInterrupt:
             done = int(output.scan_done().sum())
             if not done and output.made:
@@ -116,13 +117,13 @@ def _digest(values) -> str:
     return hashlib.sha1(np.ascontiguousarray(values, np.float64).tobytes()).hexdigest()
 
 
-def _run(args, geometry, data, output, device) -> int:
+def _run(args, geometry, data, output, device, flats, darks) -> int:
     """The planes missing from ``output``, run by run; how many were made."""
     _, ny, nx = geometry.volume_shape
     runs = output.remaining(align=PLANE_ALIGN)
     for a, b in runs:
         with ConeBackprojector(geometry, filter=args.filter, padding=args.padding,
-                               planes=(a, b), device=device) as bp:
+                               planes=(a, b), flats=flats, darks=darks, device=device) as bp:
             passes = len(bp.plan.slabs) * len(bp.plan.passes)
             progress = Progress(passes, (b - a) * ny * nx * geometry.n_angles / passes,
                                 enabled=not args.quiet, what="passes", rate="GUPS")

@@ -24,6 +24,7 @@ from pybp.cone.params import ConeParams
 from pybp.cone.profiler import default_params
 from pybp.geometry.cone import ConeGeometry
 from pybp.stages.filters import FILTERS, PADDINGS, device_filter
+from pybp.stages.normalize import FLOOR_TRANSMISSION
 from pybp.stream.sources import copy_blocks, put_rows
 
 DEFAULT_MEMORY_SHARE = 0.75  # of the device's memory, for the slab and the pass buffers
@@ -46,6 +47,35 @@ def _planes(planes, nz) -> range:
     return range(first, stop)
 
 
+def _mean(frames, name, detector_shape) -> np.ndarray:
+    """The mean of ``frames`` ``(n, n_rows, n_cols)`` (or one frame) in float64."""
+    values = np.asarray(frames[...] if not isinstance(frames, np.ndarray) else frames, np.float64)
+    mean = values.mean(axis=0) if values.ndim == 3 else values
+    if mean.shape != tuple(detector_shape):
+        raise ValueError(f"{name}: expected frames of the detector's {tuple(detector_shape)}, got "
+                         f"shape {np.shape(frames)}")
+    return mean
+
+
+class _Window:
+    """A pass's window of rows of a source that is not an array (an h5py dataset, a
+    scan's files), read in blocks of projections on the copy threads (in parallel where
+    the source releases the GIL)."""
+
+    def __init__(self, source, first, count, rows):
+        self.source, self.first, self.count, self.rows = source, first, count, rows
+
+    def __len__(self):
+        return self.count
+
+    def __getitem__(self, key):
+        a, b, _ = key.indices(self.count)
+        return self.source[self.first + a:self.first + b, self.rows]
+
+    def __array__(self, dtype=None, copy=None):
+        return np.asarray(self[0:self.count], dtype)
+
+
 class Unit:
     """``geometry`` on one device (``device``, ``context`` or ``queue``) with ``params``
     (None: :func:`pybp.cone.profiler.default_params`). ``filter`` (a name of
@@ -54,11 +84,15 @@ class Unit:
     back-projection. ``memory_limit``: bytes of device memory for the volume and the
     pass buffers (None: 75% of the device's); smaller volumes go in slabs. ``planes``:
     the z planes ``(first, stop)`` to reconstruct (None: all); starting on a multiple
-    of 16, they equal those of the whole volume bit for bit."""
+    of 16, they equal those of the whole volume bit for bit. ``flats`` and ``darks``
+    (frames ``(n, n_rows, n_cols)`` or their means; darks None: zero), with FDK: the
+    projections are counts, made ``-log((p - dark) / (flat - dark))`` on the device;
+    values that are not positive become ``FLOOR_TRANSMISSION`` and are counted
+    (:attr:`replaced`, after each call), as are NaN and Inf in line integrals."""
 
     def __init__(self, geometry: ConeGeometry, params: ConeParams | None = None, device=None,
                  context=None, queue=None, filter=None, padding="zero", short_scan=None,
-                 memory_limit=None, planes=None):
+                 memory_limit=None, planes=None, flats=None, darks=None):
         self.geometry = geometry
         self.cl_device, self.context, queue = open_device(device, context, queue)
         self.device = d = describe(self.cl_device)
@@ -97,8 +131,14 @@ class Unit:
                              f"{matrix_bytes} bytes, over {d.name}'s {d.constant_memory} of "
                              "constant memory: use fewer projections_per_pass")
         self._filter = self._weights = None
+        self.replaced = 0
+        if flats is None and darks is not None:
+            raise ValueError("darks: given without flats; give both, or flats alone")
+        if filter is None and flats is not None:
+            raise ValueError("flats: counts are normalised as FDK's first step; give a filter "
+                             "(pybp.fdk), or line integrals to the plain back-projection")
         if filter is not None:
-            self._prepare_fdk(padding, short_scan)
+            self._prepare_fdk(padding, short_scan, flats, darks)
         per_pass_buffers = 2 * (1 + (p.family == "texture")) + \
             (self._filter is not None and not self._filter.in_place)
         self.planes = _planes(planes, geometry.volume_shape[0])
@@ -136,19 +176,28 @@ class Unit:
         if self._filter is not None and not self._filter.in_place:
             self._scratch = cl.Buffer(self.context, rw, pass_bytes)
 
-    def _prepare_fdk(self, padding, short_scan):
-        """The pre-weighting kernel, its per-projection frames and column weights, and
-        the row filter (at unit weight: the column weights carry the scale)."""
+    def _prepare_fdk(self, padding, short_scan, flats, darks):
+        """The pre-weighting kernel (from counts where ``flats`` are given), its
+        per-projection frames, column weights and flat and dark means, a counter of
+        replaced values, and the row filter (at unit weight: the column weights carry
+        the scale)."""
         g, d = self.geometry, self.device
         flags = cl.mem_flags.READ_ONLY | cl.mem_flags.COPY_HOST_PTR
         columns = weights.column_weights(g, short_scan)
+        as_float = lambda values: np.ascontiguousarray(values, np.float32)  # noqa: E731
         self._weights = {
-            "frames": cl.Buffer(self.context, flags, hostbuf=np.ascontiguousarray(
-                weights.frames(g).packed(), np.float32)),
-            "columns": cl.Buffer(self.context, flags,
-                                 hostbuf=np.ascontiguousarray(columns, np.float32))}
-        self._preweight = codegen.declared(self.context, d, kernels.preweight_source(),
-                                           "cone_preweight", kernels.PREWEIGHT_ARGS)
+            "frames": cl.Buffer(self.context, flags, hostbuf=as_float(weights.frames(g).packed())),
+            "columns": cl.Buffer(self.context, flags, hostbuf=as_float(columns)),
+            "replaced": cl.Buffer(self.context, cl.mem_flags.READ_WRITE, 4)}
+        if flats is not None:
+            flat = _mean(flats, "flats", g.detector_shape)
+            dark = np.zeros_like(flat) if darks is None else _mean(darks, "darks", g.detector_shape)
+            self._weights.update(flat=cl.Buffer(self.context, flags, hostbuf=as_float(flat)),
+                                 dark=cl.Buffer(self.context, flags, hostbuf=as_float(dark)))
+        real = "double" if "cl_khr_fp64" in d.extensions else "float"
+        self._preweight = codegen.declared(
+            self.context, d, kernels.preweight_source(flats is not None, real, FLOOR_TRANSMISSION),
+            "cone_preweight", kernels.preweight_args(flats is not None))
         self._filter = device_filter(self.context, d, self.filter, g.detector_shape[1],
                                      np.ones(1), padding)
 
@@ -178,8 +227,10 @@ class Unit:
         if s["uploaded"] is not None:
             self._wait(s["uploaded"])
         staging = s["staging"]
-        copy_blocks(pool, staging[:count, :n_rows],
-                    projections[first:first + count, first_row:first_row + n_rows])
+        rows = slice(first_row, first_row + n_rows)
+        source = projections[first:first + count, rows] if isinstance(projections, np.ndarray) \
+            else _Window(projections, first, count, rows)
+        copy_blocks(pool, staging[:count, :n_rows], source)
         if n_rows < staging.shape[1]:
             staging[:count, n_rows:] = 0
 
@@ -209,11 +260,13 @@ class Unit:
         event, rows = None, s["rows"]
         waits = [s["uploaded"], matrices]
         if self._filter is not None:
+            means = {k: self._weights[k] for k in ("flat", "dark") if k in self._weights}
             event = self._preweight(
                 q, (_round_up(n_cols, PREWEIGHT_GROUP[0]), _round_up(n_rows, PREWEIGHT_GROUP[1]),
                     count), PREWEIGHT_GROUP, waits, images=rows, frames=self._weights["frames"],
                 column_weights=self._weights["columns"], first_projection=first,
-                first_row=first_row, n_rows=n_rows, row_stride=stride, n_cols=n_cols)
+                first_row=first_row, n_rows=n_rows, row_stride=stride, n_cols=n_cols,
+                replaced=self._weights["replaced"], **means)
             target = rows if self._filter.in_place else self._scratch
             event = self._filter(q, rows, target, count * stride, wait_for=[event])
             rows, waits = target, [event]
@@ -282,6 +335,8 @@ class Unit:
         slab. ``pool``: threads for the host copies; ``progress``: called with the
         voxel updates of each pass."""
         _, ny, nx = self.geometry.volume_shape
+        if self._weights is not None:
+            cl.enqueue_fill_buffer(self.queue, self._weights["replaced"], np.uint32(0), 0, 4)
         for slab in self.plan.slabs:
             for n, ((first, count), window) in enumerate(zip(self.plan.passes, slab.windows)):
                 s = self._sets[n % 2]
@@ -298,6 +353,10 @@ class Unit:
             self.pacer.clear()
             if not direct:
                 put_rows(pool, out, at, target)
+        if self._weights is not None:
+            replaced = np.zeros(1, np.uint32)
+            cl.enqueue_copy(self.queue, replaced, self._weights["replaced"], is_blocking=True)
+            self.replaced = int(replaced[0])
         return out
 
     def close(self):

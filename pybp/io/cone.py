@@ -1,6 +1,5 @@
 """Cone-beam scans on disk: the geometry file (``cone.json``) that ``pybp reconstruct
---geometry`` reads and ``pybp demo --cone`` writes, and a scan's projections read as
-line integrals (flat-field normalised and ``-log``), block by block.
+--geometry`` reads and ``pybp demo --cone`` writes.
 
 ``cone.json`` holds one object, lengths in one unit (mm, say):
 
@@ -23,7 +22,6 @@ column]``) and ``volume_offset`` (``[x, y, z]``) default to zeros.
 from __future__ import annotations
 
 import json
-import warnings
 from pathlib import Path
 
 import numpy as np
@@ -33,7 +31,6 @@ from pybp.geometry.cone import ConeGeometry
 TRAJECTORIES = ("circular", "vectors", "matrices")
 VOLUME_KEYS = ("volume_shape", "voxel_size", "volume_offset")
 CIRCULAR_KEYS = ("source_origin", "origin_detector", "pixel_size", "detector_offset")
-FLOOR_TRANSMISSION = 1e-6  # as on the device (pybp/stages/normalize.py)
 
 
 def _load_array(path: Path, name: str, columns: int) -> np.ndarray:
@@ -105,52 +102,3 @@ def write_circular(path, source_origin, origin_detector, pixel_size, volume_shap
             "volume_shape": list(volume_shape), "voxel_size": voxel_size,
             "volume_offset": list(volume_offset)}
     Path(path).write_text(json.dumps(spec, indent=2) + "\n")
-
-
-class LineIntegrals:
-    """A scan's projections as line integrals, read a block at a time: ``[projections,
-    rows]`` gives float32 ``-log((p - dark) / (flat - dark))`` with the mean flat and
-    dark of those rows (``log=False``: the normalised values; no flats: the data, with
-    or without the ``-log``). Non-positive or undefined transmissions become
-    ``FLOOR_TRANSMISSION`` (or 1 where flat equals dark), as on the device; how many
-    values read were replaced is said once by :meth:`warn`."""
-
-    def __init__(self, projections, flats=None, darks=None, log=True):
-        self.projections, self.log = projections, log
-        self.shape = tuple(int(n) for n in projections.shape)
-        self.dtype = np.dtype(np.float32)
-        self.ndim = 3
-        self.flat = self.dark = None
-        if flats is not None:
-            self.flat = np.asarray(flats, np.float64).mean(axis=0) if np.ndim(flats) == 3 \
-                else np.asarray(flats, np.float64)
-            self.dark = np.zeros_like(self.flat) if darks is None else (
-                np.asarray(darks, np.float64).mean(axis=0) if np.ndim(darks) == 3
-                else np.asarray(darks, np.float64))
-        self.replaced = 0
-
-    def __len__(self):
-        return self.shape[0]
-
-    def __getitem__(self, key):
-        projections, rows = key if isinstance(key, tuple) else (key, slice(None))
-        values = np.asarray(self.projections[projections, rows], np.float64)
-        if self.flat is not None:
-            with np.errstate(divide="ignore", invalid="ignore"):
-                values = (values - self.dark[rows]) / (self.flat[rows] - self.dark[rows])
-        if self.log:
-            bad = ~(np.isfinite(values) & (values > 0))
-            if bad.any():
-                self.replaced += int(bad.sum())
-                values[bad] = np.where(np.isfinite(values[bad]), FLOOR_TRANSMISSION, 1.0)
-            values = -np.log(values)
-        elif not np.isfinite(values).all():
-            raise ValueError("input: the projections hold NaN or Inf values; with --no-log "
-                             "they are used as given")
-        return values.astype(np.float32)
-
-    def warn(self):
-        if self.replaced:
-            warnings.warn(f"input: {self.replaced} transmissions read were not positive (or "
-                          f"flat equals dark); taken as {FLOOR_TRANSMISSION:g} (or 1) before "
-                          "-log", stacklevel=2)

@@ -1,7 +1,13 @@
-## FDK's pre-weighting, in place, before the row filter: each pixel times the cosine of
-## its ray to the detector's normal (the source's depth over the ray's length) and its
-## column's weight (angular weight over the isocentre pitch; Parker's for short scans).
-/* pybp cone-beam FDK pre-weighting */
+## FDK's pre-weighting, in place, before the row filter: with flat_field, detector counts
+## first become line integrals, -log((p - dark) / (flat - dark)) with the means of the
+## flats and darks (in `real`: double where the device has it, as in normalisation for
+## parallel beam); then each pixel times the cosine of its ray to the detector's normal
+## (the source's depth over the ray's length) and its column's weight (angular weight
+## over the isocentre pitch; Parker's for short scans).
+/* pybp cone-beam FDK pre-weighting${", from counts" if flat_field else ""} */
+% if real == "double":
+#pragma OPENCL EXTENSION cl_khr_fp64 : enable
+% endif
 
 __kernel void cone_preweight(
 ${args['cone_preweight']}
@@ -15,5 +21,22 @@ ${args['cone_preweight']}
     const float3 ray = (float3)(f[0], f[1], f[2]) + c * (float3)(f[3], f[4], f[5])
                        + r * (float3)(f[6], f[7], f[8]);
     const size_t at = ((size_t)q * row_stride + row) * n_cols + c;
-    images[at] *= f[9] / length(ray) * column_weights[(size_t)projection * n_cols + c];
+% if flat_field:
+    const size_t pixel = (size_t)(first_row + row) * n_cols + c;
+    ${real} value = (images[at] - dark[pixel]) / ((${real})flat[pixel] - dark[pixel]);
+    // No transmission to take the log of: not positive (noise on a dark beam), or not
+    // a number (a pixel whose flat equals its dark, taken as transparent). Counted.
+    if (!isfinite(value) || value <= 0) {
+        value = isfinite(value) ? ${floor} : 1;
+        atomic_inc(replaced);
+    }
+    const float sample = (float)(-log(value));
+% else:
+    float sample = images[at];
+    if (!isfinite(sample)) {  // a NaN or Inf would spread over the volume: counted, zeroed
+        sample = 0.0f;
+        atomic_inc(replaced);
+    }
+% endif
+    images[at] = sample * (f[9] / length(ray) * column_weights[(size_t)projection * n_cols + c]);
 }
