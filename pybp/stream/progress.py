@@ -34,7 +34,8 @@ class Progress:
         self.last, self.shown = now, True
         rate = self.done * self.per_slice / elapsed * 1e-9
         left = elapsed / self.done * (self.total - self.done)
-        print(f"\rpybp: {self.done}/{self.total} {self.what}, {rate:.0f} {self.rate}, "
+        speed = f"{rate:.0f}" if rate >= 10 else f"{rate:.2g}"  # a CPU's 0.14 GUPS, not 0
+        print(f"\rpybp: {self.done}/{self.total} {self.what}, {speed} {self.rate}, "
               f"{left:.0f} s left ", end="\n" if finished else "", file=self.stream, flush=True)
 
     def close(self):
