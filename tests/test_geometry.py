@@ -9,7 +9,8 @@ from conftest import assert_verified
 
 import pybp
 from pybp import phantoms
-from pybp.geometry.parallel import GAP_FACTOR, Geometry
+from pybp.geometry.angles import GAP_FACTOR
+from pybp.geometry.parallel import Geometry
 
 
 def test_skimage_radon_reconstructs_upright(cl_device):

@@ -41,14 +41,18 @@ def candidates(device) -> list:
     return sets
 
 
-def end_to_end(g, params, queue, repeats, dtype, memory_limit=None) -> dict:
-    """FDK from ``dtype`` projections in host memory to the volume in host memory: the
-    first call's set-up, then the median of ``repeats`` calls of a kept
-    :class:`ConeBackprojector`."""
+def projections(g, dtype) -> np.ndarray:
+    """Random projections of the scan: float32 line integrals, or uint16 values."""
     rng = np.random.default_rng(2)
     shape = (g.n_angles,) + g.detector_shape
-    projections = (rng.random(shape, np.float32) * 3).astype(dtype) if dtype == np.float32 \
-        else rng.integers(0, 4096, shape, np.uint16)
+    return rng.random(shape, np.float32) * 3 if dtype == np.float32 else \
+        rng.integers(0, 4096, shape, np.uint16)
+
+
+def end_to_end(g, params, queue, repeats, projections, memory_limit=None) -> dict:
+    """FDK from ``projections`` in host memory to the volume in host memory: the first
+    call's set-up, then the median of ``repeats`` calls of a kept
+    :class:`ConeBackprojector`."""
     out = np.empty(g.volume_shape, np.float32)
     out.fill(0)  # the pages exist before the clock starts, as for a kept output
     tick = time.perf_counter()
@@ -63,7 +67,7 @@ def end_to_end(g, params, queue, repeats, dtype, memory_limit=None) -> dict:
             times.append(time.perf_counter() - tick)
         return {"setup": setup, "seconds": float(np.median(times)) if times else None,
                 "slabs": len(bp.plan.slabs),
-                "volume": out if dtype == np.float32 else None}
+                "volume": out}
     finally:
         bp.close()
 
@@ -114,18 +118,19 @@ def run(device=None, size=512, n_projections=496, detector=(960, 1248), repeats=
     log(f"FDK end to end, host memory to host memory ({fastest.key()}):")
     log("| input | set-up s | s (median) | GUPS | slabs |")
     log("| --- | --- | --- | --- | --- |")
-    whole = None
+    whole, data = None, {}
     for dtype in (np.float32, np.uint16):
-        r = end_to_end(g, fastest, queue, end_to_end_repeats, dtype)
+        data[dtype] = projections(g, dtype)
+        r = end_to_end(g, fastest, queue, end_to_end_repeats, data[dtype])
         whole = r["volume"] if dtype == np.float32 else whole
         log(f"| {np.dtype(dtype).name} | {r['setup']:.2f} | {r['seconds']:.3f} | "
             f"{g.updates() / r['seconds'] * 1e-9:.3g} | {r['slabs']} |")
     if split:
-        _split(g, fastest, queue, end_to_end_repeats, split, whole, log)
+        _split(g, fastest, queue, end_to_end_repeats, split, data[np.float32], whole, log)
     return rows
 
 
-def _split(g, params, queue, repeats, split, whole, log):
+def _split(g, params, queue, repeats, split, data, whole, log):
     """The end-to-end case with a memory limit of 1/``split`` of the volume (fewer
     projections per pass where their buffers do not fit beside a slab), against one
     piece of the same parameters, bit for bit."""
@@ -133,7 +138,7 @@ def _split(g, params, queue, repeats, split, whole, log):
     original = params
     while True:
         try:
-            r = end_to_end(g, params, queue, repeats, np.float32, memory_limit=limit)
+            r = end_to_end(g, params, queue, repeats, data, memory_limit=limit)
             break
         except ValueError as error:
             if params.projections_per_pass == 1:
@@ -141,7 +146,7 @@ def _split(g, params, queue, repeats, split, whole, log):
                 return
             params = replace(params, projections_per_pass=params.projections_per_pass // 2)
     if whole is None or params != original:
-        whole = end_to_end(g, params, queue, 0, np.float32)["volume"]
+        whole = end_to_end(g, params, queue, 0, data)["volume"]
     same = "yes" if np.array_equal(r["volume"], whole) else "NO"
     log(f"| float32, memory limit {limit / 2**20:.3g} MiB (1/{split} of the volume), "
         f"{params.projections_per_pass} projections per pass | {r['setup']:.2f} | "

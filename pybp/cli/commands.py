@@ -20,6 +20,7 @@ import numpy as np
 from pybp import __version__, phantoms
 from pybp.bench import cone as bench_cone, kernels as bench, volume as bench_pipeline
 from pybp.cli import files as cli_files
+from pybp.cli.writing import EXIT_INTERRUPTED
 from pybp.cl import codegen
 from pybp.parallel import kernels
 from pybp.tune import cone as cone_tuning, search as tuning
@@ -92,7 +93,7 @@ def cmd_demo(args):
         phantom = phantoms.shepp_logan_image(geometry)
     except KeyboardInterrupt:
         print("pybp demo: interrupted; nothing was written", file=sys.stderr)
-        return cli_files.EXIT_INTERRUPTED
+        return EXIT_INTERRUPTED
     error = float(np.sqrt(np.mean((slice_ - phantom) ** 2)))
     gups = geometry.updates() / bp.last_kernel_seconds * 1e-9
     print(f"device:  {bp.device.name} ({bp.device.platform})")
@@ -231,7 +232,7 @@ def cmd_tune(args):
         tuning.tune(device=args.device, size=args.size, repeats=args.repeats, settings=settings,
                     families=args.families, budget=args.budget, progress=not args.quiet)
     except KeyboardInterrupt:  # the tuner said what it kept
-        return cli_files.EXIT_INTERRUPTED
+        return EXIT_INTERRUPTED
     return 0
 
 
@@ -409,7 +410,7 @@ def main(argv=None):
             warnings.showwarning = shown
         if code is None or (interrupts.count and code == 0):
             print("pybp: interrupted", file=sys.stderr)
-            code = cli_files.EXIT_INTERRUPTED
+            code = EXIT_INTERRUPTED
         return code
 
 
@@ -429,7 +430,7 @@ def _main(argv):
         return args.func(args)
     except KeyboardInterrupt:
         print(f"pybp {args.command}: interrupted", file=sys.stderr)
-        return cli_files.EXIT_INTERRUPTED
+        return EXIT_INTERRUPTED
     except Exception as exc:
         if getattr(args, "debug", False) or not cli_files.is_expected(exc):
             raise

@@ -4,7 +4,6 @@ and Ctrl-C as the parallel-beam command (pybp/cli/files.py)."""
 
 from __future__ import annotations
 
-import hashlib
 import sys
 import time
 from dataclasses import fields
@@ -16,6 +15,8 @@ from pybp import __version__, phantoms
 from pybp.api.cone import ConeBackprojector
 from pybp.cl import codegen
 from pybp.cl.device import select_device
+from pybp.cli import writing
+from pybp.cli.writing import EXIT_INTERRUPTED
 from pybp.cone import kernels
 from pybp.cone.params import ConeParams
 from pybp.geometry.cone import ConeGeometry
@@ -23,11 +24,9 @@ from pybp.io.cone import read_geometry, write_circular
 from pybp.io.demo import cone_circular, cone_scan, write_dxchange
 from pybp.io.images import SLICE_SUFFIXES, write_slice
 from pybp.io.readers import HDF5_SUFFIXES, open_scan
-from pybp.io.writers import STORAGE_ERRORS, WriteError, check_output_file, open_output, \
-    output_kind, stored_metadata
+from pybp.io.writers import check_output_file, open_output, output_kind, stored_metadata
 from pybp.stream.progress import Progress
 
-EXIT_INTERRUPTED = 130
 PLANE_ALIGN = 16  # runs of planes start on a multiple of the widest column: bit for bit
 # Parallel-beam options and their defaults: given with --geometry, they are refused.
 PARALLEL_ONLY = {"center": "auto", "center_search": None, "center_sweep": None, "rows": None,
@@ -70,12 +69,13 @@ def reconstruct(args, check_output_path, check_counts, write_preview):
             stored_metadata(args.output)  # an output pybp did not make is refused here
         metadata = dict(input=str(Path(args.input).resolve()), input_sha1=scan.fingerprint(),
                         geometry=str(Path(args.geometry).resolve()),
-                        matrices_sha1=_digest(geometry.matrices), filter=args.filter,
+                        matrices_sha1=writing.sha1(geometry.matrices), filter=args.filter,
                         padding=args.padding, log=not args.no_log, command=args.command_line,
                         pybp=__version__, source=scan.source)
         output = open_output(args.output, geometry.volume_shape, args.dtype, metadata,
                              overwrite=args.overwrite, resume=args.resume, inputs=inputs)
-        try:
+
+        def work():
             done_before = int(output.done.sum())
             if done_before:
                 _say(args, f"resume: {done_before} of {nz} planes are already in {args.output}")
@@ -84,37 +84,18 @@ def reconstruct(args, check_output_path, check_counts, write_preview):
                 flats, darks = np.ones((n_rows, n_cols)), None
             tick = time.perf_counter()
             todo = _run(args, geometry, scan.projections, output, device, flats, darks)
-            seconds = time.perf_counter() - tick
-        except KeyboardInterrupt:
-            done = int(output.scan_done().sum())
-            if not done and output.made:
-                output.discard()
-                print("pybp reconstruct: interrupted before the first plane; nothing was "
-                      "written", file=sys.stderr)
-            else:
-                print(f"pybp reconstruct: interrupted after {done} of {nz} planes; the same "
-                      "command with --resume finishes the job", file=sys.stderr)
-            return EXIT_INTERRUPTED
-        except OSError as exc:
-            if isinstance(exc, WriteError) or exc.errno in STORAGE_ERRORS:
-                raise OSError(exc.errno, output.failure(exc)) from exc
-            output.discard()
-            raise
-        except BaseException:
-            output.discard()
-            raise
-        finally:
-            output.close()
+            return todo, time.perf_counter() - tick
+
+        result, code = writing.into(output, nz, "plane", work)
+        if code is not None:
+            return code
+        todo, seconds = result
     gups = todo * ny * nx * n_angles / max(seconds, 1e-9) * 1e-9
     _say(args, f"reconstructed {todo} planes of {ny} x {nx} by FDK in {seconds:.1f} s "
                f"({gups:.3g} GUPS) into {args.output} ({output_kind(args.output)}, {args.dtype})")
     if args.preview:
         _say(args, f"preview: {write_preview(args.output, args.preview, args.overwrite)}")
     return 0
-
-
-def _digest(values) -> str:
-    return hashlib.sha1(np.ascontiguousarray(values, np.float64).tobytes()).hexdigest()
 
 
 def _run(args, geometry, data, output, device, flats, darks) -> int:

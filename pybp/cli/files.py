@@ -4,8 +4,6 @@ slices on disk (pybp/io), with the axis found (pybp/centre.py)."""
 from __future__ import annotations
 
 import argparse
-import hashlib
-import sys
 import time
 from pathlib import Path
 
@@ -20,8 +18,6 @@ from pybp.geometry.parallel import Geometry
 from pybp.io.readers import ANGLE_UNITS
 from pybp.io.writers import (
     DTYPES,
-    STORAGE_ERRORS,
-    WriteError,
     check_output_file,
     check_output_path,
     open_output,
@@ -35,9 +31,8 @@ from pybp.cl.device import open_device
 from pybp.parallel.prepare import Setup
 from pybp.stream.team import Slab
 from pybp.api.volumes import reconstruct
-from pybp.cli import cone as cone_cli
+from pybp.cli import cone as cone_cli, writing
 
-EXIT_INTERRUPTED = 130
 SHEET_TILE = 256  # pixels of one slice on the contact sheet
 MAX_SWEEP = 400   # centres one --center-sweep may try (each a PNG)
 # Data with no flats and darks whose sampled values are all at least 1 with a median
@@ -161,7 +156,7 @@ def _check_counts(args, scan):
 
 def _metadata(args, scan, rows, center):
     n_bins = scan.shape[2]
-    digest = hashlib.sha1(np.ascontiguousarray(scan.angles, np.float64).tobytes()).hexdigest()
+    digest = writing.sha1(scan.angles)
     return dict(input=str(Path(args.input).resolve()), input_sha1=scan.fingerprint(),
                 center=float(center),  # exactly (JSON keeps every bit): resume is bit for bit
                 first_row=rows[0], rows=list(rows), angles_sha1=digest, n_angles=scan.shape[0],
@@ -288,28 +283,11 @@ def cmd_reconstruct(args):
         try:
             output = open_output(args.output, (n, n_bins, n_bins), args.dtype, metadata,
                                  overwrite=args.overwrite, resume=args.resume, inputs=inputs)
-            try:
-                todo, seconds = _run(args, scan, rows, center, output, client)
-            except KeyboardInterrupt:
-                done = int(output.scan_done().sum())
-                if not done and output.made:
-                    output.discard()
-                    print("pybp reconstruct: interrupted before the first slice; nothing "
-                          "was written", file=sys.stderr)
-                else:
-                    print(f"pybp reconstruct: interrupted after {done} of {n} slices; the "
-                          "same command with --resume finishes the job", file=sys.stderr)
-                return EXIT_INTERRUPTED
-            except OSError as exc:
-                if isinstance(exc, WriteError) or exc.errno in STORAGE_ERRORS:
-                    raise OSError(exc.errno, output.failure(exc)) from exc
-                output.discard()
-                raise
-            except BaseException:
-                output.discard()
-                raise
-            finally:
-                output.close()
+            result, code = writing.into(output, n, "slice",
+                                        lambda: _run(args, scan, rows, center, output, client))
+            if code is not None:
+                return code
+            todo, seconds = result
         finally:
             if client is not None:
                 cluster = client.cluster if args.scheduler == "local" else None

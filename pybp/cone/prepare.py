@@ -278,11 +278,14 @@ class Unit:
         images) into the slab; the last event."""
         source = rows
         if self.params.family == "texture":
-            event = cl.enqueue_copy(self.queue, s["images"], rows, offset=0, origin=(0, 0, 0),
-                                    region=(self.geometry.detector_shape[1], self.plan.row_stride,
-                                            count), wait_for=waits)
-            source, waits = s["images"], [event]
+            source, waits = s["images"], [self._fill_images(s, rows, count, waits)]
         return self._launch(source, s["matrices"], count, window, slab, accumulate, waits)[-1]
+
+    def _fill_images(self, s, rows, count, waits):
+        """Set ``s``'s image array from ``count`` images of ``rows`` (on the device)."""
+        return cl.enqueue_copy(self.queue, s["images"], rows, offset=0, origin=(0, 0, 0),
+                               region=(self.geometry.detector_shape[1], self.plan.row_stride,
+                                       count), wait_for=waits)
 
     def _launch(self, source, matrices, count, window, slab, accumulate, waits):
         """The back-projection of a pass into the slab, in launches of about
@@ -317,8 +320,7 @@ class Unit:
         cl.enqueue_copy(self.queue, s["rows"], np.ascontiguousarray(images, np.float32))
         source = s["rows"]
         if self.params.family == "texture":
-            cl.enqueue_copy(self.queue, s["images"], s["rows"], offset=0, origin=(0, 0, 0),
-                            region=(self.geometry.detector_shape[1], self.plan.row_stride, count))
+            self._fill_images(s, s["rows"], count, None)
             source = s["images"]
         events = []
         for n, ((first, count), window) in enumerate(zip(self.plan.passes, slab.windows)):

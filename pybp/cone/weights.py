@@ -25,7 +25,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from pybp.geometry.cone import ConeGeometry
-from pybp.geometry.parallel import GAP_FACTOR
+from pybp.geometry.angles import GAP_FACTOR, circle_gaps, gap_weights
 
 FRAME_VALUES = 10  # per projection, for the device: first - source (3), u (3), v (3), depth
 
@@ -75,25 +75,12 @@ def cosine(geometry: ConeGeometry, p: int, rows=None) -> np.ndarray:
     return f.depth[p] / np.linalg.norm(ray, axis=2)
 
 
-def _gaps_weights(ordered, period):
-    """Half the gaps to each neighbour on a circle of ``period``, a gap wider than
-    ``GAP_FACTOR`` typical steps counted as that many (missing data is not filled in)."""
-    gaps = np.diff(np.concatenate([ordered, [ordered[0] + period]]))
-    distinct = gaps[gaps > 1e-3 * period / gaps.size]
-    typical = np.median(distinct) if distinct.size else period / gaps.size
-    gaps = np.minimum(gaps, GAP_FACTOR * typical)
-    return 0.5 * (gaps + np.roll(gaps, 1)), typical
-
-
 def is_short_scan(geometry: ConeGeometry) -> bool:
     """Whether the sources leave a gap of more than ``GAP_FACTOR`` typical steps on the
     circle (a scan of less than 360 degrees)."""
-    folded = np.sort(np.mod(geometry.angles, 2 * np.pi))
-    if folded.size < 2:
+    if geometry.n_angles < 2:
         return True
-    gaps = np.diff(np.concatenate([folded, [folded[0] + 2 * np.pi]]))
-    distinct = gaps[gaps > 1e-3 * 2 * np.pi / gaps.size]
-    typical = np.median(distinct) if distinct.size else 2 * np.pi / gaps.size
+    _, gaps, typical = circle_gaps(geometry.angles, 2 * np.pi)
     return bool(gaps.max() > GAP_FACTOR * typical)
 
 
@@ -136,11 +123,7 @@ def column_weights(geometry: ConeGeometry, short_scan=None) -> np.ndarray:
     n_cols = geometry.detector_shape[1]
     pitch = frames(geometry).pitch
     if not short_scan:
-        folded = np.mod(geometry.angles, 2 * np.pi)
-        order = np.argsort(folded, kind="stable")
-        sorted_weights, _ = _gaps_weights(folded[order], 2 * np.pi)
-        weights = np.empty_like(sorted_weights)
-        weights[order] = 0.5 * sorted_weights  # each line seen twice
+        weights = 0.5 * gap_weights(geometry.angles, 2 * np.pi)  # each line seen twice
         return np.repeat((weights / pitch)[:, None], n_cols, 1)
     turns = np.unwrap(geometry.angles)
     sense = 1.0 if turns[-1] >= turns[0] else -1.0

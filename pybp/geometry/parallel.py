@@ -15,11 +15,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from pybp.checks import float_array, positive_int
-
-# A gap between neighbouring directions wider than this many typical steps is treated as
-# missing data (a missing wedge, a run of lost projections): it counts as this many
-# typical steps when the projections beside it are weighted (docs/design.md, section 1).
-GAP_FACTOR = 4
+from pybp.geometry.angles import gap_weights
 
 
 @dataclass(frozen=True, eq=False)
@@ -167,16 +163,4 @@ class Geometry:
         """
         if self.weights is not None:
             return self.weights
-        folded = np.mod(self.angles, np.pi)
-        order = np.argsort(folded, kind="stable")
-        ordered = folded[order]
-        gaps = np.diff(np.concatenate([ordered, [ordered[0] + np.pi]]))
-        # Directions repeated by a 360 degree scan leave gaps of (nearly) zero: the
-        # typical step is that of the distinct directions.
-        distinct = gaps[gaps > 1e-3 * np.pi / gaps.size]
-        typical = np.median(distinct) if distinct.size else np.pi / gaps.size
-        gaps = np.minimum(gaps, GAP_FACTOR * typical)
-        weights_sorted = 0.5 * (gaps + np.roll(gaps, 1))
-        weights = np.empty_like(weights_sorted)
-        weights[order] = weights_sorted
-        return weights
+        return gap_weights(self.angles, np.pi)

@@ -1,0 +1,49 @@
+"""What every reconstruction command does around its writing (pybp/cli/files.py for
+parallel beam, pybp/cli/cone.py for cone beam): Ctrl-C and write errors end in one line,
+and an output that holds nothing of this run is removed."""
+
+from __future__ import annotations
+
+import hashlib
+import sys
+
+import numpy as np
+
+from pybp.io.writers import STORAGE_ERRORS, WriteError
+
+EXIT_INTERRUPTED = 130
+
+
+def sha1(values) -> str:
+    """The SHA-1 of ``values`` as float64: what an output stores of its angles or
+    matrices, so that ``--resume`` refuses others."""
+    return hashlib.sha1(np.ascontiguousarray(values, np.float64).tobytes()).hexdigest()
+
+
+def into(output, total, unit, work):
+    """``(work(), None)``, or ``(None, EXIT_INTERRUPTED)`` after Ctrl-C, said in one line
+    (``unit``: what ``output`` holds ``total`` of, "slice" or "plane"). A write error
+    names the output and how many are complete; an output that holds nothing of this
+    run is removed; ``output`` is closed in every case."""
+    try:
+        return work(), None
+    except KeyboardInterrupt:
+        done = int(output.scan_done().sum())
+        if not done and output.made:
+            output.discard()
+            print(f"pybp reconstruct: interrupted before the first {unit}; nothing was "
+                  "written", file=sys.stderr)
+        else:
+            print(f"pybp reconstruct: interrupted after {done} of {total} {unit}s; the same "
+                  "command with --resume finishes the job", file=sys.stderr)
+        return None, EXIT_INTERRUPTED
+    except OSError as exc:
+        if isinstance(exc, WriteError) or exc.errno in STORAGE_ERRORS:
+            raise OSError(exc.errno, output.failure(exc)) from exc
+        output.discard()
+        raise
+    except BaseException:
+        output.discard()
+        raise
+    finally:
+        output.close()
