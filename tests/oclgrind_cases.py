@@ -87,9 +87,9 @@ def main(mode):
     want = reference.fbp(sinogram[None], geometry)
     print("RESULT", bp.params.key(), "oversample-fbp",
           f"{reference.relative_rms(bp(sinogram[None]), want):.2e}", flush=True)
-    filters = [(method, padding) for method in ("fft", "convolution") for padding in ("zero", "edge")]
+    filters = [(method, padding) for method in ("fft", "global-fft", "convolution") for padding in ("zero", "edge")]
     if buffers:  # Oclgrind's checker reports a process's first convolution launch
-        filters.insert(2, ("convolution", "zero"))  # (test_oclgrind.py): run it twice
+        filters.insert(4, ("convolution", "zero"))  # (test_oclgrind.py): run it twice
     for number, (method, padding) in enumerate(filters):
         case(f"filter-{method}-{padding}-{number}")
         bp = pybp.Backprojector(31, geometry.angles, filter="hann", padding=padding,

@@ -39,7 +39,7 @@ def test_device_filter_matches_numpy(cl_device, rng, name, padding):
 FILTER_RTOL = 1e-6  # the device filter against the float64 NumPy filter, relative RMS
 
 
-@pytest.mark.parametrize("method", ["fft", "convolution"])
+@pytest.mark.parametrize("method", ["fft", "global-fft", "convolution"])
 @pytest.mark.parametrize("padding", filters.PADDINGS)
 @pytest.mark.parametrize("name", pybp.FILTERS)
 def test_filter_stage_matches_numpy(cl_device, rng, name, padding, method):
@@ -92,9 +92,37 @@ def test_fft_filter_is_chosen_where_it_fits(cl_device):
     assert isinstance(stage, filters.FftFilter)
     huge = dataclasses.replace(device, local_memory=16 << 10)  # 8192 points need 32 KiB
     assert isinstance(filters.device_filter(context, huge, "ramp", 4096, np.ones(4)),
-                      filters.ConvolutionFilter)
+                      filters.GlobalFftFilter)
     with pytest.raises(ValueError, match="filter_method: a padded row of 8192 points"):
         filters.device_filter(context, huge, "ramp", 4096, np.ones(4), method="fft")
+    with pytest.raises(ValueError, match="filter_method: expected one of"):
+        filters.device_filter(context, device, "ramp", 64, np.ones(4), method="fast")
+
+
+@pytest.mark.parametrize("n_bins", [1024, 4096, 8192, 16384])
+def test_global_fft_at_any_width(cl_device, rng, n_bins):
+    """Rows too long for one work-group's local memory (6k and 8k sensors, and beyond):
+    the four-step FFT through global memory, within 1e-6 of the float64 filter, on a
+    device whose local memory holds only 256 points per work-group (8 KiB: several
+    work-groups per transform, and blocks of rows smaller than a slice)."""
+    context = cl.Context([cl_device])
+    queue = cl.CommandQueue(context)
+    small = dataclasses.replace(describe(cl_device), local_memory=4 << 10 if n_bins > 4096 else 8 << 10)
+    n_angles = 7
+    weights = rng.uniform(0.5, 1.5, n_angles)
+    data = (rng.standard_normal((1, n_angles, n_bins)) + 3).astype(np.float32)
+    for padding in filters.PADDINGS:
+        stage = filters.device_filter(context, small, "shepp-logan", n_bins, weights, padding,
+                                      "global-fft")
+        stage.max_rows = 4  # blocks of two pairs: the last holds one row
+        buffer = cl.Buffer(context, cl.mem_flags.READ_WRITE | cl.mem_flags.COPY_HOST_PTR,
+                           hostbuf=data)
+        stage(queue, buffer, buffer, 1, first_row=0, rows=2)
+        stage(queue, buffer, buffer, 1, first_row=2, rows=n_angles - 2)
+        got = np.empty_like(data)
+        cl.enqueue_copy(queue, got, buffer)
+        want = filters.filter_numpy(data, "shepp-logan", weights, padding)
+        assert reference.relative_rms(got, want) < FILTER_RTOL, padding
 
 
 def test_edge_padding_is_the_padded_row():

@@ -24,6 +24,7 @@ from pybp.parallel.backproject import Backproject, Circle
 from pybp.parallel.params import INTERPOLATIONS, KERNELS, SLICES_PER_PASS, STORAGES
 from pybp.parallel.plan import Plan
 from pybp.stages import filters, halfscale
+from pybp.stages.phase import Paganin, PhaseRetrieval
 from pybp.stages.normalize import Normalize, raw_dtype
 from pybp.stream import pipeline, sources
 from pybp.stream.executor import Executor, Layout
@@ -54,6 +55,7 @@ class Setup:
     overrides: object = None
     piece_shape: object = None
     verify: bool = True
+    phase: object = None
 
     def __post_init__(self):
         checks.choice("interpolation", self.interpolation, INTERPOLATIONS)
@@ -66,6 +68,7 @@ class Setup:
         object.__setattr__(self, "circle", checks.circle_option(self.circle))
         if self.filter is None and self.padding != "zero":
             raise ValueError("padding: pads the rows of the FBP filter; give a filter too")
+        object.__setattr__(self, "phase", Paganin.create(self.phase))
 
     def geometry(self) -> Geometry:
         """The scan geometry (checked), without a device."""
@@ -140,14 +143,24 @@ class Unit:
     def stages_for(self, dtype=None, log=True) -> tuple:
         """The stages of a run on projections of ``dtype`` (normalised on the device
         and, with ``log``, taken -log of), or on sinograms (``dtype`` None)."""
+        retrieval = self.setup.phase
         if dtype is None:
+            if retrieval is not None:
+                raise ValueError("phase: retrieval works on projections, before -log; these "
+                                 "are sinograms")
             return self.stages
+        if retrieval is not None and not log:
+            raise ValueError("phase: retrieval works on the transmission, before -log; "
+                             "log=False takes the data as line integrals already")
         key = (np.dtype(dtype), log)
         if key not in self._normalize:
             g = self.geometry
-            self._normalize[key] = Normalize(self.context, self.device, g.n_angles, g.n_bins,
-                                             dtype, log)
-        return (self._normalize[key],) + self.stages
+            first = Normalize(self.context, self.device, g.n_angles, g.n_bins, dtype, log,
+                              intensity=retrieval is not None)
+            self._normalize[key] = (first,) if retrieval is None else (
+                first, PhaseRetrieval(self.context, self.device, g.n_angles, g.n_bins,
+                                            retrieval))
+        return self._normalize[key] + self.stages
 
     def layout(self, dtype=None) -> Layout:
         g = self.geometry
@@ -200,7 +213,7 @@ class Unit:
     def close(self):
         """Release device memory and staging now."""
         self.executor.close()
-        for stage in self.stages + tuple(self._normalize.values()):
+        for stage in self.stages + sum(self._normalize.values(), ()):
             stage.close()
 
     # ---- the first use of a parameter set on a device ----------------------------------

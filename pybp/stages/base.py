@@ -77,6 +77,9 @@ class Stage:
       stages before this one work on them too, and this one leaves out its share
       (:attr:`Chunk.crop`); buffers are sized for the rows each stage sees.
     - ``shared_bytes``: device memory the stage keeps for all chunks at once.
+    - ``chunk_rows``: own rows per chunk the stage would like (one with a margin: so
+      many that the margins' rows cost little), where memory allows and the caller
+      sets none.
     """
 
     name = "stage"
@@ -85,6 +88,7 @@ class Stage:
     reports: tuple = ()
     margin = 0
     shared_bytes = 0
+    chunk_rows = 0
 
     def enqueue(self, chunk: Chunk) -> list:
         """Enqueue the step on ``chunk``; return ``[(name, event), ...]`` of what it

@@ -7,10 +7,13 @@ for truncated scans: an object wider than the detector does not drop to zero at 
 edges, and zeros there bring cupping and a bright rim).
 
 On the device, :class:`FftFilter` filters two rows per complex FFT in local memory
-(templates/fft.cl.mako); where the padded row does not fit a device's local memory,
-:class:`ConvolutionFilter` convolves with the real-space taps of the padded filter,
-which equals the padded FFT product exactly (edge padding adds the first and last
-values times the sums of the taps that meet the padding, known in advance).
+(templates/stages/fft.cl.mako); where the padded row does not fit a device's local
+memory, :class:`GlobalFftFilter` transforms it in two passes of shorter transforms
+through global memory (templates/stages/fft_global.cl.mako). :class:`ConvolutionFilter`
+convolves with the real-space taps of the padded filter, which equals the padded FFT
+product exactly (edge padding adds the first and last values times the sums of the
+taps that meet the padding, known in advance); it needs no FFT and is kept for
+comparison (``filter_method="convolution"``).
 """
 
 from __future__ import annotations
@@ -118,6 +121,8 @@ def filter_numpy(sinograms, name: str, weights, padding: str = "zero") -> np.nda
 
 FFT_ITEMS = 256  # work-items per transform, fewer for short rows
 CONVOLUTION_TILE = 64  # bins per work-group of the direct convolution
+LOCAL_POINTS = 2048  # most complex points a work-group of the global FFT holds
+FILTER_METHODS = ("auto", "fft", "global-fft", "convolution")
 SCRATCH_BYTES = 64 << 20  # most rows filtered by convolution at once
 
 # Both filters' arguments: the rows, what each method reads of the filter, the angle
@@ -137,6 +142,18 @@ CONVOLUTION_ARGS = (ROWS,
                         "edge padding: per bin, the left and right tap sums"),
                     WEIGHTS, Arg("n_bins", "const int"), Arg("n_angles", "const int"),
                     FIRST_ROW, Arg("out", "__global float *", "the launch's rows, from its first"))
+
+TABLE = Arg("table", "__global const float2 *", "N/2: exp(-2 pi i m / N)")
+SCRATCH = Arg("scratch", "__global float2 *", "N complex points per pair of rows")
+GLOBAL_FFT_KERNELS = {
+    "columns_forward": (ROWS, TABLE, Arg("n_bins", "const int"), Arg("n_rows", "const int"),
+                        FIRST_ROW, SCRATCH),
+    "rows_filter": (TABLE, Arg("response", "__global const float *",
+                               "N: the real response, / N, in the scratch's order"), SCRATCH),
+    "columns_inverse": (TABLE, SCRATCH, WEIGHTS, Arg("n_bins", "const int"),
+                        Arg("n_angles", "const int"), Arg("n_rows", "const int"), FIRST_ROW,
+                        Arg("out", "__global float *", "may be `rows`")),
+}
 
 
 @functools.lru_cache(maxsize=16)
@@ -239,24 +256,128 @@ class ConvolutionFilter:
                            out=destination)
 
 
+def local_points(device) -> int:
+    """Complex points a work-group of the global FFT transforms at once: the largest
+    power of two whose two local buffers (8 bytes a point) fit the device's local
+    memory, at most :data:`LOCAL_POINTS`."""
+    points = LOCAL_POINTS
+    while points > 64 and 16 * points > device.local_memory:
+        points //= 2
+    return points
+
+
+def four_step(size: int, points: int) -> tuple[int, int]:
+    """``(n1, n2)``, ``n1 * n2 == size``: column transforms of ``n1`` points (at most 32
+    where rows allow, so a work-group reads many neighbouring columns at once) and row
+    transforms of ``n2`` (at most ``points``)."""
+    n1 = max(size // points, min(32, size // 2))
+    return n1, size // n1
+
+
+def lines(size: int, points: int) -> tuple[int, int]:
+    """Columns and rows a work-group of the global FFT transforms at once."""
+    n1, n2 = four_step(size, points)
+    return min(points // n1, n2), min(max(1, points // n2), n1)
+
+
+@functools.lru_cache(maxsize=16)
+def global_fft_source(size: int, points: int, items: int, padding: str, first: int) -> str:
+    n1, n2 = four_step(size, points)
+    column_lines, row_lines = lines(size, points)
+    return codegen.render("stages/fft_global.cl.mako", GLOBAL_FFT_KERNELS, n1=n1, n2=n2,
+                          column_lines=column_lines, row_lines=row_lines,
+                          items=items, padding=padding, first=first)
+
+
+class GlobalFftFilter:
+    """Filters rows of sinograms on the device by FFT where a padded row is too long
+    for one work-group's local memory: four-step transforms through a complex scratch
+    buffer (templates/stages/fft_global.cl.mako), two rows per transform, in place.
+    ``weights`` are the angle weights."""
+
+    row_step = 2
+    in_place = True  # a block's rows are read whole into the scratch before any is written
+
+    def __init__(self, context, device, name, n_bins, weights, padding="zero"):
+        size = padded_size(n_bins)
+        points = local_points(device)
+        if size > points ** 2:
+            raise ValueError(f"n_bins: rows of {n_bins} bins pad to {size} points; the FFT "
+                             f"takes at most {points ** 2} on {device.name}")
+        n1, n2 = four_step(size, points)
+        self.n_bins, self.n_angles, self.size, self.n1, self.n2 = n_bins, len(weights), size, n1, n2
+        self.column_lines, self.row_lines = lines(size, points)
+        self.items = min(FFT_ITEMS, points // 2, device.max_work_group_size)
+        first = edge_padding(n_bins)[0] if padding == "edge" else 0
+        flags = cl.mem_flags.READ_ONLY | cl.mem_flags.COPY_HOST_PTR
+        table = np.exp(-2j * np.pi * np.arange(size // 2) / size).astype(np.complex64)
+        self.table = cl.Buffer(context, flags, hostbuf=table)
+        response = even_response(name, size) / size  # k = k1 + n1 k2 at k1 * n2 + k2
+        self.response = cl.Buffer(context, flags, hostbuf=np.ascontiguousarray(
+            response.reshape(n2, n1).T).astype(np.float32))
+        self.weights = cl.Buffer(context, flags, hostbuf=np.asarray(weights, np.float32))
+        source = global_fft_source(size, points, self.items, padding, first)
+        self.kernels = {kernel: codegen.declared(context, device, source, kernel, args)
+                        for kernel, args in GLOBAL_FFT_KERNELS.items()}
+        self.max_rows = 2 * max(1, SCRATCH_BYTES // (8 * size))
+        self.context, self._scratch = context, None
+
+    @property
+    def row_cost(self) -> int:
+        return self.size * int(np.log2(self.size))
+
+    def __call__(self, queue, source, destination, n_slices, wait_for=None, first_row=0,
+                 rows=None):
+        """Filter rows ``[first_row, first_row + rows)`` (default: all) of ``n_slices``
+        sinograms in place (``destination`` is ``source``), in blocks of at most
+        ``max_rows``."""
+        total = n_slices * self.n_angles
+        rows = total - first_row if rows is None else rows
+        if self._scratch is None:
+            self._scratch = cl.Buffer(self.context, cl.mem_flags.READ_WRITE,
+                                      min(self.max_rows, total + 1) // 2 * 8 * self.size)
+        capacity = self._scratch.size // (8 * self.size) * 2
+        event = None
+        for start in range(first_row, first_row + rows, capacity):
+            count = min(capacity, first_row + rows - start)
+            pairs = -(-count // 2)
+            common = dict(table=self.table, scratch=self._scratch)
+            ends = dict(n_bins=self.n_bins, n_rows=start + count, first_row=start)
+            event = self.kernels["columns_forward"](
+                queue, (self.n2 // self.column_lines * self.items, pairs), (self.items, 1),
+                wait_for if event is None else None, rows=source, **common, **ends)
+            event = self.kernels["rows_filter"](
+                queue, (-(-self.n1 // self.row_lines) * self.items, pairs), (self.items, 1),
+                response=self.response, **common)
+            event = self.kernels["columns_inverse"](
+                queue, (self.n2 // self.column_lines * self.items, pairs), (self.items, 1),
+                weights=self.weights, n_angles=self.n_angles, out=destination, **common,
+                **ends)
+        return event
+
+
 def device_filter(context, device, name, n_bins, weights, padding="zero", method="auto"):
-    """The FBP filter for a device: FFT where a padded row fits its local memory, else
-    direct convolution; ``method`` ("fft" or "convolution") forces one."""
+    """The FBP filter for a device: FFT in one work-group where a padded row fits its
+    local memory, else FFT through global memory; ``method`` ("fft", "global-fft" or
+    "convolution") forces one."""
     if method == "auto":
-        method = "fft" if FftFilter.fits(device, n_bins) else "convolution"
+        method = "fft" if FftFilter.fits(device, n_bins) else "global-fft"
     if method == "fft":
         if not FftFilter.fits(device, n_bins):
             raise ValueError(f"filter_method: a padded row of {padded_size(n_bins)} points does "
-                             f"not fit {device.name}'s local memory; use convolution")
+                             f"not fit {device.name}'s local memory; use global-fft")
         return FftFilter(context, device, name, n_bins, weights, padding)
+    if method == "global-fft":
+        return GlobalFftFilter(context, device, name, n_bins, weights, padding)
     if method != "convolution":
-        raise ValueError(f"filter_method: expected auto, fft or convolution; got {method!r}")
+        raise ValueError(f"filter_method: expected one of {', '.join(FILTER_METHODS)}; "
+                         f"got {method!r}")
     return ConvolutionFilter(context, device, name, n_bins, weights, padding)
 
 
 class Filter(Stage):
     """The FBP filter over a chunk's sinogram rows, in blocks paced by the executor's
-    pacer. The FFT filters in place; direct convolution reads whole rows that other
+    pacer (and no longer than the global FFT's scratch holds). The FFTs filter in place; direct convolution reads whole rows that other
     work-groups write, so it writes a block into scratch memory, copied back after."""
 
     name = "filter"
@@ -269,7 +390,7 @@ class Filter(Stage):
 
     def enqueue(self, chunk):
         f, q, pacer, n_bins = self.rows, chunk.queue, chunk.pacer, self.n_bins
-        sinograms, stages, most = chunk.buffers["sinograms"], [], None
+        sinograms, stages, most = chunk.buffers["sinograms"], [], getattr(f, "max_rows", None)
         if not f.in_place:  # blocks of at most the scratch's rows, sized for any chunk
             most = min(max(1, SCRATCH_BYTES // (4 * n_bins)),
                        chunk.memory.chunk_slices * f.n_angles)

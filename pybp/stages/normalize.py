@@ -1,6 +1,7 @@
 """Normalisation: detector projections of a chunk of rows to float32 sinograms on the
 device: ``(p - dark) / (flat - dark)``, ``-log``, and the transpose from projections
-``(angle, row, bin)`` to sinograms ``(row, angle, bin)``
+``(angle, row, bin)`` to sinograms ``(row, angle, bin)``; or, before phase retrieval
+(pybp/stages/phase.py), to the normalised intensity in the projections' layout
 (templates/stages/normalize.cl.mako)."""
 
 from __future__ import annotations
@@ -27,7 +28,7 @@ def raw_dtype(dtype) -> np.dtype:
     return dtype if dtype in RAW_TYPES else np.dtype(np.float32)
 
 
-def arguments(raw_type: str, real: str) -> tuple:
+def arguments(raw_type: str, real: str, intensity: bool = False) -> tuple:
     return (
         Arg("projections", f"__global const {raw_type} *", "n_angles x n_rows x n_bins: this chunk"),
         Arg("dark", f"__global const {real} *", "means per detector row and bin:"),
@@ -39,41 +40,46 @@ def arguments(raw_type: str, real: str) -> tuple:
         Arg("counted_first", "const int", "rows counted in clipped: the chunk's own,"),
         Arg("counted_stop", "const int", "not the margins of later stages"),
         Arg("clipped", "__global uint *", "counts the values replaced"),
-        Arg("sinograms", "__global float *", "n_rows x n_angles x n_bins"),
+        Arg("out", "__global float *", "n_angles x n_rows x n_bins (intensity)" if intensity
+            else "n_rows x n_angles x n_bins"),
     )
 
 
-def source(raw_type: str, real: str) -> str:
+def source(raw_type: str, real: str, intensity: bool = False) -> str:
     return codegen.render("stages/normalize.cl.mako",
-                          {"sinograms_from_projections": arguments(raw_type, real)},
-                          raw_type=raw_type, real=real)
+                          {"sinograms_from_projections": arguments(raw_type, real, intensity)},
+                          raw_type=raw_type, real=real, intensity=intensity)
 
 
 class Normalize(Stage):
     """Projections of ``dtype`` (see :func:`raw_dtype`) of ``n_angles`` x rows x
     ``n_bins`` to sinograms, normalised with the dark and flat means uploaded with each
     chunk (without them the data are taken as normalised) and, with ``log``, taken
-    ``-log`` of. The arithmetic is in double where the device has it: the FBP
+    ``-log`` of; with ``intensity``, to the normalised values in the projections'
+    layout (buffer ``intensity``), for phase retrieval to filter and take ``-log`` of. The arithmetic is in double where the device has it: the FBP
     amplifies float32's rounding of the ratio and the log several times."""
 
     name = "normalise"
     uploads = ("dark", "flat")
     reports = ("clipped",)
 
-    def __init__(self, context, device, n_angles, n_bins, dtype, log=True):
-        self.n_angles, self.n_bins, self.log = n_angles, n_bins, log
+    def __init__(self, context, device, n_angles, n_bins, dtype, log=True, intensity=False):
+        self.n_angles, self.n_bins, self.log = n_angles, n_bins, log and not intensity
         self.dtype = np.dtype(dtype)
         real = "double" if "cl_khr_fp64" in device.extensions else "float"
         self.real = np.dtype(np.float64 if real == "double" else np.float32)
-        self.kernel = codegen.declared(context, device, source(RAW_TYPES[self.dtype], real),
+        raw_type = RAW_TYPES[self.dtype]
+        self.kernel = codegen.declared(context, device, source(raw_type, real, intensity),
                                        "sinograms_from_projections",
-                                       arguments(RAW_TYPES[self.dtype], real))
+                                       arguments(raw_type, real, intensity))
         plane = n_angles * n_bins
+        self.output = "intensity" if intensity else "sinograms"
         self.needs = (Need("raw", plane * self.dtype.itemsize),
                       Need("dark", n_bins * self.real.itemsize, host=self.real),
                       Need("flat", n_bins * self.real.itemsize, host=self.real),
                       Need("clipped", fixed=4, host=np.dtype(np.uint32)),
-                      Need("sinograms", plane * 4))
+                      Need(self.output, plane * 4))
+        self.intensity = intensity
         self._zeros = Zeros()
 
     def enqueue(self, chunk):
@@ -87,13 +93,13 @@ class Normalize(Stage):
                     flat_field="dark" in chunk.uploaded, take_log=self.log,
                     floor_value=FLOOR_TRANSMISSION, counted_first=chunk.margins[0],
                     counted_stop=chunk.count - chunk.margins[1], clipped=b["clipped"],
-                    sinograms=b["sinograms"]))]
+                    out=b[self.output]))]
 
     def reported(self, counts):
         """Values replaced (see FLOOR_TRANSMISSION); with ``log=False`` any (NaN or
         Inf) is an error."""
         count = counts["clipped"]
-        if count and not self.log:
+        if count and not self.log and not self.intensity:
             raise ValueError(f"projections: {count} values of a chunk are NaN or Inf; with "
                              "log=False the values are back-projected as they are: replace "
                              "them first (numpy.nan_to_num), or pass flats and darks")

@@ -5,7 +5,7 @@
 ## sides, so reads and writes stay coalesced without a local-memory transpose.
 ## The arithmetic is in `real`: double where the device has it, for the FBP amplifies
 ## float32's rounding of the ratio and the log several times (tests/test_reconstruct.py).
-${"/* pybp projections to sinograms: %s input, %s arithmetic */" % (raw_type, real)}
+${"/* pybp projections to %s: %s input, %s arithmetic */" % ("intensity" if intensity else "sinograms", raw_type, real)}
 % if real == "double":
 #pragma OPENCL EXTENSION cl_khr_fp64 : enable
 % endif
@@ -23,6 +23,17 @@ ${args['sinograms_from_projections']}
     ${real} value = projections[((size_t)angle * n_rows + row) * n_bins + bin];
     if (flat_field)
         value = (value - dark[pixel]) / (flat[pixel] - dark[pixel]);
+% if intensity:
+    // For phase retrieval (paganin.cl.mako), which takes the log after its filter: the
+    // intensity in the projections' own layout. A value that is not a number (a pixel
+    // whose flat equals its dark) is taken as transparent and counted.
+    if (!isfinite(value)) {
+        value = 1;
+        if (counted)
+            atomic_inc(clipped);
+    }
+    out[((size_t)angle * n_rows + row) * n_bins + bin] = (float)value;
+% else:
     if (take_log) {
         // No transmission to take the log of: not positive (noise on a dark beam), or
         // not a number (a pixel whose flat equals its dark, taken as transparent).
@@ -40,5 +51,6 @@ ${args['sinograms_from_projections']}
         if (counted)
             atomic_inc(clipped);
     }
-    sinograms[((size_t)row * n_angles + angle) * n_bins + bin] = (float)value;
+    out[((size_t)row * n_angles + angle) * n_bins + bin] = (float)value;
+% endif
 }

@@ -1,0 +1,292 @@
+"""Paganin phase retrieval (Paganin et al., J. Microsc. 206, 33, 2002): the options,
+the float64 NumPy reference, and the device stage (templates/stages/paganin.cl.mako).
+
+Each flat-field normalised projection I (before ``-log``) is filtered by
+
+    H(f) = 1 / (1 + pi * wavelength * distance * delta_beta * |f|^2)
+
+with ``f`` the spatial frequency in cycles per metre, after padding it by replicating
+its edges, and the reconstruction is of ``-log`` of the result. The filter reaches
+across detector rows: in continuous space its kernel, summed along the rows, is
+``exp(-|y| / l) / (2 l)`` with ``l = sqrt(wavelength * distance * delta_beta / (4 pi))``;
+sampled on the detector's grid, the response has a cusp at the Nyquist frequency and
+the kernel a tail that falls only as ``1 / n^2`` beyond that (the more so the shorter
+``l`` is against a pixel). Chunks read :func:`Paganin.margin_rows` rows beyond their
+own on each side (``Stage.margin``), where the tail of the sampled kernel holds less
+than ``MARGIN_TOLERANCE`` of its weight, and leave them out, so that chunked results
+equal one pass over whole projections to that fraction of the values' spread
+(nabu's ``phase_margin``).
+"""
+
+from __future__ import annotations
+
+import functools
+import math
+from dataclasses import dataclass
+
+import numpy as np
+import pyopencl as cl
+
+from pybp.cl import codegen
+from pybp.cl.kernel import Arg, ints
+from pybp.stages.base import Need, Stage
+from pybp.stages.filters import four_step, local_points
+from pybp.stages.normalize import FLOOR_TRANSMISSION
+
+PLANCK_EV_M = 1.2398419843320026e-6  # h c in eV m: wavelength = h c / E
+MARGIN_TOLERANCE = 1e-5  # of the kernel's weight: what a margin leaves out at most
+SCRATCH_BYTES = 256 << 20  # most bytes of frames transformed at once
+
+
+def wavelength(energy_kev: float) -> float:
+    """Metres, of photons of ``energy_kev``."""
+    return PLANCK_EV_M / (energy_kev * 1e3)
+
+
+@dataclass(frozen=True)
+class Paganin:
+    """The options of Paganin phase retrieval, checked: ``delta_beta`` (the ratio of
+    the refractive index decrement to the absorption index, > 0), ``energy`` (keV),
+    ``distance`` (sample to detector, metres) and ``pixel_size`` (metres, at the
+    sample), all positive; ``margin``: detector rows read beyond each chunk's own
+    (default from the filter: :func:`margin_rows`)."""
+
+    delta_beta: float
+    energy: float
+    distance: float
+    pixel_size: float
+    margin: int | None = None
+
+    @classmethod
+    def create(cls, phase) -> "Paganin | None":
+        """From ``phase``: None, a Paganin, or a dict of its fields."""
+        if phase is None or isinstance(phase, Paganin):
+            return phase
+        if not isinstance(phase, dict):
+            raise TypeError(f"phase: expected a dict of delta_beta, energy, distance and "
+                            f"pixel_size, got {type(phase).__name__}")
+        fields = ("delta_beta", "energy", "distance", "pixel_size", "margin")
+        unknown = sorted(set(phase) - set(fields))
+        missing = [name for name in fields[:4] if name not in phase]
+        if unknown or missing:
+            raise ValueError(f"phase: {'unknown ' + ', '.join(unknown) if unknown else ''}"
+                             f"{'; ' if unknown and missing else ''}"
+                             f"{'missing ' + ', '.join(missing) if missing else ''}; expected "
+                             f"delta_beta, energy (keV), distance (m), pixel_size (m)")
+        for name in fields[:4]:
+            value = phase[name]
+            if not isinstance(value, (int, float)) or not math.isfinite(value) or value <= 0:
+                raise ValueError(f"phase: {name} must be a positive number, got {value!r}")
+        margin = phase.get("margin")
+        if margin is not None and (not isinstance(margin, int) or margin < 0):
+            raise ValueError(f"phase: margin must be a whole number of rows >= 0, got {margin!r}")
+        return cls(*(float(phase[name]) for name in fields[:4]), margin)
+
+    @property
+    def strength(self) -> float:
+        """``pi * wavelength * distance * delta_beta``, in square metres."""
+        return math.pi * wavelength(self.energy) * self.distance * self.delta_beta
+
+    @property
+    def length(self) -> float:
+        """The filter's decay length ``l`` in pixels (see the module's note)."""
+        return math.sqrt(self.strength) / (2 * math.pi) / self.pixel_size
+
+    def margin_rows(self) -> int:
+        """Rows each side beyond which the sampled kernel along the rows holds less than
+        ``MARGIN_TOLERANCE`` of its weight (or the ``margin`` given)."""
+        if self.margin is not None:
+            return self.margin
+        return tail_margin(self.strength / self.pixel_size ** 2, MARGIN_TOLERANCE)
+
+    def __str__(self):
+        return (f"Paganin: delta/beta {self.delta_beta:g}, {self.energy:g} keV, "
+                f"{self.distance:g} m, {self.pixel_size:g} m pixels")
+
+
+def tail_margin(strength: float, tolerance: float) -> int:
+    """The least ``M`` where the kernel of ``1 / (1 + strength f^2)`` (``f`` in cycles per
+    pixel) beyond ``M`` pixels on one side sums (in absolute value) to less than
+    ``tolerance``: from the transform on a grid long enough that it does."""
+    n = 4096
+    while True:
+        response = 1 / (1 + strength * np.fft.rfftfreq(n) ** 2)
+        kernel = np.abs(np.fft.irfft(response, n)[:n // 2])
+        tail = np.cumsum(kernel[::-1])[::-1]  # tail[m]: the weight at m and beyond
+        below = np.flatnonzero(tail < tolerance)
+        if len(below) and below[0] < n // 8:  # the periodic copies are far beyond it
+            return max(1, int(below[0]) - 1)
+        n *= 2
+        if n > 1 << 24:
+            raise ValueError(f"phase: the filter reaches beyond {n // 16} rows")
+
+
+def fft_size(n: int) -> int:
+    """The transform length for ``n`` points: the next power of two (at least 2)."""
+    return max(2, 1 << (n - 1).bit_length())
+
+
+def frame(n_rows: int, n_bins: int, margin: int) -> tuple[int, int, int, int]:
+    """``(frame_y, frame_x, top, left)``: the padded frame of ``n_rows`` rows of
+    ``n_bins`` with ``margin`` rows and bins of edge values each side at least, and
+    where the data start in it."""
+    frame_y, frame_x = fft_size(n_rows + 2 * margin), fft_size(n_bins + 2 * margin)
+    return (frame_y, frame_x, margin + (frame_y - n_rows - 2 * margin) // 2,
+            margin + (frame_x - n_bins - 2 * margin) // 2)
+
+
+def frequencies_squared(n: int, pixel_size: float) -> np.ndarray:
+    """``f^2`` at the ``n`` points of a transform (cycles per metre)."""
+    return np.fft.fftfreq(n, d=pixel_size) ** 2
+
+
+def paganin_numpy(intensity, phase: Paganin) -> np.ndarray:
+    """Float64 reference: projections ``(..., n_rows, n_bins)`` of flat-field normalised
+    intensity, each padded whole (:func:`frame`), filtered, cropped; then ``-log``
+    (values not positive become ``FLOOR_TRANSMISSION`` first)."""
+    intensity = np.asarray(intensity, np.float64)
+    n_rows, n_bins = intensity.shape[-2:]
+    frame_y, frame_x, top, left = frame(n_rows, n_bins, phase.margin_rows())
+    pad = [(0, 0)] * (intensity.ndim - 2) + [(top, frame_y - n_rows - top),
+                                            (left, frame_x - n_bins - left)]
+    padded = np.pad(intensity, pad, mode="edge")
+    f2 = (frequencies_squared(frame_y, phase.pixel_size)[:, None]
+          + frequencies_squared(frame_x, phase.pixel_size)[None, :])
+    retrieved = np.real(np.fft.ifft2(np.fft.fft2(padded) / (1 + phase.strength * f2)))
+    retrieved = retrieved[..., top:top + n_rows, left:left + n_bins]
+    return -np.log(np.where(retrieved > 0, retrieved, FLOOR_TRANSMISSION))
+
+
+@functools.lru_cache(maxsize=16)
+def source(frame_y: int, frame_x: int, points: int, items: int) -> str:
+    a, b = four_step(frame_x, points)
+    return codegen.render("stages/paganin.cl.mako", KERNELS, frame_y=frame_y, a=a, b=b,
+                          a_lines=min(points // a, b), b_lines=max(1, min(points // b, a)),
+                          y_lines=max(1, min(points // frame_y, frame_x)), items=items)
+
+
+TABLE = Arg("table", "__global const float2 *", "FRAME_X/2: exp(-2 pi i m / FRAME_X)")
+SCRATCH = Arg("scratch", "__global float2 *", "a frame per pair of projections")
+KERNELS = {
+    "rows_forward_a": (Arg("intensity", "__global const float *", "n_angles x n_rows x n_bins"),
+                       *ints("n_rows", "n_bins", "first_angle"),
+                       Arg("stop_angle", "const int", "the block's end"),
+                       Arg("row_shift", "const int", "frame row - chunk row"),
+                       Arg("first_bin", "const int", "frame column of bin 0"), TABLE, SCRATCH),
+    "rows_b": (TABLE, Arg("sign", "const int", "-1 forward, +1 inverse"), SCRATCH),
+    "columns_filter": (Arg("table_y", "__global const float2 *", "FRAME_Y/2"),
+                       Arg("fy2", "__global const float *", "FRAME_Y: strength fy^2"),
+                       Arg("fx2", "__global const float *", "FRAME_X: strength fx^2, permuted"),
+                       Arg("scale", "const float", "1 / (FRAME_Y FRAME_X)"), SCRATCH),
+    "rows_inverse_a": (TABLE, SCRATCH, *ints("n_angles", "n_bins", "first_angle"),
+                       Arg("stop_angle", "const int", "the block's end"),
+                       Arg("first_frame_row", "const int", "frame row of the chunk's first own row"),
+                       Arg("first_bin", "const int", "frame column of bin 0"),
+                       Arg("floor_value", "const float", "what a non-positive intensity becomes"),
+                       Arg("clipped", "__global uint *", "counts the values replaced"),
+                       Arg("sinograms", "__global float *", "own rows x n_angles x n_bins")),
+}
+
+
+class PhaseRetrieval(Stage):
+    """Paganin phase retrieval of the chunk's projections (buffer ``intensity``:
+    ``n_angles`` x rows x ``n_bins``, normalised, margins included) into ``sinograms``
+    (``-log``, the chunk's own rows), counting non-positive values in ``clipped`` (the
+    normalisation's counter, which it reports). Frames are cut to powers of two; one
+    frame height is compiled per chunk height (the last chunk is shorter)."""
+
+    name = "phase"
+
+    def __init__(self, context, device, n_angles, n_bins, phase: Paganin):
+        self.context, self.device, self.phase = context, device, phase
+        self.n_angles, self.n_bins = n_angles, n_bins
+        self.margin = phase.margin_rows()
+        self.points = local_points(device)
+        self.items = min(256, self.points // 2, device.max_work_group_size)
+        _, frame_x, _, self.first_bin = frame(1, n_bins, self.margin)
+        if frame_x > self.points ** 2 or fft_size(1 + 2 * self.margin) > self.points:
+            raise ValueError(f"phase: the filter reaches {self.margin} rows (delta_beta "
+                             f"{phase.delta_beta:g}, distance {phase.distance:g} m, pixel "
+                             f"{phase.pixel_size:g} m); frames of {fft_size(1 + 2 * self.margin)}"
+                             f" x {frame_x} points exceed what {device.name} transforms "
+                             f"({self.points} rows, {self.points ** 2} columns)")
+        self.frame_x = frame_x
+        plane = n_angles * n_bins
+        self.needs = (Need("intensity", plane * 4), Need("clipped", fixed=4, host=np.dtype(np.uint32)),
+                      Need("sinograms", plane * 4))
+        self.shared_bytes = SCRATCH_BYTES
+        flags = cl.mem_flags.READ_ONLY | cl.mem_flags.COPY_HOST_PTR
+        a, b = four_step(frame_x, self.points)
+        self.a, self.b = a, b
+        fx2 = phase.strength * frequencies_squared(frame_x, phase.pixel_size)
+        self.fx2 = cl.Buffer(context, flags, hostbuf=np.ascontiguousarray(  # k_a + A k_b at k_a B + k_b
+            fx2.reshape(b, a).T).astype(np.float32))
+        self.table = cl.Buffer(context, flags, hostbuf=np.exp(
+            -2j * np.pi * np.arange(frame_x // 2) / frame_x).astype(np.complex64))
+        self._heights, self._scratch = {}, None
+
+    @property
+    def chunk_rows(self) -> int:
+        """Own rows per chunk this stage prefers: a frame of the most rows the device
+        transforms at once, at most eight times the margins."""
+        return fft_size(min(self.points, 8 * 2 * self.margin)) - 2 * self.margin
+
+    def _height(self, frame_y):
+        """The kernels, y tables and frames per block of a frame height."""
+        if frame_y not in self._heights:
+            flags = cl.mem_flags.READ_ONLY | cl.mem_flags.COPY_HOST_PTR
+            code = source(frame_y, self.frame_x, self.points, self.items)
+            kernels = {name: codegen.declared(self.context, self.device, code, name, args)
+                       for name, args in KERNELS.items()}
+            table_y = cl.Buffer(self.context, flags, hostbuf=np.exp(
+                -2j * np.pi * np.arange(max(1, frame_y // 2)) / frame_y).astype(np.complex64))
+            fy2 = cl.Buffer(self.context, flags, hostbuf=(self.phase.strength * frequencies_squared(
+                frame_y, self.phase.pixel_size)).astype(np.float32))
+            pairs = max(1, SCRATCH_BYTES // (8 * frame_y * self.frame_x))
+            self._heights[frame_y] = (kernels, table_y, fy2, pairs)
+        return self._heights[frame_y]
+
+    def enqueue(self, chunk):
+        before, after = chunk.crop
+        own = chunk.rows_out
+        frame_y, _, top, _ = frame(own, self.n_bins, self.margin)
+        kernels, table_y, fy2, most = self._height(frame_y)
+        if self._scratch is None:
+            self._scratch = cl.Buffer(self.context, cl.mem_flags.READ_WRITE, SCRATCH_BYTES)
+        b, q, pacer, points = chunk.buffers, chunk.queue, chunk.pacer, self.points
+        a_lines = min(points // self.a, self.b)
+        b_lines = max(1, min(points // self.b, self.a))
+        y_lines = max(1, min(points // frame_y, self.frame_x))
+        cost = frame_y * self.frame_x * int(np.log2(frame_y * self.frame_x))
+        events = []
+        common = dict(table=self.table, scratch=self._scratch)
+        for first, count in pacer.blocks("phase", self.n_angles, cost, 2, 2 * most):
+            pairs = -(-count // 2)
+            pacer.admit("phase", count * cost, chunk.stop)
+            sizes = dict(stop_angle=first + count, n_bins=self.n_bins, first_angle=first,
+                         first_bin=self.first_bin)
+            launches = [
+                kernels["rows_forward_a"](
+                    q, (frame_y * (self.b // a_lines) * self.items, pairs), (self.items, 1),
+                    intensity=b["intensity"], n_rows=chunk.count, row_shift=top - before,
+                    **sizes, **common),
+                kernels["rows_b"](q, (frame_y * self.a // b_lines * self.items, pairs),
+                                  (self.items, 1), sign=-1, **common),
+                kernels["columns_filter"](
+                    q, (self.frame_x // y_lines * self.items, pairs), (self.items, 1),
+                    table_y=table_y, fy2=fy2, fx2=self.fx2,
+                    scale=1.0 / (frame_y * self.frame_x), scratch=self._scratch),
+                kernels["rows_b"](q, (frame_y * self.a // b_lines * self.items, pairs),
+                                  (self.items, 1), sign=1, **common),
+                kernels["rows_inverse_a"](
+                    q, (own * (self.b // a_lines) * self.items, pairs), (self.items, 1),
+                    n_angles=self.n_angles, first_frame_row=top, floor_value=FLOOR_TRANSMISSION,
+                    clipped=b["clipped"], sinograms=b["sinograms"], **sizes, **common)]
+            q.flush()
+            pacer.launched(launches[-1], "phase", count * cost)
+            events += [("phase", event) for event in launches]
+        return events
+
+    def close(self):
+        self._scratch = None
+        self._heights.clear()
