@@ -1,6 +1,7 @@
 #!/usr/bin/env python3
-"""Device time of the FBP filter, FFT against direct convolution, beside the
-back-projection of the same slices (docs/design.md, section 5: one run, one device).
+"""Device time of the FBP filter, FFT in one work-group's local memory, FFT through
+global memory (four-step) and direct convolution, beside the back-projection of the
+same slices (docs/design.md, section 5: one run, one device).
 
     python tuning/filter_speed.py [--sizes 256 1024 2048 4096] [--slices 8] [--repeats 5]
 
@@ -32,14 +33,15 @@ def main(argv):
     parser.add_argument("--slices", type=int, default=8)
     parser.add_argument("--repeats", type=int, default=5)
     args = parser.parse_args(argv)
-    print("| bins | FFT ms/slice | convolution ms/slice | back-projection ms/slice "
-          "| FFT share | convolution share |")
-    print("| --- | --- | --- | --- | --- | --- |")
+    methods = ("fft", "global-fft", "convolution")
+    print("| bins | " + " | ".join(f"{m} ms/slice" for m in methods) + " | back-projection "
+          "ms/slice | " + " | ".join(f"{m} share" for m in methods) + " |")
+    print("|" + " --- |" * (2 + 2 * len(methods)))
     for size in args.sizes:
         angles = np.linspace(0, np.pi, size, endpoint=False)
         stack = np.random.default_rng(0).random((args.slices, size, size)).astype(np.float32)
         row = {}
-        for method in ("fft", "convolution"):
+        for method in methods:
             try:
                 bp = pybp.Backprojector(size, angles, filter="ramp", filter_method=method)
             except ValueError as exc:
@@ -48,10 +50,9 @@ def main(argv):
             row[method] = per_slice_ms(bp, stack, args.repeats, "filter")
             row["bp"] = per_slice_ms(bp, stack, args.repeats, "backproject")
             bp.close()
-        cells = [f"{row[m]:.3f}" if m in row else "-" for m in ("fft", "convolution")]
-        shares = [f"{100 * row[m] / row['bp']:.1f}%" if m in row else "-"
-                  for m in ("fft", "convolution")]
-        print(f"| {size} | {cells[0]} | {cells[1]} | {row['bp']:.3f} | {shares[0]} | {shares[1]} |",
+        cells = [f"{row[m]:.3f}" if m in row else "-" for m in methods]
+        shares = [f"{100 * row[m] / row['bp']:.1f}%" if m in row else "-" for m in methods]
+        print(f"| {size} | {' | '.join(cells)} | {row['bp']:.3f} | {' | '.join(shares)} |",
               flush=True)
 
 

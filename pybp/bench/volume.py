@@ -24,7 +24,10 @@ from pybp.tune.search import gups
 from pybp.api.volumes import reconstruct
 
 DISTINCT_ROWS = 16
-STAGES = ("upload", "normalise", "filter", "half", "pack", "backproject", "download")
+STAGES = ("upload", "normalise", "phase", "rings", "filter", "half", "pack", "backproject",
+          "download")
+# The Paganin case of ``--phase``: a filter 5.1 pixels long, margins of 77 rows.
+BENCH_PHASE = dict(delta_beta=200.0, energy=25.0, distance=0.3, pixel_size=3e-6)
 
 
 def make_scan(size, n_angles, rows, n_flats, seed=0):
@@ -66,8 +69,10 @@ def silx_fbp_seconds(cl_device, angles, sinogram, repeats=3):
 
 
 def run(device=None, size=2048, n_angles=None, rows=2048, n_flats=20, interpolation="linear",
-        precision="float", repeats=5, with_silx=True, log=print):
-    """Measure and print; return a dict of the figures."""
+        precision="float", repeats=5, with_silx=True, log=print, rings=None, phase=None):
+    """Measure and print; return a dict of the figures. With ``rings`` or ``phase``
+    (options of :func:`pybp.reconstruct`), the volume is also made with them, and
+    their cost reported."""
     n_angles = n_angles or size
     tick = time.perf_counter()
     angles, projections, flats, darks = make_scan(size, n_angles, rows, n_flats)
@@ -97,6 +102,18 @@ def run(device=None, size=2048, n_angles=None, rows=2048, n_flats=20, interpolat
     reconstruct(projections, angles, flats, darks, out=out, progress=False, stats=stats,
                 **options)
     wall = time.perf_counter() - start
+    if rings or phase:
+        plain = wall
+        options.update(rings=rings, phase=phase)
+        reconstruct(projections, angles, flats, darks, rows=(0, min(rows, 4 * width)),
+                    progress=False, **options)
+        stats = {}
+        start = time.perf_counter()
+        reconstruct(projections, angles, flats, darks, out=out, progress=False, stats=stats,
+                    **options)
+        wall = time.perf_counter() - start
+        log(f"with {' and '.join(x for x in ('rings=' + str(rings) if rings else '', 'phase' if phase else '') if x)}: "
+            f"{wall:.2f} s wall against {plain:.2f} s without, +{100 * (wall / plain - 1):.1f}%")
     updates = float(size) * size * n_angles * rows
     end_to_end = updates / wall * 1e-9
     result = dict(wall=wall, gups=end_to_end, kernel_gups=kernel_gups, stats=stats)

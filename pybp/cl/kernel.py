@@ -14,7 +14,8 @@ from dataclasses import dataclass
 import numpy as np
 
 # Host types of the scalar arguments; any other argument is a buffer or an image.
-SCALARS = {"const int": np.int32, "const uint": np.uint32, "const float": np.float32}
+SCALARS = {"const int": np.int32, "const uint": np.uint32, "const long": np.int64,
+           "const float": np.float32}
 
 
 @dataclass(frozen=True)

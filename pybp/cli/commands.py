@@ -194,7 +194,8 @@ def cmd_bench(args):
                            rows=args.rows, n_flats=args.flats,
                            interpolation=(args.interpolation or ["linear"])[0],
                            precision=(args.storage or ["float"])[0], repeats=args.repeats,
-                           with_silx=not args.no_silx)
+                           with_silx=not args.no_silx, rings=args.rings,
+                           phase=bench_pipeline.BENCH_PHASE if args.phase else None)
         return 0
     if args.hybrid_sweep:
         bench.hybrid_sweep(device=args.device, size=args.size, repeats=args.repeats,
@@ -321,6 +322,12 @@ def build_parser():
                         help="with --pipeline: detector rows, i.e. slices")
     bench_.add_argument("--flats", type=int, default=20,
                         help="with --pipeline: flat and dark frames each")
+    bench_.add_argument("--rings", choices=("sort", "fw"),
+                        help="with --pipeline: ring removal too, its cost reported beside "
+                             "the volume without it")
+    bench_.add_argument("--phase", action="store_true",
+                        help="with --pipeline: Paganin phase retrieval too (delta/beta 200, "
+                             "25 keV, 0.3 m, 3 um pixels), its cost reported")
     bench_.add_argument("--cone", action="store_true",
                         help="only: cone-beam FDK on the RabbitCT-like case (GUPS of each "
                              "verified parameter set beside the fetch-only ceiling, then end "

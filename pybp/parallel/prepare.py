@@ -23,7 +23,7 @@ from pybp.parallel import kernels, profiler, verify
 from pybp.parallel.backproject import Backproject, Circle
 from pybp.parallel.params import INTERPOLATIONS, KERNELS, SLICES_PER_PASS, STORAGES
 from pybp.parallel.plan import Plan
-from pybp.stages import filters, halfscale
+from pybp.stages import filters, halfscale, rings
 from pybp.stages.phase import Paganin, PhaseRetrieval
 from pybp.stages.normalize import Normalize, raw_dtype
 from pybp.stream import pipeline, sources
@@ -56,6 +56,8 @@ class Setup:
     piece_shape: object = None
     verify: bool = True
     phase: object = None
+    rings: object = None
+    ring_options: object = None
 
     def __post_init__(self):
         checks.choice("interpolation", self.interpolation, INTERPOLATIONS)
@@ -69,6 +71,8 @@ class Setup:
         if self.filter is None and self.padding != "zero":
             raise ValueError("padding: pads the rows of the FBP filter; give a filter too")
         object.__setattr__(self, "phase", Paganin.create(self.phase))
+        object.__setattr__(self, "ring_options", rings.options(
+            self.rings, self.ring_options, int(np.size(self.angles)), self.n_bins))
 
     def geometry(self) -> Geometry:
         """The scan geometry (checked), without a device."""
@@ -113,6 +117,9 @@ class Unit:
         gain = None if setup.filter is None else filters.gain(setup.filter, g.n_bins)
         self.result_bound = halfscale.result_bound(g.n_angles, weights, gain)
         stages = []
+        if setup.rings is not None:
+            stages.append(rings.RingRemoval(self.context, self.device, g.n_angles, g.n_bins,
+                                            setup.rings, setup.ring_options))
         if setup.filter is not None:
             stages.append(filters.Filter(self.context, self.device, setup.filter, g.n_bins,
                                          weights, setup.padding, setup.filter_method))

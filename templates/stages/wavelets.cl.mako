@@ -1,0 +1,120 @@
+## Münch et al.'s Fourier-wavelet ring removal (pybp/stages/wavelets.py) on a block of
+## sinograms, each a plane of its own in every buffer (work-item z: the sinogram):
+## `place` pads the sinograms along the angles with zeros; `dwt` and `idwt` are one
+## level of PyWavelets' symmetric-mode transforms along rows or columns of any strided
+## plane; `damp` takes its Gaussian low-pass along the angles out of a level's vertical
+## details; `crop` writes the result back into the sinograms.
+${"/* pybp Fourier-wavelet ring removal: %d taps, at most %d frequencies */" % (len(dec_lo), freqs)}
+#define TAPS ${len(dec_lo)}
+#define FREQS ${freqs}
+<%def name="table(name, values)">__constant float ${name}[TAPS] = {${", ".join("%.17gf" % v for v in values)}};</%def>
+${table("dec_lo", dec_lo)}
+${table("dec_hi", dec_hi)}
+${table("rec_lo", rec_lo)}
+${table("rec_hi", rec_hi)}
+
+// Index i mirrored into [0, n) as d c b a | a b c d, as often as needed.
+inline int mirror(int i, const int n)
+{
+    while (i < 0 || i >= n)
+        i = i < 0 ? -i - 1 : 2 * n - i - 1;
+    return i;
+}
+
+__kernel void place(
+${args['place']}
+{
+    const int bin = get_global_id(0), row = get_global_id(1);
+    if (bin >= n_bins || row >= rows)
+        return;
+    const int angle = row - first_row;
+    out[get_global_id(2) * out_plane + (size_t)row * n_bins + bin] = angle >= 0 && angle < n_angles
+        ? sinograms[(first + get_global_id(2)) * (size_t)n_angles * n_bins + (size_t)angle * n_bins + bin]
+        : 0.0f;
+}
+
+// One level along `axis` (1: within rows, 0: within columns) of an in_rows x in_cols
+// plane: the approximation into `lo`, the detail into `hi` (out_rows x out_cols).
+__kernel void dwt(
+${args['dwt']}
+{
+    const int x = get_global_id(0), y = get_global_id(1);
+    if (x >= out_cols || y >= out_rows)
+        return;
+    __global const float *plane = in + get_global_id(2) * in_plane;
+    const int n = axis ? in_cols : in_rows;
+    const int o = axis ? x : y;
+    float low = 0.0f, high = 0.0f;
+    for (int j = 0; j < TAPS; j++) {
+        const int i = mirror(2 * o + 1 - j, n);
+        const float v = axis ? plane[(size_t)y * in_stride + i] : plane[(size_t)i * in_stride + x];
+        low = mad(dec_lo[j], v, low);
+        high = mad(dec_hi[j], v, high);
+    }
+    const size_t at = get_global_id(2) * out_plane + (size_t)y * out_stride + x;
+    lo[at] = low;
+    hi[at] = high;
+}
+
+// The inverse of dwt along `axis`: `m` coefficients of `lo` and `hi` (the first m rows or
+// columns: an approximation may hold one more) give out_rows x out_cols values.
+__kernel void idwt(
+${args['idwt']}
+{
+    const int x = get_global_id(0), y = get_global_id(1);
+    if (x >= out_cols || y >= out_rows)
+        return;
+    const size_t base = get_global_id(2) * in_plane;
+    const int n = axis ? x : y;
+    float sum = 0.0f;
+    for (int j = (n + TAPS) & 1; j < TAPS; j += 2) {  // n + TAPS - 2 - j even
+        const int k = (n + TAPS - 2 - j) / 2;
+        if (k >= 0 && k < m) {
+            const size_t at = base + (axis ? (size_t)y * in_stride + k : (size_t)k * in_stride + x);
+            sum = mad(lo[at], rec_lo[j], mad(hi[at], rec_hi[j], sum));
+        }
+    }
+    out[get_global_id(2) * out_plane + (size_t)y * out_stride + x] = sum;
+}
+
+// Column x of a level's vertical details (rows x cols) less its low-pass along the
+// angles: sum over k < n_freqs of gain[k] (A_k cos + B_k sin) with A_k, B_k its
+// cosine and sine sums at frequency k (tables n_freqs x rows).
+__kernel void damp(
+${args['damp']}
+{
+    const int x = get_global_id(0);
+    if (x >= cols)
+        return;
+    __global float *column = details + get_global_id(2) * plane + x;
+    float a[FREQS], b[FREQS];
+    for (int k = 0; k < FREQS; k++)
+        a[k] = b[k] = 0.0f;
+    for (int i = 0; i < rows; i++) {
+        const float v = column[(size_t)i * stride];
+        for (int k = 0; k < n_freqs; k++) {
+            a[k] = mad(v, cosines[k * rows + i], a[k]);
+            b[k] = mad(v, sines[k * rows + i], b[k]);
+        }
+    }
+    for (int k = 0; k < n_freqs; k++) {
+        a[k] *= gain[k];
+        b[k] *= gain[k];
+    }
+    for (int i = 0; i < rows; i++) {
+        float low = 0.0f;
+        for (int k = 0; k < n_freqs; k++)
+            low = mad(a[k], cosines[k * rows + i], mad(b[k], sines[k * rows + i], low));
+        column[(size_t)i * stride] -= low;
+    }
+}
+
+__kernel void crop(
+${args['crop']}
+{
+    const int bin = get_global_id(0), angle = get_global_id(1);
+    if (bin >= n_bins || angle >= n_angles)
+        return;
+    sinograms[(first + get_global_id(2)) * (size_t)n_angles * n_bins + (size_t)angle * n_bins + bin] =
+        result[get_global_id(2) * plane + (size_t)(angle + first_row) * stride + bin];
+}
