@@ -324,7 +324,7 @@ def build_parser():
                         help="with --pipeline: flat and dark frames each")
     bench_.add_argument("--rings", choices=("sort", "fw"),
                         help="with --pipeline: ring removal too, its cost reported beside "
-                             "the volume without it")
+                             "the volume without it (default: none)")
     bench_.add_argument("--phase", action="store_true",
                         help="with --pipeline: Paganin phase retrieval too (delta/beta 200, "
                              "25 keV, 0.3 m, 3 um pixels), its cost reported")
