@@ -94,26 +94,24 @@ def run(device=None, size=2048, n_angles=None, rows=2048, n_flats=20, interpolat
     cl_device = bp.cl_device
     bp.close()
 
-    # Warm-up: builds, caches, first allocations.
-    reconstruct(projections, angles, flats, darks, rows=(0, min(rows, 4 * width)),
-                progress=False, **options)
-    stats = {}
-    start = time.perf_counter()
-    reconstruct(projections, angles, flats, darks, out=out, progress=False, stats=stats,
-                **options)
-    wall = time.perf_counter() - start
-    if rings or phase:
-        plain = wall
-        options.update(rings=rings, phase=phase)
+    def timed(**more):
+        """``(wall, stats)`` of the whole volume after a warm-up (builds, caches, first
+        allocations) of a few passes."""
         reconstruct(projections, angles, flats, darks, rows=(0, min(rows, 4 * width)),
-                    progress=False, **options)
+                    progress=False, **options, **more)
         stats = {}
         start = time.perf_counter()
         reconstruct(projections, angles, flats, darks, out=out, progress=False, stats=stats,
-                    **options)
-        wall = time.perf_counter() - start
-        log(f"with {' and '.join(x for x in ('rings=' + str(rings) if rings else '', 'phase' if phase else '') if x)}: "
-            f"{wall:.2f} s wall against {plain:.2f} s without, +{100 * (wall / plain - 1):.1f}%")
+                    **options, **more)
+        return time.perf_counter() - start, stats
+
+    wall, stats = timed()
+    if rings or phase:
+        plain = wall
+        wall, stats = timed(rings=rings, phase=phase)
+        added = " and ".join(([f"rings={rings}"] if rings else []) + (["phase"] if phase else []))
+        log(f"with {added}: {wall:.2f} s wall against {plain:.2f} s without, "
+            f"+{100 * (wall / plain - 1):.1f}%")
     updates = float(size) * size * n_angles * rows
     end_to_end = updates / wall * 1e-9
     result = dict(wall=wall, gups=end_to_end, kernel_gups=kernel_gups, stats=stats)
