@@ -223,3 +223,36 @@ def test_hdf5_rows_read_straight_from_the_file(chunks, scan, tmp_path):
             np.testing.assert_array_equal(opened.projections[:, rows], data[:, rows])
         np.testing.assert_array_equal(opened.projections[7], data[7])
         np.testing.assert_array_equal(opened.projections[2:9, 2:6], data[2:9, 2:6])
+
+
+PHASE_ARGS = ["--phase", "paganin", "--delta-beta", "300", "--energy", "20", "--distance",
+              "0.5", "--pixel-size", "2e-6"]
+
+
+def test_rings_and_phase_from_the_command_line(scan, tmp_path, cl_device, capsys):
+    """``--rings``, ``--ring-options`` and ``--phase paganin`` give the volume of
+    ``pybp.reconstruct`` with the same options, store them, and --resume must repeat them."""
+    argv = make_input("dxchange", scan, tmp_path) + ["--center", str(scan["center"]),
+                                                     "--device", cl_device.name]
+    out = tmp_path / "slices"
+    code, printed = run(argv + ["-o", str(out), "--rings", "fw", "--ring-options",
+                                "level=3,sigma=1.5"] + PHASE_ARGS, capsys)
+    assert code == 0, printed.err
+    phase = dict(delta_beta=300, energy=20, distance=0.5, pixel_size=2e-6)
+    want = pybp.reconstruct(scan["projections"], np.deg2rad(scan["degrees"]), scan["flats"],
+                            scan["darks"], center=scan["center"], device=cl_device,
+                            progress=False, rings="fw", ring_options=dict(level=3, sigma=1.5),
+                            phase=phase)
+    got = read_tiff_folder(out)
+    np.testing.assert_array_equal(got, want)
+    # Both steps act: the volume is not the plain FBP's.
+    plain = pybp.reconstruct(scan["projections"], np.deg2rad(scan["degrees"]), scan["flats"],
+                             scan["darks"], center=scan["center"], device=cl_device,
+                             progress=False, phase=phase)
+    assert np.abs(got - plain).max() > 1e-3 * np.abs(plain).max()
+    stored = json.loads((out / "pybp.json").read_text())
+    assert (stored["rings"], stored["ring_options"]) == ("fw", dict(level=3, sigma=1.5))
+    assert stored["phase"] == phase
+    code, printed = run(argv + ["-o", str(out), "--resume", "--rings", "sort"] + PHASE_ARGS,
+                        capsys)
+    assert code == 2 and "rings='fw'" in printed.err

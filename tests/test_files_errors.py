@@ -209,3 +209,28 @@ def test_interrupted_hdf5_resumes(long_scan, tmp_path, cl_device):
     assert not partial.exists()
     with h5py.File(out) as f:
         np.testing.assert_array_equal(f["slices"][()], volume)
+
+
+@pytest.mark.parametrize("options, words", [
+    (["--rings", "sort", "--ring-options", "size=97"], ["--ring-options", "size 97", "96"]),
+    (["--rings", "sort", "--ring-options", "size=4"], ["--ring-options", "odd"]),
+    (["--rings", "fw", "--ring-options", "sigma=-1"], ["--ring-options", "sigma"]),
+    (["--rings", "fw", "--ring-options", "levels=3"], ["--ring-options", "levels"]),
+    (["--rings", "fw", "--ring-options", "level"], ["--ring-options", "KEY=VALUE"]),
+    (["--ring-options", "size=5"], ["--ring-options", "--rings"]),
+    (["--phase", "paganin", "--delta-beta", "0", "--energy", "20", "--distance", "0.5",
+      "--pixel-size", "2e-6"], ["--delta-beta", "positive"]),
+    (["--phase", "paganin", "--delta-beta", "100", "--energy", "20", "--distance", "-0.5",
+      "--pixel-size", "2e-6"], ["--distance", "positive", "-0.5"]),
+    (["--phase", "paganin", "--delta-beta", "100", "--energy", "20", "--distance", "0.5"],
+     ["--pixel-size", "needed"]),
+    (["--energy", "20"], ["--energy", "--phase paganin"]),
+    (["--phase", "paganin", "--delta-beta", "100", "--energy", "20", "--distance", "0.5",
+      "--pixel-size", "2e-6", "--no-log"], ["--phase", "--no-log"]),
+], ids=["size-wider", "size-even", "sigma", "unknown", "no-value", "no-rings", "delta-beta",
+        "distance", "missing", "stray", "no-log"])
+def test_preprocessing_errors_name_the_option(options, words, scan, tmp_path, capsys):  # noqa: F811
+    argv = make_input("dxchange", scan, tmp_path) + ["--center", str(scan["center"]), "-o",
+                                                     str(tmp_path / "o")]
+    assert_one_line(capsys, run(argv + options)[0], *words)
+    assert not (tmp_path / "o").exists()

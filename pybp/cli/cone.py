@@ -31,7 +31,9 @@ PLANE_ALIGN = 16  # runs of planes start on a multiple of the widest column: bit
 # Parallel-beam options and their defaults: given with --geometry, they are refused.
 PARALLEL_ONLY = {"center": "auto", "center_search": None, "center_sweep": None, "rows": None,
                  "interpolation": "linear", "precision": "float", "slices_per_pass": "auto",
-                 "circle": False, "devices": None, "scheduler": None, "chunk_slices": None}
+                 "circle": False, "devices": None, "scheduler": None, "chunk_slices": None,
+                 "rings": None, "ring_options": None, "phase": None, "delta_beta": None,
+                 "energy": None, "distance": None, "pixel_size": None, "phase_margin": None}
 
 
 def _check_options(args):

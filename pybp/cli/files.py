@@ -31,7 +31,7 @@ from pybp.cl.device import open_device
 from pybp.parallel.prepare import Setup
 from pybp.stream.team import Slab
 from pybp.api.volumes import reconstruct
-from pybp.cli import cone as cone_cli, writing
+from pybp.cli import cone as cone_cli, preprocessing, writing
 
 SHEET_TILE = 256  # pixels of one slice on the contact sheet
 MAX_SWEEP = 400   # centres one --center-sweep may try (each a PNG)
@@ -154,7 +154,7 @@ def _check_counts(args, scan):
                          "line integrals")
 
 
-def _metadata(args, scan, rows, center):
+def _metadata(args, scan, rows, center, steps):
     n_bins = scan.shape[2]
     digest = writing.sha1(scan.angles)
     return dict(input=str(Path(args.input).resolve()), input_sha1=scan.fingerprint(),
@@ -164,7 +164,8 @@ def _metadata(args, scan, rows, center):
                 filter=args.filter, padding=args.padding, interpolation=args.interpolation,
                 precision=args.precision, slice_shape=[n_bins, n_bins],
                 log=not args.no_log, command=args.command_line, pybp=__version__,
-                source=scan.source, **({"circle": True} if args.circle else {}))
+                source=scan.source, **({"circle": True} if args.circle else {}),
+                **{key: value for key, value in steps.items() if value is not None})
 
 
 def _center_sweep(args, scan, rows):
@@ -271,20 +272,24 @@ def cmd_reconstruct(args):
                    f"{n_angles} projections of {scan.shape[1]} x {n_bins}, rows "
                    f"{rows[0]}..{rows[1] - 1}")
         _check_counts(args, scan)
+        steps = preprocessing.options(args, n_angles, n_bins)
         if args.center_sweep:
+            if steps["rings"] or steps["phase"]:
+                _say(args, "center sweep: slices without --rings and --phase")
             return _center_sweep(args, scan, rows)
         _check_devices(args)
         stored = stored_metadata(args.output) if args.resume else None
         center = _center(args, scan, rows, stored)
         Geometry.create(n_bins, scan.angles, center)  # the axis on the detector
         n = rows[1] - rows[0]
-        metadata = _metadata(args, scan, rows, center)
+        metadata = _metadata(args, scan, rows, center, steps)
         client = _cluster(args)
         try:
             output = open_output(args.output, (n, n_bins, n_bins), args.dtype, metadata,
                                  overwrite=args.overwrite, resume=args.resume, inputs=inputs)
             result, code = writing.into(output, n, "slice",
-                                        lambda: _run(args, scan, rows, center, output, client))
+                                        lambda: _run(args, scan, rows, center, steps, output,
+                                                             client))
             if code is not None:
                 return code
             todo, seconds = result
@@ -303,7 +308,7 @@ def cmd_reconstruct(args):
     return 0
 
 
-def _run(args, scan, rows, center, output, client):
+def _run(args, scan, rows, center, steps, output, client):
     """The slices missing from ``output``; returns how many were made and the seconds."""
     n = rows[1] - rows[0]
     missing = int((~output.done).sum())
@@ -312,7 +317,7 @@ def _run(args, scan, rows, center, output, client):
         _say(args, f"resume: {n - missing} of {n} slices are already in {args.output}")
     options = dict(center=center, filter=args.filter, padding=args.padding,
                    interpolation=args.interpolation, precision=args.precision,
-                   slices_per_pass=args.slices_per_pass, circle=args.circle)
+                   slices_per_pass=args.slices_per_pass, circle=args.circle, **steps)
     tick = time.perf_counter()
     for a, b in runs:
         if client is not None:
@@ -417,6 +422,9 @@ def add_parsers(sub, common):
   pybp reconstruct scan.h5 -o rec.h5 --rows 100:200 --center 1021.5 --dtype float16
   pybp reconstruct 'proj/*.tif' --flats flats/ --darks darks/ --angle-range 180 -o slices/
   pybp reconstruct scan.h5 -o sweep/ --center-sweep 1015:1025:0.5   pick the axis by eye
+  pybp reconstruct scan.h5 -o slices/ --rings sort        stripes (rings) removed
+  pybp reconstruct scan.h5 -o slices/ --phase paganin --delta-beta 200 --energy 25 \\
+      --distance 0.3 --pixel-size 3e-6                  Paganin phase retrieval
   pybp reconstruct cone.h5 -o volume/ --geometry cone.json      cone beam, FDK
 
 outputs: a folder gets one 32-bit float TIFF per slice, named by detector row
@@ -456,6 +464,7 @@ traceback), 130 interrupted.""")
     rec.add_argument("--circle", action="store_true",
                      help="zero the pixels outside the reconstruction circle (those some "
                           "projection did not see)")
+    preprocessing.add_options(rec)
     rec.add_argument("--dtype", choices=DTYPES, default="float32",
                      help="of the slices on disk; float16 halves the space (default: float32)")
     which = rec.add_mutually_exclusive_group()

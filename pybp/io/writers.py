@@ -52,7 +52,7 @@ MARK = "pybp"  # the metadata key (pybp's version) that says pybp made an output
 # What a resumed run must share with the first one (the rest is informational).
 RESUME_KEYS = ("input", "input_sha1", "shape", "first_row", "dtype", "center", "angles_sha1",
                "log", "filter", "padding", "interpolation", "precision", "slice_shape",
-               "circle", "matrices_sha1")
+               "circle", "matrices_sha1", "rings", "ring_options", "phase")
 # Write errors that end a run with "N of M slices are complete; --resume".
 STORAGE_ERRORS = (errno.ENOSPC, errno.EDQUOT, errno.EIO, errno.EROFS, errno.EFBIG)
 
