@@ -91,10 +91,10 @@ def test_kept_reconstructor_reuses_its_staging(scan, one_device, cl_device):
     with pybp.Reconstructor(N_BINS, angles, devices=[cl_device, cl_device]) as rec:
         first = rec.reconstruct(projections, scan["flats"], scan["darks"], chunk_slices=4,
                                 progress=False)
-        staging = [s.staging_in for bp in rec._team.members for s in bp.executor.slots]
+        staging = [a for bp in rec._team.members for a in bp.executor.pieces_in.arrays]
         part = rec.reconstruct(projections, scan["flats"], scan["darks"], rows=(4, 12),
                                chunk_slices=4, progress=False)
-        again = [s.staging_in for bp in rec._team.members for s in bp.executor.slots]
+        again = [a for bp in rec._team.members for a in bp.executor.pieces_in.arrays]
         with pytest.raises(ValueError, match=f"^projections: expected {N_ANGLES} angles x rows "
                                              f"x {N_BINS} bins"):
             rec.reconstruct(projections[:-1], progress=False)

@@ -9,7 +9,7 @@ import pytest
 import pybp
 from pybp.cl.device import describe
 from pybp.stages.normalize import Normalize
-from pybp.stages.phase import Paganin, PhaseRetrieval, frame, paganin_numpy, wavelength
+from pybp.stages.phase import fft_size, Paganin, PhaseRetrieval, frame, paganin_numpy, wavelength
 from pybp.stream import pipeline
 from pybp.stream.executor import Executor, Layout
 from pybp.stream.memory import MemoryPlan
@@ -49,9 +49,9 @@ def retrieve(cl_device, data, phase, chunk=None):
     out = np.full((n_rows, n_angles, n_bins), np.nan, np.float32)
     spans = []
 
-    def read(span, staging):
+    def read(span):
         spans.append(span)
-        staging[...] = data[:, span.first:span.first + span.rows]
+        return data[:, span.first:span.first + span.rows], None
 
     def write(start, count, slices):
         out[start:start + count] = slices
@@ -95,7 +95,10 @@ def test_margin_is_the_filter_reach():
     change = np.abs(retrieved[2048 + np.arange(4 * MARGIN)] - 0.5) / 0.5
     assert change[MARGIN] < 1e-5 < change[MARGIN // 2]
     assert Paganin.create(dict(PHASE, margin=3)).margin_rows() == 3
-    assert frame(64, 200, 11) == (128, 256, 11 + (128 - 64 - 22) // 2, 11 + (256 - 222) // 2)
+    # Frames of radices 2, 3 and 5 just holding the margins; rows a multiple of 32.
+    assert frame(64, 200, 11) == (90, 256, 11 + 2, 11 + (256 - 222) // 2)
+    assert frame(128, 2048, 77) == (288, 2304, 77 + 3, 77 + 51)
+    assert [fft_size(n) for n in (1, 7, 17, 97, 282)] == [2, 8, 18, 100, 288]
 
 
 def test_phase_in_reconstruct_equals_fbp_of_the_numpy_paganin(cl_device):

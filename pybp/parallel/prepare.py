@@ -203,8 +203,8 @@ class Unit:
         executor.stage_seconds.clear()
         target = out[None] if single and isinstance(out, np.ndarray) else out
 
-        def read(span, staging):
-            sources.copy_blocks(reading, staging, stack[span.first:span.first + span.rows])
+        def read(span):
+            return stack[span.first:span.first + span.rows], None
 
         def write(start, count, slices):
             if single and not isinstance(out, np.ndarray):
@@ -214,7 +214,8 @@ class Unit:
 
         with sources.copy_pools() as (reading, writing):
             pipeline.stream(executor, n, read, write,
-                            Progress(n, self.updates_per_slice(), progress))
+                            Progress(n, self.updates_per_slice(), progress),
+                            copy=lambda staging, rows: sources.copy_blocks(reading, staging, rows))
         return out
 
     def close(self):

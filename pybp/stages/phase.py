@@ -121,16 +121,33 @@ def tail_margin(strength: float, tolerance: float) -> int:
             raise ValueError(f"phase: the filter reaches beyond {n // 16} rows")
 
 
-def fft_size(n: int) -> int:
-    """The transform length for ``n`` points: the next power of two (at least 2)."""
-    return max(2, 1 << (n - 1).bit_length())
+def fft_size(n: int, multiple: int = 2) -> int:
+    """The transform length for ``n`` points: the least ``2^a 3^b 5^c`` (the radices of
+    templates/stages/fft_lines.cl.mako) that is at least ``n`` and a multiple of
+    ``multiple`` (a power of two). Against the next power of two, 2202 points (2048
+    bins and margins of 77) take 2304, not 4096, and 282 rows 288, not 512."""
+    size = max(n, multiple)
+    while True:
+        rest = size // multiple if size % multiple == 0 else 0
+        for r in (2, 3, 5):
+            while rest and rest % r == 0:
+                rest //= r
+        if rest == 1:
+            return size
+        size += 1
+
+
+def divisor_at_most(n: int, limit: int) -> int:
+    """The largest divisor of ``n`` that is at most ``limit`` (at least 1)."""
+    return max(d for d in range(1, max(1, min(n, limit)) + 1) if n % d == 0)
 
 
 def frame(n_rows: int, n_bins: int, margin: int) -> tuple[int, int, int, int]:
     """``(frame_y, frame_x, top, left)``: the padded frame of ``n_rows`` rows of
     ``n_bins`` with ``margin`` rows and bins of edge values each side at least, and
-    where the data start in it."""
-    frame_y, frame_x = fft_size(n_rows + 2 * margin), fft_size(n_bins + 2 * margin)
+    where the data start in it. Rows are transformed in two passes of
+    :func:`pybp.stages.filters.four_step`, so ``frame_x`` is a multiple of 32."""
+    frame_y, frame_x = fft_size(n_rows + 2 * margin), fft_size(n_bins + 2 * margin, 32)
     return (frame_y, frame_x, margin + (frame_y - n_rows - 2 * margin) // 2,
             margin + (frame_x - n_bins - 2 * margin) // 2)
 
@@ -157,12 +174,20 @@ def paganin_numpy(intensity, phase: Paganin) -> np.ndarray:
     return -np.log(np.where(retrieved > 0, retrieved, FLOOR_TRANSMISSION))
 
 
+def passes(frame_y: int, frame_x: int, points: int) -> dict:
+    """How the kernels cut a frame: ``a`` x ``b`` points a row (four-step), and the
+    lines each work-group transforms at once in each pass (each dividing what it cuts,
+    ``points`` at most in local memory)."""
+    a, b = four_step(frame_x, points)
+    return dict(a=a, b=b, a_lines=divisor_at_most(b, points // a),
+                b_lines=divisor_at_most(a, points // b),
+                y_lines=divisor_at_most(frame_x, points // frame_y))
+
+
 @functools.lru_cache(maxsize=16)
 def source(frame_y: int, frame_x: int, points: int, items: int) -> str:
-    a, b = four_step(frame_x, points)
-    return codegen.render("stages/paganin.cl.mako", KERNELS, frame_y=frame_y, a=a, b=b,
-                          a_lines=min(points // a, b), b_lines=max(1, min(points // b, a)),
-                          y_lines=max(1, min(points // frame_y, frame_x)), items=items)
+    return codegen.render("stages/paganin.cl.mako", KERNELS, frame_y=frame_y, items=items,
+                          **passes(frame_y, frame_x, points))
 
 
 TABLE = Arg("table", "__global const float2 *", "FRAME_X/2: exp(-2 pi i m / FRAME_X)")
@@ -192,8 +217,9 @@ class PhaseRetrieval(Stage):
     """Paganin phase retrieval of the chunk's projections (buffer ``intensity``:
     ``n_angles`` x rows x ``n_bins``, normalised, margins included) into ``sinograms``
     (``-log``, the chunk's own rows), counting non-positive values in ``clipped`` (the
-    normalisation's counter, which it reports). Frames are cut to powers of two; one
-    frame height is compiled per chunk height (the last chunk is shorter)."""
+    normalisation's counter, which it reports). Frames are cut to lengths of radices
+    2, 3 and 5 (:func:`fft_size`); one frame height is compiled per chunk height (the
+    last chunk is shorter)."""
 
     name = "phase"
 
@@ -204,12 +230,12 @@ class PhaseRetrieval(Stage):
         self.points = local_points(device)
         self.items = min(256, self.points // 2, device.max_work_group_size)
         _, frame_x, _, self.first_bin = frame(1, n_bins, self.margin)
-        if frame_x > self.points ** 2 or fft_size(1 + 2 * self.margin) > self.points:
+        if frame_x > 32 * self.points or fft_size(1 + 2 * self.margin) > self.points:
             raise ValueError(f"phase: the filter reaches {self.margin} rows (delta_beta "
                              f"{phase.delta_beta:g}, distance {phase.distance:g} m, pixel "
                              f"{phase.pixel_size:g} m); frames of {fft_size(1 + 2 * self.margin)}"
                              f" x {frame_x} points exceed what {device.name} transforms "
-                             f"({self.points} rows, {self.points ** 2} columns)")
+                             f"({self.points} rows, {32 * self.points} columns)")
         self.frame_x = frame_x
         plane = n_angles * n_bins
         self.needs = (Need("intensity", plane * 4), Need("clipped", fixed=4, host=np.dtype(np.uint32)),
@@ -253,10 +279,9 @@ class PhaseRetrieval(Stage):
         kernels, table_y, fy2, most = self._height(frame_y)
         if self._scratch is None:
             self._scratch = cl.Buffer(self.context, cl.mem_flags.READ_WRITE, SCRATCH_BYTES)
-        b, q, pacer, points = chunk.buffers, chunk.queue, chunk.pacer, self.points
-        a_lines = min(points // self.a, self.b)
-        b_lines = max(1, min(points // self.b, self.a))
-        y_lines = max(1, min(points // frame_y, self.frame_x))
+        b, q, pacer = chunk.buffers, chunk.queue, chunk.pacer
+        cut = passes(frame_y, self.frame_x, self.points)
+        a_lines, b_lines, y_lines = cut["a_lines"], cut["b_lines"], cut["y_lines"]
         cost = frame_y * self.frame_x * int(np.log2(frame_y * self.frame_x))
         events = []
         common = dict(table=self.table, scratch=self._scratch)

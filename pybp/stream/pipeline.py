@@ -19,6 +19,8 @@ import threading
 import time
 from dataclasses import dataclass
 
+import numpy as np
+
 from pybp.cl.pacing import Stopped, wait
 
 POLL_SECONDS = 0.1
@@ -97,7 +99,12 @@ def _acquire(semaphore, stop):
             raise Stopped
 
 
-def _serial(executor, rows, read, write, progress, timings, stop) -> int:
+def _writer(write, start):
+    """``write`` for the pieces of the chunk from row ``start``."""
+    return lambda a, b, slices: write(start + a, b - a, slices)
+
+
+def _serial(executor, rows, read, write, progress, timings, stop, copy) -> int:
     """:func:`stream` in the calling thread, one step after another, for
     implementations that take commands from one thread at a time."""
     stop = stop if stop is not None else threading.Event()
@@ -106,16 +113,14 @@ def _serial(executor, rows, read, write, progress, timings, stop) -> int:
         while (taken := rows.take(executor.memory.chunk_slices)) is not None:
             start, count = taken
             span = rows.span(start, count, executor.margin)
-            references = read(span, executor.staging_in(0, span.rows))
-            event, stages = executor.upload(0, span.rows, references)
+            block, references = read(span)
+            event, stages = executor.upload(0, block, references, copy, stop)
             wait(event, stop)
             computed, computing = executor.compute(0, span, stop)
             wait(computed, stop)
-            event, downloaded = executor.download(0, count)
-            wait(event, stop)
+            downloaded, _, reported = executor.download(0, count, _writer(write, start), stop)
             executor.record(stages + computing + downloaded)
-            clipped += executor.reported(0)
-            write(start, count, executor.staging_out(0, count))
+            clipped += reported
             slices += count
             if progress is not None:
                 progress.update(count)
@@ -133,16 +138,18 @@ def _serial(executor, rows, read, write, progress, timings, stop) -> int:
     return clipped
 
 
-def stream(executor, rows, read, write, progress=None, timings=None, stop=None) -> int:
+def stream(executor, rows, read, write, progress=None, timings=None, stop=None,
+           copy=np.copyto) -> int:
     """Run the chunks of ``rows`` (a :class:`Rows`, or a number of slices) through
     ``executor`` (its slots reserved).
 
-    ``read(span, staging)`` fills a chunk's input staging with the rows of ``span``
-    (a :class:`Span`: the chunk's own rows and the margins its stages need) and
-    returns what goes up beside it (host arrays for the stages' uploaded buffers by name, such as
-    the dark and flat means of its rows; or None), and the reader thread uploads them;
+    ``read(span)`` returns the rows of ``span`` (a :class:`Span`: the chunk's own rows
+    and the margins its stages need) as an array of the layout's input shape, and what
+    goes up beside them (host arrays for the stages' uploaded buffers by name, such as
+    the dark and flat means of its rows; or None); the reader thread uploads them,
+    copied piece by piece into page-locked staging by ``copy(destination, source)``;
     the calling thread enqueues its device stages; the writer thread downloads it and
-    hands its slices to ``write(start, count, slices)``. Returns the sum of what the
+    hands its slices to ``write(start, count, slices)``, a piece at a time. Returns the sum of what the
     stages report (values normalisation replaced). ``timings`` (a dict) gets the seconds the
     writer waited for the device (``wait_device``) and the slices done (``slices``).
     An exception in any thread, or Ctrl-C, stops all of them and is raised here once
@@ -153,7 +160,7 @@ def stream(executor, rows, read, write, progress=None, timings=None, stop=None) 
     if not isinstance(rows, Rows):
         rows = Rows(rows)
     if not executor.threads:
-        return _serial(executor, rows, read, write, progress, timings, stop)
+        return _serial(executor, rows, read, write, progress, timings, stop, copy)
     chunk, slots = executor.memory.chunk_slices, len(executor.slots)
     ready, done = queue.Queue(maxsize=slots), queue.Queue(maxsize=slots)
     input_free = [threading.Semaphore(1) for _ in range(slots)]
@@ -186,8 +193,8 @@ def stream(executor, rows, read, write, progress=None, timings=None, stop=None) 
                 return
             start, count = taken
             span = rows.span(start, count, executor.margin)
-            references = read(span, executor.staging_in(slot, span.rows))
-            event, stages = executor.upload(slot, span.rows, references)
+            block, references = read(span)
+            event, stages = executor.upload(slot, block, references, copy, stop)
             wait(event, stop)
             executor.record(stages)
             _put(ready, (i, span), stop)
@@ -203,12 +210,12 @@ def stream(executor, rows, read, write, progress=None, timings=None, stop=None) 
             slot = i % slots
             tick = time.perf_counter()
             wait(computed, stop)
-            event, downloaded = executor.download(slot, count)
-            wait(event, stop)
             spent["wait_device"] += time.perf_counter() - tick
+            downloaded, waited, reported = executor.download(slot, count,
+                                                             _writer(write, start), stop)
+            spent["wait_device"] += waited
             executor.record(stages + downloaded)
-            clipped[0] += executor.reported(slot)
-            write(start, count, executor.staging_out(slot, count))
+            clipped[0] += reported
             output_free[slot].release()
             spent["slices"] += count
             if progress is not None:

@@ -155,7 +155,7 @@ def _stream(builds, prepare, slab: Slab, align: int):
     tick = time.perf_counter()
 
     def pipeline_of(build, host):
-        def read(span, staging):
+        def read(span):
             began = time.perf_counter()
             at, count, own = first + span.first, span.rows, (first + span.start, span.count)
             with bar_lock:
@@ -170,9 +170,13 @@ def _stream(builds, prepare, slab: Slab, align: int):
             means = field[0].rows(at, count, own) if field else None
             extras = None if means is None else dict(dark=means[0], flat=means[1])
             block = blocks[0].rows(at, count, own) if blocks else projections[:, at:at + count]
+            host["read"] += time.perf_counter() - began
+            return block, extras
+
+        def copy(staging, block):
+            began = time.perf_counter()
             sources.copy_blocks(reading, staging, block)
             host["read"] += time.perf_counter() - began
-            return extras
 
         def write(start, count, slices):
             began = time.perf_counter()
@@ -194,7 +198,7 @@ def _stream(builds, prepare, slab: Slab, align: int):
             if not stop.is_set():
                 with sources.copy_pools() as (reading, writing):
                     host["clipped"] = pipeline.stream(executor, rows, read, write, bar[0], host,
-                                                      stop)
+                                                      stop, copy)
             host["wall"] = time.perf_counter() - began
         reading = writing = None
         return run

@@ -9,6 +9,17 @@
 ## match, and the inverse walks the same steps back.
 <%!
     import math
+
+    def radices(length):
+        """The radices of a local FFT's stages: 2s, then 3s, then 5s."""
+        found, n = [], length
+        for r in (2, 3, 5):
+            while n % r == 0:
+                found.append(r)
+                n //= r
+        if n != 1:
+            raise ValueError(f"FFT of {length} points: only factors 2, 3 and 5")
+        return found
 %>
 
 <%def name="complex_helpers()">
@@ -26,12 +37,23 @@ inline float2 twiddle(__global const float2 *table, const int n, const long e)
 </%def>
 
 ## ${name}(x, y, table, sign): `lines` lines of `length` points held in local memory x
-## (line-major), y as scratch; radix-2 Stockham stages, natural order in and out, each
-## work-item taking butterflies in turn. `table`: exp(-2 pi i m / table_length) for
-## m < table_length / 2, table_length a multiple of `length`. sign: the exponent's,
-## -1 forward, +1 inverse (unscaled). The result lands in x after an even number of stages, else in
-## y: result_buffer() says which.
+## (line-major), y as scratch; Stockham stages of radix 2 (a runtime loop, for powers of
+## two) or of radices 2, 3 and 5 (unrolled, for lengths 2^a 3^b 5^c), natural order in
+## and out, each work-item taking butterflies in turn. A stage of radix r after spans of
+## L points: butterfly j (k = j mod L) takes x[j + t N/r] W_(rL)^(t k), t < r, and puts
+## their r-point DFT at (j - k) r + k + s L, s < r. `table`: exp(-2 pi i m /
+## table_length) for m < table_length / 2, table_length an even multiple of `length`.
+## sign: the exponent's, -1 forward, +1 inverse (unscaled). The result lands in x after
+## an even number of stages, else in y: result_buffer() says which.
 <%def name="local_fft(name, length, lines, items, table_length)">
+% if length & (length - 1) == 0:
+${radix2_fft(name, length, lines, items, table_length)}
+% else:
+${mixed_fft(name, length, lines, items, table_length)}
+% endif
+</%def>
+
+<%def name="radix2_fft(name, length, lines, items, table_length)">
 <% half = length // 2 %>\
 void ${name}(__local float2 *x, __local float2 *y, __global const float2 *table, const float sign)
 {
@@ -58,4 +80,48 @@ void ${name}(__local float2 *x, __local float2 *y, __global const float2 *table,
 }
 </%def>
 
-<%def name="result_buffer(length, x, y)">${x if int(math.log2(length)) % 2 == 0 else y}</%def>
+<%def name="mixed_fft(name, length, lines, items, table_length)">
+void ${name}(__local float2 *x, __local float2 *y, __global const float2 *table, const float sign)
+{
+<% span = 1 %>\
+% for stage, r in enumerate(radices(length)):
+<%
+    src, dst = ("x", "y") if stage % 2 == 0 else ("y", "x")
+    stride = length // r
+%>\
+    // Stage ${stage}: radix ${r} after spans of ${span}.
+    for (int b = get_local_id(0); b < ${lines * stride}; b += ${items}) {
+        const int line = b / ${stride};
+        const int j = b - line * ${stride};
+        const int k = j % ${span};
+        __local const float2 *in = ${src} + line * ${length} + j;
+        __local float2 *out = ${dst} + line * ${length} + (j - k) * ${r} + k;
+        float2 a[${r}];
+        a[0] = in[0];
+        for (int t = 1; t < ${r}; t++) {
+            float2 w = twiddle(table, ${table_length}, (long)t * k * ${table_length // (r * span)});
+            w.y *= -sign;
+            a[t] = cmul(in[t * ${stride}], w);
+        }
+    % for s_ in range(r):
+        out[${s_ * span}] = a[0]\
+        % for t in range(1, r):
+<% c, sn = math.cos(2 * math.pi * s_ * t / r), math.sin(2 * math.pi * s_ * t / r) %>\
+            % if (s_ * t) % r == 0:
+ + a[${t}]\
+            % elif 2 * (s_ * t) % (2 * r) == r:
+ - a[${t}]\
+            % else:
+ + cmul(a[${t}], (float2)(${"%.9ef" % c}, sign * ${"%.9ef" % sn}))\
+            % endif
+        % endfor
+;
+    % endfor
+    }
+    barrier(CLK_LOCAL_MEM_FENCE);
+<% span *= r %>\
+% endfor
+}
+</%def>
+
+<%def name="result_buffer(length, x, y)">${x if len(radices(length)) % 2 == 0 else y}</%def>
