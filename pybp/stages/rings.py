@@ -32,7 +32,7 @@ from pybp.stages.wavelets import defaults as fw_defaults
 METHODS = ("sort", "fw")
 SORT_DEFAULTS = dict(size=21)
 SCRATCH_BYTES = 256 << 20  # most bytes of sorted sinograms at once
-MEDIAN_TILE = 64  # columns per work-group of the median
+MEDIAN_TILE = 64  # ranks per work-group of the median
 
 
 def options(method, given, n_angles: int, n_bins: int) -> dict:
@@ -126,7 +126,7 @@ class SortRings:
                     queue, (self.n_bins * self.items, count), (self.items, 1),
                     sinograms=sinograms, **sizes, **scratch),
                 self.kernels["median_rows"](
-                    queue, (-(-self.n_bins // MEDIAN_TILE) * MEDIAN_TILE, self.n_angles, count),
+                    queue, (-(-self.n_angles // MEDIAN_TILE) * MEDIAN_TILE, self.n_bins, count),
                     (MEDIAN_TILE, 1, 1), sinograms=sinograms, **sizes, **scratch)]
 
 

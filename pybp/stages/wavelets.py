@@ -28,6 +28,10 @@ from pybp.cl.kernel import Arg, ints
 GAUSSIAN_FLOOR = 1e-12  # frequencies where exp(-k^2 / (2 sigma^2)) is below this are left
 SCRATCH_BYTES = 512 << 20  # most bytes of wavelet coefficients at once
 GROUP = (16, 16)
+# Parts of each column's rows summed by work-items of their own in the low-pass: with
+# one work-item per column (a few hundred per level), the low-pass took 64% of the
+# method's time on the H100 (tuning/rings_speed.py).
+DAMP_PARTS = 16
 
 
 def daubechies(order: int) -> np.ndarray:
@@ -163,11 +167,18 @@ KERNELS = {
              Arg("m", "const int", "coefficients along the axis"), Arg("axis", "const int"),
              Arg("out", "__global float *"), *ints("out_rows", "out_cols", "out_stride"),
              Arg("out_plane", "const long")),
-    "damp": (Arg("details", "__global float *"), *ints("rows", "cols", "stride"),
-             Arg("plane", "const long"), Arg("n_freqs", "const int"),
-             Arg("cosines", "__global const float *", "n_freqs x rows"),
-             Arg("sines", "__global const float *", "n_freqs x rows"),
-             Arg("gain", "__global const float *", "n_freqs: weight exp(-k^2/2s^2) / rows")),
+    "damp_sums": (Arg("details", "__global const float *"), *ints("rows", "cols", "stride"),
+                  Arg("plane", "const long"), Arg("n_freqs", "const int"),
+                  Arg("cosines", "__global const float *", "n_freqs x rows"),
+                  Arg("sines", "__global const float *", "n_freqs x rows"),
+                  Arg("parts", "const int", "of each column's rows"),
+                  Arg("sums", "__global float *", "sinograms x parts x 2 FREQS x cols")),
+    "damp_apply": (Arg("details", "__global float *"), *ints("rows", "cols", "stride"),
+                   Arg("plane", "const long"), Arg("n_freqs", "const int"),
+                   Arg("cosines", "__global const float *", "n_freqs x rows"),
+                   Arg("sines", "__global const float *", "n_freqs x rows"),
+                   Arg("gain", "__global const float *", "n_freqs: weight exp(-k^2/2s^2) / rows"),
+                   Arg("parts", "const int"), Arg("sums", "__global const float *")),
     "crop": (Arg("result", "__global const float *"), *ints("stride", "first_row"),
              Arg("plane", "const long"), *ints("n_angles", "n_bins", "first"),
              Arg("sinograms", "__global float *", "rows x n_angles x n_bins")),
@@ -206,7 +217,7 @@ class FourierWavelet:
                         for name, args in KERNELS.items()}
         approximations = sum(r * c for r, c in self.shapes)
         details = 3 * sum(r * c for r, c in self.shapes[1:])
-        temporary = 2 * rows * self.shapes[1][1]
+        temporary = 2 * rows * self.shapes[1][1] + DAMP_PARTS * 2 * freqs * self.shapes[1][1]
         per_sinogram = 4 * (approximations + details + temporary)
         self.block = max(1, SCRATCH_BYTES // per_sinogram)
         self.shared_bytes = self.block * per_sinogram + 4 * sum(
@@ -218,6 +229,7 @@ class FourierWavelet:
             return cl.Buffer(context, rw, 4 * self.block * r * c)
 
         self.approximation = [buffer(r, c) for r, c in self.shapes]
+        self.sums = buffer(DAMP_PARTS * 2 * freqs, self.shapes[1][1])
         self.details = [tuple(buffer(r, c) for _ in range(3)) for r, c in self.shapes[1:]]
         self.temporary = (buffer(rows, self.shapes[1][1]), buffer(rows, self.shapes[1][1]))
         self.tables = []
@@ -251,10 +263,12 @@ class FourierWavelet:
                                        axis=0, lo=approx, hi=detail, out_rows=r1, out_cols=c1,
                                        out_stride=c1, out_plane=r1 * c1))
             n_freqs, cosines, sines, gain = self.tables[n]
-            events.append(k["damp"](queue, (-(-c1 // 64) * 64, 1, count), (64, 1, 1),
-                                    details=vertical, rows=r1, cols=c1, stride=c1,
-                                    plane=r1 * c1, n_freqs=n_freqs, cosines=cosines,
-                                    sines=sines, gain=gain))
+            column = dict(details=vertical, rows=r1, cols=c1, stride=c1, plane=r1 * c1,
+                          n_freqs=n_freqs, cosines=cosines, sines=sines, parts=DAMP_PARTS,
+                          sums=self.sums)
+            grid = ((-(-c1 // 64) * 64, DAMP_PARTS, count), (64, 1, 1))
+            events.append(k["damp_sums"](queue, *grid, **column))
+            events.append(k["damp_apply"](queue, *grid, gain=gain, **column))
         for n in reversed(range(self.level)):
             (r, c), (r1, c1) = self.shapes[n], self.shapes[n + 1]
             horizontal, vertical, diagonal = self.details[n]

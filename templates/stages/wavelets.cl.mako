@@ -2,7 +2,7 @@
 ## sinograms, each a plane of its own in every buffer (work-item z: the sinogram):
 ## `place` pads the sinograms along the angles with zeros; `dwt` and `idwt` are one
 ## level of PyWavelets' symmetric-mode transforms along rows or columns of any strided
-## plane; `damp` takes its Gaussian low-pass along the angles out of a level's vertical
+## plane; `damp_sums` and `damp_apply` take its Gaussian low-pass along the angles out of a level's vertical
 ## details; `crop` writes the result back into the sinograms.
 ${"/* pybp Fourier-wavelet ring removal: %d taps, at most %d frequencies */" % (len(dec_lo), freqs)}
 #define TAPS ${len(dec_lo)}
@@ -79,29 +79,62 @@ ${args['idwt']}
 
 // Column x of a level's vertical details (rows x cols) less its low-pass along the
 // angles: sum over k < n_freqs of gain[k] (A_k cos + B_k sin) with A_k, B_k its
-// cosine and sine sums at frequency k (tables n_freqs x rows).
-__kernel void damp(
-${args['damp']}
+// cosine and sine sums at frequency k (tables n_freqs x rows). Each column's rows are
+// cut into `parts` (work-items of their own: a level has a few hundred columns, too
+// few to fill a GPU alone): damp_sums writes each part's sums, damp_apply adds them
+// up and takes the low-pass out of its part's rows.
+inline int part_rows(const int rows, const int parts)
 {
-    const int x = get_global_id(0);
+    return (rows + parts - 1) / parts;
+}
+
+__kernel void damp_sums(
+${args['damp_sums']}
+{
+    const int x = get_global_id(0), part = get_global_id(1);
     if (x >= cols)
         return;
-    __global float *column = details + get_global_id(2) * plane + x;
+    __global const float *column = details + get_global_id(2) * plane + x;
+    const int length = part_rows(rows, parts);
+    const int first = part * length, stop = min(rows, first + length);
     float a[FREQS], b[FREQS];
     for (int k = 0; k < FREQS; k++)
         a[k] = b[k] = 0.0f;
-    for (int i = 0; i < rows; i++) {
+    for (int i = first; i < stop; i++) {
         const float v = column[(size_t)i * stride];
         for (int k = 0; k < n_freqs; k++) {
             a[k] = mad(v, cosines[k * rows + i], a[k]);
             b[k] = mad(v, sines[k * rows + i], b[k]);
         }
     }
+    __global float *out = sums + ((get_global_id(2) * parts + part) * 2 * FREQS) * (size_t)cols + x;
     for (int k = 0; k < n_freqs; k++) {
+        out[(size_t)k * cols] = a[k];
+        out[(size_t)(FREQS + k) * cols] = b[k];
+    }
+}
+
+__kernel void damp_apply(
+${args['damp_apply']}
+{
+    const int x = get_global_id(0), part = get_global_id(1);
+    if (x >= cols)
+        return;
+    __global float *column = details + get_global_id(2) * plane + x;
+    __global const float *partial = sums + get_global_id(2) * parts * 2 * FREQS * (size_t)cols + x;
+    float a[FREQS], b[FREQS];
+    for (int k = 0; k < n_freqs; k++) {
+        a[k] = b[k] = 0.0f;
+        for (int p = 0; p < parts; p++) {  // in the order of one column's sums
+            a[k] += partial[(size_t)(p * 2 * FREQS + k) * cols];
+            b[k] += partial[(size_t)(p * 2 * FREQS + FREQS + k) * cols];
+        }
         a[k] *= gain[k];
         b[k] *= gain[k];
     }
-    for (int i = 0; i < rows; i++) {
+    const int length = part_rows(rows, parts);
+    const int first = part * length, stop = min(rows, first + length);
+    for (int i = first; i < stop; i++) {
         float low = 0.0f;
         for (int k = 0; k < n_freqs; k++)
             low = mad(a[k], cosines[k * rows + i], mad(b[k], sines[k * rows + i], low));
