@@ -10,10 +10,10 @@ from pybp.stages.base import Need
 
 SLOTS = 3           # chunks in flight: one uploading, one computing, one downloading
 # Most slices per chunk. Each chunk's transfers hide behind another's kernels at any
-# size; smaller chunks pin less host memory, which costs time to allocate and free
-# (H100, 2048^3: 32 slices 7.77 s in all, of which 1.33 s allocating; 16 slices 6.75 s;
+# size. (Measured when staging was pinned per chunk, before pybp.stream.executor.Pieces:
+# H100, 2048^3: 32 slices 7.77 s in all, of which 1.33 s allocating; 16 slices 6.75 s;
 # H200, 512 x 2048^2: 8 slices 1.85 s, of which 0.24 s pinning and 0.15 s releasing;
-# 4 slices 1.71 s, 0.13 s and 0.09 s, streaming as fast: tuning/multi_device.py).
+# 4 slices 1.71 s, 0.13 s and 0.09 s, streaming as fast: tuning/multi_device.py.)
 CHUNK_SLICES = 4
 MEMORY_SHARE = 0.5  # of the device's global memory, for the chunks in flight
 
