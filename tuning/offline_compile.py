@@ -28,6 +28,7 @@ import shutil
 import subprocess
 import sys
 import tempfile
+import threading
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from pathlib import Path
@@ -152,6 +153,7 @@ class Result:
 # Debian's rocm-device-libs (5.2) predate RDNA3: gfx1100 takes the ISA-version constant
 # of gfx1036 (RDNA2), the one target-specific file; the other libraries are generic.
 ISA_STAND_INS = {"gfx1100": "gfx1036"}
+_LIBS_LOCK = threading.Lock()
 
 
 def device_libs(target: Target) -> str:
@@ -160,13 +162,14 @@ def device_libs(target: Target) -> str:
     if (Path(DEVICE_LIBS) / wanted).is_file() or target.name not in ISA_STAND_INS:
         return DEVICE_LIBS
     folder = Path(tempfile.gettempdir()) / f"pybp-device-libs-{os.getpid()}-{target.name}"
-    if not (folder / wanted).exists():
-        folder.mkdir(exist_ok=True)
-        for library in Path(DEVICE_LIBS).glob("*.bc"):
-            if not (folder / library.name).exists():
-                (folder / library.name).symlink_to(library)
-        stand_in = f"oclc_isa_version_{ISA_STAND_INS[target.name][3:]}.bc"
-        (folder / wanted).symlink_to(Path(DEVICE_LIBS) / stand_in)
+    with _LIBS_LOCK:  # compiles run on threads: the first makes the folder, once
+        if not (folder / wanted).exists():
+            folder.mkdir(exist_ok=True)
+            for library in Path(DEVICE_LIBS).glob("*.bc"):
+                if not (folder / library.name).exists():
+                    (folder / library.name).symlink_to(library)
+            stand_in = f"oclc_isa_version_{ISA_STAND_INS[target.name][3:]}.bc"
+            (folder / wanted).symlink_to(Path(DEVICE_LIBS) / stand_in)
     return str(folder)
 
 
