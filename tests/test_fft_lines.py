@@ -6,6 +6,7 @@ import numpy as np
 import pyopencl as cl
 import pytest
 
+from mako.lookup import TemplateLookup
 from mako.template import Template
 
 from pybp.cl import codegen
@@ -42,7 +43,8 @@ def test_local_fft_of_any_smooth_length(cl_device, length, lines, stretch):
     queue = cl.CommandQueue(context)
     items = 64
     table_length = length * stretch
-    code = Template(SOURCE, lookup=codegen._lookup()).render(
+    lookup = TemplateLookup(directories=[str(codegen.templates_dir())])
+    code = Template(SOURCE, lookup=lookup).render(
         args={"lines": signature(KERNELS["lines"])}, length=length, lines=lines, items=items,
         table_length=table_length)
     kernel = cl.Program(context, code).build().lines

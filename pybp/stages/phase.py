@@ -243,7 +243,6 @@ class PhaseRetrieval(Stage):
         self.shared_bytes = SCRATCH_BYTES
         flags = cl.mem_flags.READ_ONLY | cl.mem_flags.COPY_HOST_PTR
         a, b = four_step(frame_x, self.points)
-        self.a, self.b = a, b
         fx2 = phase.strength * frequencies_squared(frame_x, phase.pixel_size)
         self.fx2 = cl.Buffer(context, flags, hostbuf=np.ascontiguousarray(  # k_a + A k_b at k_a B + k_b
             fx2.reshape(b, a).T).astype(np.float32))
@@ -258,7 +257,8 @@ class PhaseRetrieval(Stage):
         return fft_size(min(self.points, 8 * 2 * self.margin)) - 2 * self.margin
 
     def _height(self, frame_y):
-        """The kernels, y tables and frames per block of a frame height."""
+        """The kernels, y tables, frames per block and cut (:func:`passes`) of a frame
+        height."""
         if frame_y not in self._heights:
             flags = cl.mem_flags.READ_ONLY | cl.mem_flags.COPY_HOST_PTR
             code = source(frame_y, self.frame_x, self.points, self.items)
@@ -269,19 +269,20 @@ class PhaseRetrieval(Stage):
             fy2 = cl.Buffer(self.context, flags, hostbuf=(self.phase.strength * frequencies_squared(
                 frame_y, self.phase.pixel_size)).astype(np.float32))
             pairs = max(1, SCRATCH_BYTES // (8 * frame_y * self.frame_x))
-            self._heights[frame_y] = (kernels, table_y, fy2, pairs)
+            cut = passes(frame_y, self.frame_x, self.points)
+            self._heights[frame_y] = (kernels, table_y, fy2, pairs, cut)
         return self._heights[frame_y]
 
     def enqueue(self, chunk):
         before, after = chunk.crop
         own = chunk.rows_out
         frame_y, _, top, _ = frame(own, self.n_bins, self.margin)
-        kernels, table_y, fy2, most = self._height(frame_y)
+        kernels, table_y, fy2, most, cut = self._height(frame_y)
         if self._scratch is None:
             self._scratch = cl.Buffer(self.context, cl.mem_flags.READ_WRITE, SCRATCH_BYTES)
         b, q, pacer = chunk.buffers, chunk.queue, chunk.pacer
-        cut = passes(frame_y, self.frame_x, self.points)
         a_lines, b_lines, y_lines = cut["a_lines"], cut["b_lines"], cut["y_lines"]
+        ka, kb = cut["a"], cut["b"]
         cost = frame_y * self.frame_x * int(np.log2(frame_y * self.frame_x))
         events = []
         common = dict(table=self.table, scratch=self._scratch)
@@ -292,19 +293,19 @@ class PhaseRetrieval(Stage):
                          first_bin=self.first_bin)
             launches = [
                 kernels["rows_forward_a"](
-                    q, (frame_y * (self.b // a_lines) * self.items, pairs), (self.items, 1),
+                    q, (frame_y * (kb // a_lines) * self.items, pairs), (self.items, 1),
                     intensity=b["intensity"], n_rows=chunk.count, row_shift=top - before,
                     **sizes, **common),
-                kernels["rows_b"](q, (frame_y * self.a // b_lines * self.items, pairs),
+                kernels["rows_b"](q, (frame_y * ka // b_lines * self.items, pairs),
                                   (self.items, 1), sign=-1, **common),
                 kernels["columns_filter"](
                     q, (self.frame_x // y_lines * self.items, pairs), (self.items, 1),
                     table_y=table_y, fy2=fy2, fx2=self.fx2,
                     scale=1.0 / (frame_y * self.frame_x), scratch=self._scratch),
-                kernels["rows_b"](q, (frame_y * self.a // b_lines * self.items, pairs),
+                kernels["rows_b"](q, (frame_y * ka // b_lines * self.items, pairs),
                                   (self.items, 1), sign=1, **common),
                 kernels["rows_inverse_a"](
-                    q, (own * (self.b // a_lines) * self.items, pairs), (self.items, 1),
+                    q, (own * (kb // a_lines) * self.items, pairs), (self.items, 1),
                     n_angles=self.n_angles, first_frame_row=top, floor_value=FLOOR_TRANSMISSION,
                     clipped=b["clipped"], sinograms=b["sinograms"], **sizes, **common)]
             q.flush()
