@@ -5,6 +5,8 @@ against a float64 NumPy reference with a test stage (a mean over neighbouring ro
 the edge row replicated), through the bare stream and through the parallel-beam chain
 of ``pybp.reconstruct`` (slabs, files, two pipelines)."""
 
+import dataclasses
+
 import numpy as np
 import pyopencl as cl
 import pytest
@@ -17,7 +19,7 @@ from pybp.parallel.prepare import Unit
 from pybp.stages.base import Need, Stage
 from pybp.stream import pipeline, sources
 from pybp.stream.executor import Executor, Layout
-from pybp.stream.memory import MemoryPlan
+from pybp.stream.memory import MEMORY_SHARE, MemoryPlan
 from test_reconstruct import PIPELINE_RTOL, CountedReads, host_fbp, make_scan, relative_rms
 
 ITEMS = 64  # work-items along a row
@@ -113,18 +115,20 @@ def chain_reference(values):
     return 0.5 * row_mean(row_mean(2.0 * np.asarray(values, np.float64) + 1.0, 2), 3) - 1.0
 
 
-@pytest.mark.parametrize("chunk, threads, rows", [
-    (1, True, None), (4, True, None), (4, False, None), (23, True, None),
-    (2, True, (5, 17)),   # a slab: margins read the rows around it
-    (3, True, (0, 2)),    # fewer rows than the margins
+@pytest.mark.parametrize("chunk, threads, rows, share", [
+    (1, True, None, True), (4, True, None, True), (4, False, None, True), (23, True, None, True),
+    (4, True, None, False),
+    (2, True, (5, 17), True),   # a slab: margins read the rows around it
+    (3, True, (0, 2), True),    # fewer rows than the margins
 ])
-def test_chunked_margins_equal_one_pass(cl_device, rng, chunk, threads, rows):
+def test_chunked_margins_equal_one_pass(cl_device, rng, chunk, threads, rows, share):
     n_rows, width = 23, 50
     data = rng.uniform(-1, 1, (n_rows, width)).astype(np.float32)
     first, stop = rows or (0, n_rows)
     device, context = describe(cl_device), cl.Context([cl_device])
     stages = chain(context, device, width)
-    memory = MemoryPlan.create(stages, device, stop - first, chunk_slices=chunk)
+    memory = MemoryPlan.create(stages, device, stop - first, chunk_slices=chunk,
+                               own=("a", "e") if share else None)
     assert memory.chunk_slices == min(chunk, stop - first) and memory.margin == 5
     layout = Layout("a", np.dtype(np.float32), (width,), 0, "e", (width,))
     executor = Executor(device, context)
@@ -134,6 +138,12 @@ def test_chunked_margins_equal_one_pass(cl_device, rng, chunk, threads, rows):
     # after a margin of 3, 'e' holds a chunk's own rows.
     assert [memory.rows(k) for k in "abcde"] == [memory.chunk_slices + r for r in (10, 10, 10, 6, 0)]
     assert executor.slots[0].buffers["d"].size == (memory.chunk_slices + 6) * width * 4
+    # The slots share the buffers between the first stage's input and the last's output.
+    assert memory.work == (("b", "c", "d") if share else ())
+    if len(executor.slots) > 1:
+        first_slot, second_slot = executor.slots[:2]
+        assert [first_slot.buffers[k] == second_slot.buffers[k] for k in "abcde"] == [
+            False, share, share, share, False]
 
     spans, out = [], np.full((stop - first, width), np.nan, np.float32)
 
@@ -157,6 +167,24 @@ def test_chunked_margins_equal_one_pass(cl_device, rng, chunk, threads, rows):
         seams = np.concatenate([chain_reference(data[first + s.start:first + s.start + s.count])
                                 for s in sorted(spans, key=lambda s: s.start)])
         assert np.abs(seams - want).max() > 100 * STREAM_RTOL * np.abs(want).max()
+
+
+def test_shared_work_buffers_make_chunks_larger(cl_device):
+    """With margins, every chunk pays for its margin rows: the slots sharing the
+    buffers only the stages touch leaves room for larger chunks, within the same
+    share of device memory."""
+    width = 4096
+    device, context = describe(cl_device), cl.Context([cl_device])
+    stages = chain(context, device, width)
+    for stage in stages:
+        stage.chunk_rows = 10 ** 6
+    small = dataclasses.replace(device, global_memory=64 << 20, max_allocation=1 << 30)
+    alone, shared = (MemoryPlan.create(stages, small, 10 ** 6, own=own)
+                     for own in (None, ("a", "e")))
+    assert alone.work == () and shared.work == ("b", "c", "d")
+    assert shared.chunk_slices > 1.5 * alone.chunk_slices, (alone, shared)
+    for plan in (alone, shared):
+        assert plan.slots * plan.slot_bytes + plan.work_bytes <= MEMORY_SHARE * small.global_memory
 
 
 def test_row_blocks_with_margins_drop_each_block_once_read():

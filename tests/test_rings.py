@@ -18,9 +18,10 @@ RINGS_RTOL = 1e-4  # the issue's bound; measured: sort 0 (it selects values), fw
 
 
 @pytest.mark.parametrize("method", rings.METHODS)
-@pytest.mark.parametrize("n_angles, n_bins", [(90, 64), (33, 50), (300, 257)])
+@pytest.mark.parametrize("n_angles, n_bins", [(90, 64), (33, 50), (300, 257), (1100, 37)])
 def test_device_rings_match_numpy(cl_device, rng, method, n_angles, n_bins):
-    """Three sinograms in two blocks; equal values in some columns (ties sort by angle)."""
+    """Three sinograms in two blocks; equal values in some columns (ties sort by angle).
+    1100 angles: sorts of 2048 points."""
     context, device = cl.Context([cl_device]), describe(cl_device)
     queue = cl.CommandQueue(context)
     data = (rng.standard_normal((3, n_angles, n_bins)) + np.linspace(0, 1, n_bins)).astype(np.float32)
@@ -100,15 +101,21 @@ def blob_scan(n_bins, n_angles):
     return angles, np.exp(-sinogram)[:, None, :], sinogram
 
 
-@pytest.mark.parametrize("method, ring_options, reduction", [
-    ("sort", None, 10),
-    ("fw", dict(level=4), 8),
+@pytest.mark.parametrize("method, ring_options, clean_bound", [
+    ("sort", None, 5e-2),
+    ("fw", dict(level=4, sigma=4.0, wavelet="db15"), 1e-3),
 ])
-def test_stripes_become_faint_rings(cl_device, method, ring_options, reduction):
+def test_stripes_become_faint_rings(cl_device, method, ring_options, clean_bound):
     """Three columns with gain errors of 3-5 % make rings at their radii; ring removal
     makes them (the reconstruction of the striped scan less that of the clean one,
-    averaged over the ring) ``reduction`` times fainter. Measured on PoCL: sort 10.6-22x,
-    fw at level 4 8.6-11x."""
+    averaged over the ring) at least 10 times fainter, and changes the reconstruction of
+    the clean scan by at most ``clean_bound`` (relative RMS).
+
+    Measured on PoCL: sort 35-83x fainter, the clean scan changed by 4.3 % (the median
+    across columns of the sorted sinogram flattens the blobs' own peaks; the method's,
+    not ours: it equals the reference bit for bit). fw at level 4, sigma 4, db15:
+    12-18x, 2.4e-4. (At tomopy's defaults, level 9, db5, sigma 2, fw damps the blobs
+    themselves: 2-3x, 0.43; at level 4 with db5 and sigma 2, 8.2-11x, 4.2e-3.)"""
     n_bins, n_angles = 512, 400
     angles, transmission, _ = blob_scan(n_bins, n_angles)
     gain = np.ones(n_bins)
@@ -118,26 +125,31 @@ def test_stripes_become_faint_rings(cl_device, method, ring_options, reduction):
     y, x = np.mgrid[:n_bins, :n_bins]
     radius = np.hypot(x - centre, y - centre)
 
-    def rings_of(**options):
-        striped, clean = (pybp.reconstruct((transmission * g).astype(np.float32), angles,
-                                           device=cl_device, kernel="alu", progress=False,
-                                           **options)[0] for g in (gain, 1.0))
+    def volumes(**options):
+        return [pybp.reconstruct((transmission * g).astype(np.float32), angles,
+                                 device=cl_device, kernel="alu", progress=False,
+                                 **options)[0] for g in (gain, 1.0)]
+
+    def rings_of(striped, clean):
         return np.array([abs((striped - clean)[np.abs(radius - abs(c - centre)) < 0.5].mean())
                          for c in columns])
 
-    before = rings_of()
-    after = rings_of(rings=method, ring_options=ring_options)
+    striped, clean = volumes()
+    striped_after, clean_after = volumes(rings=method, ring_options=ring_options)
+    before, after = rings_of(striped, clean), rings_of(striped_after, clean)
     assert np.all(before > 4e-4)  # the rings are there
-    assert np.all(before / after >= reduction), before / after
+    assert np.all(before / after >= 10), before / after
+    assert relative_rms(clean_after, clean) < clean_bound
 
 
 def test_fw_leaves_a_stripe_free_sinogram_within_1e3():
-    """Fourier-wavelet removal at level 4 changes the stripe-free sinogram by 7e-4
-    (relative RMS). Sorting with a median of 21 columns changes it by 1.2 %: it flattens
-    each sorted row's peaks, which a scan of smooth blobs has."""
+    """On the sinogram: Fourier-wavelet removal at level 4 changes the stripe-free one by
+    7e-4 (relative RMS) with db5 and sigma 2, 5e-5 with db15 and sigma 4. Sorting with
+    a median of 21 columns changes it by 1.2 %."""
     _, _, sinogram = blob_scan(512, 400)
-    params = rings.options("fw", dict(level=4), 400, 512)
-    assert relative_rms(wavelets.fw_numpy(sinogram, **params), sinogram) < 1e-3
+    for given in (dict(level=4), dict(level=4, sigma=4.0, wavelet="db15")):
+        params = rings.options("fw", given, 400, 512)
+        assert relative_rms(wavelets.fw_numpy(sinogram, **params), sinogram) < 1e-3
     assert relative_rms(rings.sort_numpy(sinogram), sinogram) < 2e-2
 
 

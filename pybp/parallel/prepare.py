@@ -177,12 +177,13 @@ class Unit:
         return Layout("raw", np.dtype(dtype), (g.n_angles, g.n_bins), 1, "slices",
                       g.slice_shape)
 
-    def memory(self, n_slices, stages=None, chunk_slices=None) -> MemoryPlan:
+    def memory(self, n_slices, stages=None, chunk_slices=None, layout=None) -> MemoryPlan:
         g = self.geometry
         ny, nx = g.slice_shape
+        layout = layout or self.layout()
         return MemoryPlan.create(
             stages or self.stages, self.device, n_slices, widths=tuple(self.plan.passes),
-            chunk_slices=chunk_slices,
+            chunk_slices=chunk_slices, own=(layout.input, layout.output),
             subject=f"slice_shape: one {ny}x{nx} slice from {g.n_angles}x{g.n_bins} sinograms",
             advice="reconstruct a smaller slice_shape, or a region of it with slice_offset")
 
@@ -192,8 +193,8 @@ class Unit:
         this (pinning staging takes a while)."""
         dtype = None if dtype is None else raw_dtype(dtype)
         stages = self.stages_for(dtype, log)
-        self.executor.reserve(stages, self.layout(dtype),
-                              self.memory(n_slices, stages, chunk_slices))
+        layout = self.layout(dtype)
+        self.executor.reserve(stages, layout, self.memory(n_slices, stages, chunk_slices, layout))
         return self.executor
 
     def sinograms(self, stack, out, single=False, progress=False):

@@ -98,7 +98,7 @@ def sort_source(points: int, items: int, size: int) -> str:
 
 class SortRings:
     """``"sort"`` on blocks of sinograms in a device buffer, in place: a bitonic sort of
-    each column in local memory, then the medians."""
+    each column in local memory, then the medians, two columns at a time."""
 
     def __init__(self, context, device, n_angles, n_bins, size):
         self.n_angles, self.n_bins = n_angles, n_bins
@@ -126,7 +126,8 @@ class SortRings:
                     queue, (self.n_bins * self.items, count), (self.items, 1),
                     sinograms=sinograms, **sizes, **scratch),
                 self.kernels["median_rows"](
-                    queue, (-(-self.n_angles // MEDIAN_TILE) * MEDIAN_TILE, self.n_bins, count),
+                    queue, (-(-self.n_angles // MEDIAN_TILE) * MEDIAN_TILE, -(-self.n_bins // 2),
+                            count),
                     (MEDIAN_TILE, 1, 1), sinograms=sinograms, **sizes, **scratch)]
 
 

@@ -59,14 +59,22 @@ class Layout:
         return (count,) + tuple(self.output_row)
 
 
-class Slot:
-    """One chunk in flight: the stages' device buffers, the counters it reports, and
-    the last event of its last chunk's device work."""
+def device_buffers(context, needs: dict, memory: MemoryPlan) -> dict:
+    """Name -> a device buffer of each of ``needs``, as many rows as ``memory`` says."""
+    rw = cl.mem_flags.READ_WRITE
+    return {name: cl.Buffer(context, rw, need.bytes(memory.rows(name)))
+            for name, need in needs.items()}
 
-    def __init__(self, context, needs: dict, memory: MemoryPlan, reports=()):
-        rw = cl.mem_flags.READ_WRITE
-        self.buffers = {name: cl.Buffer(context, rw, need.bytes(memory.rows(name)))
-                        for name, need in needs.items()}
+
+class Slot:
+    """One chunk in flight: the stages' device buffers (its own, and the ``work``
+    buffers all slots share: :attr:`pybp.stream.memory.MemoryPlan.work`), the counters
+    it reports, and the last event of its last chunk's device work."""
+
+    def __init__(self, context, needs: dict, memory: MemoryPlan, reports=(), work=None):
+        work = work or {}
+        self.buffers = dict(work, **device_buffers(
+            context, {name: need for name, need in needs.items() if name not in work}, memory))
         self.host = {name: need.host for name, need in needs.items() if need.host is not None}
         self.counts = {name: np.zeros(1, np.uint32) for name in reports}
         self.uploaded = frozenset()  # names of the buffers uploaded beside the input
@@ -141,12 +149,15 @@ class Executor:
         if (self.memory is not None and self.memory.chunk_slices >= memory.chunk_slices
                 and len(self.slots) >= memory.slots and self._needs == needs
                 and self.layout == layout and self.memory.pass_width == memory.pass_width
+                and self.memory.work == memory.work
                 and (self.memory.margin, self.memory.extra) == (memory.margin, memory.extra)):
             return
         self._release_slots()
         self.memory, self.layout, self._needs = memory, layout, needs
         reports = [name for stage in stages for name in stage.reports]
-        self.slots = [Slot(self.context, needs, memory, reports) for _ in range(memory.slots)]
+        work = device_buffers(self.context, {name: needs[name] for name in memory.work}, memory)
+        self.slots = [Slot(self.context, needs, memory, reports, work)
+                      for _ in range(memory.slots)]
         rows_in = memory.chunk_slices + 2 * memory.margin
         self._staging = Staging(self.upload_queue)
         self.pieces_in = Pieces(self._staging, layout.input_shape(rows_in), layout.input_dtype)

@@ -26,10 +26,16 @@ def _size(n_bytes) -> str:
 class MemoryPlan:
     """How a volume streams through one device: passes of
     ``pass_width`` slices, ``chunk_slices`` slices per chunk (a multiple of it),
-    ``slots`` chunks in flight, and the device bytes of one slot's buffers. With
+    ``slots`` chunks in flight, and the device bytes of one slot's own buffers. With
     stages that need rows beyond a chunk's own (:attr:`pybp.stages.base.Stage.margin`),
     ``margin`` is the rows read beyond it on each side, and ``extra`` the rows each
-    buffer holds beyond ``chunk_slices`` (name -> rows: those its stages see)."""
+    buffer holds beyond ``chunk_slices`` (name -> rows: those its stages see).
+
+    ``work`` names the buffers that only the stages touch (neither the chunk's input
+    nor its output, nor what the host uploads or reads back beside them): one compute
+    queue runs the chunks' stages one chunk after another, so the slots share one of
+    each (``work_bytes`` in all) and chunks can be larger. That matters where margins
+    cost as much on every chunk (phase retrieval: 77 rows each side)."""
 
     chunk_slices: int
     slots: int
@@ -37,6 +43,8 @@ class MemoryPlan:
     pass_width: int
     margin: int = 0
     extra: tuple = ()
+    work: tuple = ()
+    work_bytes: int = 0
 
     def rows(self, name: str) -> int:
         """The rows buffer ``name`` of a slot holds."""
@@ -44,7 +52,7 @@ class MemoryPlan:
 
     @classmethod
     def create(cls, stages, device, n_slices: int, widths=(1,), chunk_slices=None,
-               slots=SLOTS, subject="one slice", advice="") -> "MemoryPlan":
+               slots=SLOTS, subject="one slice", advice="", own=None) -> "MemoryPlan":
         """Largest chunks (at most ``CHUNK_SLICES``, or the most rows a stage prefers:
         :attr:`pybp.stages.base.Stage.chunk_rows`; no more than ``n_slices`` needs)
         whose ``slots`` copies of the ``stages``' buffers fit ``MEMORY_SHARE`` of global
@@ -52,13 +60,24 @@ class MemoryPlan:
         allocation. Chunks are cut in passes of one of ``widths`` slices, the widest
         that fits (one 12000^2 slice fits PoCL's 2 GiB buffers; four do not); where
         none fits, ``ValueError`` names ``subject`` (``"argument: what one slice
-        is"``), the sizes, the limits and ``advice``."""
+        is"``), the sizes, the limits and ``advice``. ``own``: the names of the
+        chunk's input and output buffers, where the slots may share the others
+        (:func:`work_buffers`); None shares none."""
         needs = merged_needs(stages)
         extra = extra_rows(stages)
-        per_slice = sum(n.per_slice for n in needs.values())
-        # The margins' rows cost as much on every chunk, whatever its size.
-        fixed = sum(n.fixed + n.per_slice * extra.get(name, 0) for name, n in needs.items())
-        shared = sum(stage.shared_bytes for stage in stages)
+        work = work_buffers(stages, own) if own is not None else ()
+
+        def size(names):
+            """Bytes per slice, and those of the margins' rows and fixed sizes."""
+            chosen = [(name, needs[name]) for name in names]
+            # The margins' rows cost as much on every chunk, whatever its size.
+            return (sum(n.per_slice for _, n in chosen),
+                    sum(n.fixed + n.per_slice * extra.get(name, 0) for name, n in chosen))
+
+        per_slot, fixed = size([name for name in needs if name not in work])
+        per_work, fixed_work = size(work)
+        per_slice = per_slot + per_work
+        shared = sum(stage.shared_bytes for stage in stages) + fixed_work
         budget = device.global_memory * MEMORY_SHARE - shared - slots * fixed
         # The most slices per chunk each buffer's largest allocation allows.
         most = min(device.max_allocation // n.per_slice - extra.get(name, 0)
@@ -75,11 +94,21 @@ class MemoryPlan:
         width = min(w for w in widths if w >= min(n_slices, widths[0]))  # no wider than needed
         preferred = max([CHUNK_SLICES] + [stage.chunk_rows for stage in stages])
         wanted = -(-min(n_slices, chunk_slices or preferred) // width) * width
-        fits = min(budget // (slots * per_slice), most)
+        fits = min(budget // (slots * per_slot + per_work), most)
         chunk = max(width, min(wanted, int(fits) // width * width))
-        slots = max(1, min(slots, -(-n_slices // chunk), int(budget // (chunk * per_slice))))
-        return cls(chunk, slots, chunk * per_slice + fixed, width, sum_margins(stages),
-                   tuple(sorted(extra.items())))
+        slots = max(1, min(slots, -(-n_slices // chunk),
+                           int((budget - chunk * per_work) // (chunk * per_slot)) if per_slot
+                           else slots))
+        return cls(chunk, slots, chunk * per_slot + fixed, width, sum_margins(stages),
+                   tuple(sorted(extra.items())), work, chunk * per_work + fixed_work)
+
+
+def work_buffers(stages, own) -> tuple:
+    """The names of the buffers of ``stages`` that only the stages touch: all but
+    ``own`` (the chunk's input and output) and what the host uploads or reads back for
+    each chunk (:attr:`pybp.stages.base.Stage.uploads`, ``reports``)."""
+    host = set(own) | {name for stage in stages for name in stage.uploads + stage.reports}
+    return tuple(sorted(name for name in merged_needs(stages) if name not in host))
 
 
 def sum_margins(stages) -> int:

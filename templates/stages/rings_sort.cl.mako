@@ -16,7 +16,9 @@ ${"/* pybp ring removal by sorting: %d-point sorts, median of %d */" % (points, 
 // (bitonic, in local memory) into `sorted` and its angles into `index`, both
 // (s, column, rank): each work-group writes one contiguous run. (Written as (s, rank,
 // column), each value a 32-byte sector of its own, the sort took 0.31 ms a 2048^2
-// sinogram on the H100.)
+// sinogram on the H100. Neither reading the column contiguously after a tiled
+// transpose nor keeping 4 or 8 positions per work-item in registers, as 64-bit keys
+// of value and angle, made it faster there: 0.25-0.27 ms.)
 __kernel __attribute__((reqd_work_group_size(ITEMS, 1, 1)))
 void sort_columns(
 ${args['sort_columns']}
@@ -63,32 +65,43 @@ inline int reflect(int i, const int n)
     return i;
 }
 
-// Work-item (rank, column, s): the median over SIZE columns (mirrored at the ends) of
-// rank `rank` of sinogram s's sorted columns, written back to the angle it came from.
-// Neighbouring work-items take neighbouring ranks: each read of the window is one
-// contiguous run. The median is selected, not computed: the window's HALF + 1 smallest
-// values are put in place by a partial selection sort (compare and swap), the last
-// of them is the median, so it equals the reference's bit for bit.
+// Work-item (rank, pair, s): the medians over SIZE columns (mirrored at the ends) of
+// rank `rank` of sinogram s's sorted columns 2 pair and 2 pair + 1, written back to the
+// angles they came from. The two windows share SIZE - 1 columns: with m and M their
+// HALF-th and (HALF + 1)-th smallest, the median of a window is its own column's value
+// clamped to [m, M]. m and M come from a partial selection sort (compare and swap) of
+// the shared values, so the medians are values of the window, equal to the
+// reference's bit for bit. Neighbouring work-items take neighbouring ranks: each read
+// of the window is one contiguous run.
 __kernel __attribute__((reqd_work_group_size(TILE, 1, 1)))
 void median_rows(
 ${args['median_rows']}
 {
-    const int rank = get_global_id(0), column = get_global_id(1);
+    const int rank = get_global_id(0), column = 2 * get_global_id(1);
     if (rank >= n_angles)
         return;
     const size_t plane = (size_t)n_angles * n_bins;
     __global const float *ranks = sorted + get_global_id(2) * plane + rank;
     // Straight-line code on scalars, compares rather than fmin/fmax (IEEE calls on
     // PoCL, several times slower there).
-% for j in range(size):
+% for j in range(size + 1):
     float w${j} = ranks[(size_t)reflect(column - HALF + ${j}, n_bins) * n_angles];
 % endfor
     float low;
 % for i in range(size // 2 + 1):
-%   for j in range(i + 1, size):
-    low = w${j} < w${i} ? w${j} : w${i}; w${j} = w${j} < w${i} ? w${i} : w${j}; w${i} = low;
+%   for j in range(i + 1, size - 1):
+    low = w${j + 1} < w${i + 1} ? w${j + 1} : w${i + 1}; w${j + 1} = w${j + 1} < w${i + 1} ? w${i + 1} : w${j + 1}; w${i + 1} = low;
 %   endfor
 % endfor
-    const int angle = index[get_global_id(2) * plane + (size_t)column * n_angles + rank];
-    sinograms[(first + get_global_id(2)) * plane + (size_t)angle * n_bins + column] = w${size // 2};
+    // w${size // 2}, w${size // 2 + 1}: the shared values' HALF-th and (HALF + 1)-th smallest.
+    __global const int *angles = index + get_global_id(2) * plane + rank;
+    __global float *out = sinograms + (first + get_global_id(2)) * plane;
+    const float m = w${size // 2}, M = w${size // 2 + 1};
+    w0 = w0 < m ? m : w0;
+    out[(size_t)angles[(size_t)column * n_angles] * n_bins + column] = w0 < M ? w0 : M;
+    if (column + 1 < n_bins) {
+        w${size} = w${size} < m ? m : w${size};
+        out[(size_t)angles[(size_t)(column + 1) * n_angles] * n_bins + column + 1] =
+            w${size} < M ? w${size} : M;
+    }
 }
