@@ -41,6 +41,22 @@ def test_device_rings_match_numpy(cl_device, rng, method, n_angles, n_bins):
     assert relative_rms(data, want) > 1e-3  # it does something
 
 
+def test_sort_reference_is_algotoms_formula():
+    """The reference's median across columns (NumPy windows, mirrored at the ends)
+    equals scipy.ndimage's median_filter of size (1, size), mode "reflect", that algotom
+    applies to the sorted sinogram; ties sort by angle."""
+    ndimage = pytest.importorskip("scipy.ndimage")
+    x = np.random.default_rng(2).standard_normal((2, 40, 23))
+    x[:, ::4, 3] = 1.0
+    for size in (3, 21):
+        order = np.argsort(x, axis=-2, kind="stable")
+        smoothed = ndimage.median_filter(np.take_along_axis(x, order, axis=-2),
+                                         size=(1, 1, size), mode="reflect")
+        want = np.empty_like(x)
+        np.put_along_axis(want, order, smoothed, axis=-2)
+        np.testing.assert_array_equal(rings.sort_numpy(x, size), want)
+
+
 def test_wavelets_are_pywavelets():
     """The Daubechies filters and one symmetric-mode level equal PyWavelets'; the whole
     method equals tomopy's remove_stripe_fw written with PyWavelets, with the paper's

@@ -20,7 +20,6 @@ import functools
 
 import numpy as np
 import pyopencl as cl
-from scipy import ndimage
 
 from pybp.cl import codegen
 from pybp.cl.kernel import Arg, ints
@@ -65,6 +64,13 @@ def options(method, given, n_angles: int, n_bins: int) -> dict:
     return chosen
 
 
+def reflected(n: int, margin: int) -> np.ndarray:
+    """Indices of a row of ``n`` with ``margin`` more each side, mirrored at the ends as
+    d c b a | a b c d (scipy.ndimage's "reflect", NumPy's "symmetric")."""
+    i = np.mod(np.arange(-margin, n + margin), 2 * n)
+    return np.where(i < n, i, 2 * n - 1 - i)
+
+
 def sort_numpy(sinograms, size: int = 21) -> np.ndarray:
     """Float64 reference of ``"sort"`` on sinograms ``(..., n_angles, n_bins)``: each
     column sorted along the angles (stably), a median across ``size`` columns of the
@@ -72,8 +78,9 @@ def sort_numpy(sinograms, size: int = 21) -> np.ndarray:
     sinograms = np.asarray(sinograms, np.float64)
     order = np.argsort(sinograms, axis=-2, kind="stable")
     ordered = np.take_along_axis(sinograms, order, axis=-2)
-    width = [1] * (sinograms.ndim - 1) + [size]
-    smoothed = ndimage.median_filter(ordered, size=width, mode="reflect")
+    windows = np.lib.stride_tricks.sliding_window_view(
+        ordered[..., reflected(sinograms.shape[-1], size // 2)], size, axis=-1)
+    smoothed = np.median(windows, axis=-1)
     out = np.empty_like(sinograms)
     np.put_along_axis(out, order, smoothed, axis=-2)
     return out
