@@ -67,6 +67,9 @@ def test_reconstruct_with_a_geometry_file_and_resume(written, tmp_path, cl_devic
                           str(geometry_path), "--resume"] + device, capsys)
     assert code == 0 and "resume: 29 of 32 planes" in captured.out
     assert np.array_equal(volume(out), got)
+    code, captured = run(["reconstruct", str(scan), "-o", str(out), "--geometry",
+                          str(geometry_path), "--resume"] + device, capsys)
+    assert code == 0 and "nothing to reconstruct: all 32 planes are in" in captured.out
 
 
 def test_the_three_kinds_of_geometry_file(written, tmp_path):

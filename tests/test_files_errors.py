@@ -91,6 +91,8 @@ def test_resume_must_match(scan, tmp_path, cl_device, capsys):  # noqa: F811
                     "--overwrite")
     code, printed = run(argv + ["--center", "51.8", "--resume"], capsys)
     assert code == 0 and "2 of 2 slices are already in" in printed.out
+    assert "nothing to reconstruct: all 2 slices are in" in printed.out
+    assert "GU/s" not in printed.out
 
 
 def test_disk_full_leaves_whole_slices(scan, tmp_path, cl_device, capsys, monkeypatch):  # noqa: F811

@@ -93,8 +93,12 @@ def reconstruct(args, check_output_path, check_counts, write_preview):
             return code
         todo, seconds = result
     gups = todo * ny * nx * n_angles / max(seconds, 1e-9) * 1e-9
-    _say(args, f"reconstructed {todo} planes of {ny} x {nx} by FDK in {seconds:.1f} s "
-               f"({gups:.3g} GUPS) into {args.output} ({output_kind(args.output)}, {args.dtype})")
+    if not todo:
+        _say(args, f"nothing to reconstruct: all {nz} planes are in {args.output}")
+    else:
+        _say(args, f"reconstructed {todo} planes of {ny} x {nx} by FDK in {seconds:.1f} s "
+                   f"({gups:.3g} GUPS) into {args.output} ({output_kind(args.output)}, "
+                   f"{args.dtype})")
     if args.preview:
         _say(args, f"preview: {write_preview(args.output, args.preview, args.overwrite)}")
     return 0
