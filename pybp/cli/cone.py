@@ -92,10 +92,10 @@ def reconstruct(args, check_output_path, check_counts, write_preview):
         if code is not None:
             return code
         todo, seconds = result
-    gups = todo * ny * nx * n_angles / max(seconds, 1e-9) * 1e-9
     if not todo:
         _say(args, f"nothing to reconstruct: all {nz} planes are in {args.output}")
     else:
+        gups = todo * ny * nx * n_angles / max(seconds, 1e-9) * 1e-9
         _say(args, f"reconstructed {todo} planes of {ny} x {nx} by FDK in {seconds:.1f} s "
                    f"({gups:.3g} GUPS) into {args.output} ({output_kind(args.output)}, "
                    f"{args.dtype})")

@@ -299,10 +299,10 @@ def cmd_reconstruct(args):
                 client.close()
                 if cluster is not None:  # started here
                     cluster.close()
-        gups = todo * n_bins * n_bins * n_angles / max(seconds, 1e-9) * 1e-9
         if not todo:
             _say(args, f"nothing to reconstruct: all {n} slices are in {args.output}")
         else:
+            gups = todo * n_bins * n_bins * n_angles / max(seconds, 1e-9) * 1e-9
             _say(args, f"reconstructed {todo} slices of {n_bins} x {n_bins} in {seconds:.1f} s "
                        f"({gups:.3g} GU/s, {todo / max(seconds, 1e-9):.1f} slices/s) into "
                        f"{args.output} ({output_kind(args.output)}, {args.dtype})")

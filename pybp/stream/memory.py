@@ -97,8 +97,7 @@ class MemoryPlan:
         fits = min(budget // (slots * per_slot + per_work), most)
         chunk = max(width, min(wanted, int(fits) // width * width))
         slots = max(1, min(slots, -(-n_slices // chunk),
-                           int((budget - chunk * per_work) // (chunk * per_slot)) if per_slot
-                           else slots))
+                           int((budget - chunk * per_work) // (chunk * per_slot))))
         return cls(chunk, slots, chunk * per_slot + fixed, width, sum_margins(stages),
                    tuple(sorted(extra.items())), work, chunk * per_work + fixed_work)
 

@@ -87,10 +87,11 @@ ${args['median_rows']}
 % for j in range(size + 1):
     float w${j} = ranks[(size_t)reflect(column - HALF + ${j}, n_bins) * n_angles];
 % endfor
+    // The shared values are w1 ... w${size - 1}: put the HALF + 1 smallest in place.
     float low;
-% for i in range(size // 2 + 1):
-%   for j in range(i + 1, size - 1):
-    low = w${j + 1} < w${i + 1} ? w${j + 1} : w${i + 1}; w${j + 1} = w${j + 1} < w${i + 1} ? w${i + 1} : w${j + 1}; w${i + 1} = low;
+% for i in range(1, size // 2 + 2):
+%   for j in range(i + 1, size):
+    low = w${j} < w${i} ? w${j} : w${i}; w${j} = w${j} < w${i} ? w${i} : w${j}; w${i} = low;
 %   endfor
 % endfor
     // w${size // 2}, w${size // 2 + 1}: the shared values' HALF-th and (HALF + 1)-th smallest.
