@@ -18,8 +18,9 @@
 
 from __future__ import annotations
 
+import importlib
+
 import numpy as np
-from scipy import ndimage
 
 from pybp.parallel import prepare
 
@@ -35,6 +36,13 @@ REFINE_STEPS = (0.25, 0.05)  # trial axis steps: over the span, then about the b
 REFINE_BINS = 1024     # detector columns the slices are made from (wider ones binned)
 REFINE_PAD = 16        # columns of edge values around a row while it is shifted
 REFINE_SMOOTH = 1.0    # columns (Gaussian sigma) the rows are smoothed over first
+
+
+def _ndimage():
+    """scipy.ndimage, loaded by the first search: importing it costs 0.1-0.2 s, a sixth
+    of a whole ``pybp reconstruct`` of a small scan, and most commands are given the
+    centre."""
+    return importlib.import_module("scipy.ndimage")
 
 
 def _wedge_mask(n_rows, n_cols, radius, drop):
@@ -57,7 +65,7 @@ def _metric(sinogram, mirrored, fill, mask, axis):
     """Energy in the wedge for a trial ``axis`` (columns of ``sinogram``)."""
     n_cols = sinogram.shape[1]
     shift = 2.0 * (axis - (n_cols - 1) / 2.0)
-    moved = ndimage.shift(mirrored, (0, shift), order=3, mode="nearest") \
+    moved = _ndimage().shift(mirrored, (0, shift), order=3, mode="nearest") \
         if shift != np.round(shift) else np.roll(mirrored, int(shift), axis=1)
     whole = int(np.ceil(abs(shift)))
     if shift > 0:
@@ -149,8 +157,8 @@ def vo_center(sinogram, angles, search=None) -> float:
     sinogram = np.asarray(sinogram, np.float64)
     sino, _ = half_turn(sinogram, angles)
     low, high = search if search is not None else default_window(sino)
-    coarse_sino = ndimage.gaussian_filter(sino, (3, 1), mode="reflect")
-    fine_sino = ndimage.gaussian_filter(sino, (2, 2), mode="reflect")
+    coarse_sino = _ndimage().gaussian_filter(sino, (3, 1), mode="reflect")
+    fine_sino = _ndimage().gaussian_filter(sino, (2, 2), mode="reflect")
     # Coarse: detector binned to about COARSE_BINS columns, every binned column.
     factor = max(1, sino.shape[1] // COARSE_BINS)
     binned = _bin(coarse_sino, factor)
@@ -218,7 +226,7 @@ def refine_center(sinogram, angles, guess, span=REFINE_SPAN, device=None):
         return None
     sinogram, angles = half_turn(sinogram, angles)
     factor = int(np.ceil(sinogram.shape[1] / REFINE_BINS))
-    binned = ndimage.gaussian_filter1d(_bin(sinogram, factor), REFINE_SMOOTH, axis=1)
+    binned = _ndimage().gaussian_filter1d(_bin(sinogram, factor), REFINE_SMOOTH, axis=1)
     to_binned = lambda c: (c - (factor - 1) / 2.0) / factor  # noqa: E731
     base = float(np.round(to_binned(guess)))
     n_bins = binned.shape[1]

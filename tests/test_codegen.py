@@ -13,6 +13,7 @@ import pybp
 from pybp.cl import codegen
 from pybp.parallel import kernels
 from pybp.cli.commands import main
+from pybp.cl.kernel import signature
 from pybp.parallel.params import TextureParams
 
 
@@ -111,3 +112,34 @@ def test_render_offers_every_field_of_the_parameter_sets(capsys):
     source = capsys.readouterr().out
     assert "texture_groups = 2" in source and "launch_texel_bytes = 1048576" in source
     assert main(["render", "--kernel", "standard", "--square", "32"]) == 2  # an ALU field
+
+
+def test_rendered_sources_are_kept_and_match_a_fresh_render(tmp_path, monkeypatch):
+    """A source rendered before comes from the cache without Mako, equal to a fresh
+    render; other values, or a changed template, render anew (issue 24: start-up)."""
+    monkeypatch.setenv("PYBP_CACHE_DIR", str(tmp_path))
+    params = TextureParams(slices_per_pass=2, texel_channels=2)
+    args = {"backproject": kernels.backproject_args(params)}
+
+    def render(p):
+        return codegen.render(kernels.TEMPLATES[p.kernel], args, p=p, probe=False)
+
+    first = render(params)
+    assert len(list((tmp_path / "sources").glob("*.cl"))) == 1
+    fresh = codegen._lookup().get_template(kernels.TEMPLATES[params.kernel]).render(
+        p=params, probe=False, args={"backproject": signature(args["backproject"])})
+    assert first == fresh
+
+    def no_mako():
+        raise AssertionError("rendered again")
+
+    with monkeypatch.context() as patched:
+        patched.setattr(codegen, "_lookup", no_mako)
+        assert render(params) == first  # from the cache
+        with pytest.raises(AssertionError, match="rendered again"):
+            render(params.with_(interpolation="nearest"))
+        # A template or module edited since: its size or time differs, so the
+        # fingerprint does.
+        patched.setattr(codegen, "_fingerprint", lambda: b"another checkout")
+        with pytest.raises(AssertionError, match="rendered again"):
+            render(params)

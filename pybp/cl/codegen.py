@@ -4,17 +4,20 @@ and building them with errors a user can read."""
 from __future__ import annotations
 
 import functools
-import os
-import tempfile
+import hashlib
+import importlib
+import pickle
+import sys
 import threading
 from collections import OrderedDict
 from importlib import resources
 from pathlib import Path
 
+import mako
 import pyopencl as cl
-from mako.lookup import TemplateLookup
+from pyopencl.cache import create_built_program_from_source_cached
 
-from pybp.cl import implementations
+from pybp.cl import implementations, store
 from pybp.cl.kernel import Kernel, signature
 
 
@@ -35,17 +38,57 @@ def templates_dir() -> Path:
 
 
 @functools.lru_cache(maxsize=None)
-def _lookup() -> TemplateLookup:
-    return TemplateLookup(directories=[str(templates_dir())], strict_undefined=True)
+def _lookup():
+    # Mako is imported here, on the first source not in the cache: with its Pygments
+    # plug-in it is 23 ms of start-up.
+    lookup = importlib.import_module("mako.lookup")
+    return lookup.TemplateLookup(directories=[str(templates_dir())], strict_undefined=True)
+
+
+@functools.lru_cache(maxsize=None)
+def _fingerprint() -> bytes:
+    """What a rendered source depends on besides its values: the templates, and the
+    code of the parameter sets whose properties the templates read (all of pybp's
+    modules, by name, size and modification time, as Python's own bytecode cache
+    judges them), and Mako's version. Stat calls only: under a millisecond."""
+    digest = hashlib.sha1(f"{mako.__version__}|{sys.version}".encode())
+    for root in (templates_dir(), Path(__file__).resolve().parents[1]):
+        for path in sorted(root.rglob("*")):
+            if path.suffix in (".mako", ".py"):
+                stat = path.stat()
+                digest.update(f"{path}|{stat.st_size}|{stat.st_mtime_ns}\n".encode())
+    return digest.digest()
 
 
 def render(template: str, kernels=None, **values) -> str:
     """OpenCL source of ``template`` (a path under ``templates/``) with ``values``.
     ``kernels`` maps each kernel's name to its arguments (tuples of
     :class:`pybp.cl.kernel.Arg`); the template writes ``${args[name]}`` as the
-    kernel's parameter list, and :func:`declared` binds the same tuple at launch."""
+    kernel's parameter list, and :func:`declared` binds the same tuple at launch.
+
+    Sources are kept in the user's cache, named by a digest of the template, the
+    values (pickled: every byte of them) and :func:`_fingerprint`, so that a command
+    that builds what it built before renders nothing and does not import Mako."""
     values["args"] = {name: signature(args) for name, args in (kernels or {}).items()}
-    return _lookup().get_template(template).render(**values)
+    try:
+        key = hashlib.sha1(pickle.dumps((template, sorted(values.items())), protocol=4)
+                           + _fingerprint()).hexdigest()
+    except (pickle.PicklingError, TypeError, AttributeError):
+        key = None  # a value that cannot be pickled: rendered each time
+    path = store.cache_dir() / "sources" / f"{key}.cl"
+    if key is not None:
+        try:
+            return path.read_text()  # written whole or not at all (store.write_text_new)
+        except OSError:
+            pass
+    source = _lookup().get_template(template).render(**values)
+    if key is not None:
+        try:
+            path.parent.mkdir(parents=True, exist_ok=True)
+            store.write_text_new(path, source, overwrite=True)
+        except OSError:
+            pass  # an unwritable cache: rendered again next time
+    return source
 
 
 KEPT_PROGRAMS = 64  # built programs kept for reuse (a few kernels per geometry)
@@ -84,7 +127,7 @@ def build(context, source: str, device):
             _PROGRAMS.move_to_end(key)
             return _PROGRAMS[key][1]
     try:
-        program = cl.Program(context, source).build(options=options)
+        program = compiled(context, source, options)
     except cl.Error as exc:
         raise BuildError(f"{device.label()}: the OpenCL compiler failed on the {_title(source)}"
                          f" kernel ({first_error(exc)}); choose another device (see `pybp "
@@ -94,6 +137,21 @@ def build(context, source: str, device):
         while len(_PROGRAMS) > KEPT_PROGRAMS:
             _PROGRAMS.popitem(last=False)
     return program
+
+
+def compiled(context, source: str, options=()) -> cl.Program:
+    """``source`` built for the context's devices, from pyopencl's binary cache where it
+    was built before. pyopencl skips that cache on PoCL and NVIDIA, trusting the
+    runtime's own, but PoCL still takes about 20 ms per program from source against
+    1 ms from the binary (2 cores, PoCL 3.0): a dozen programs were a third of the
+    ``pybp reconstruct`` of a tiny scan. A failed build is repeated from source so that
+    the error carries pyopencl's build log."""
+    try:
+        program, _ = create_built_program_from_source_cached(
+            context, source, " ".join(options).encode())
+        return cl.Program(program)
+    except cl.Error:
+        return cl.Program(context, source).build(options=list(options))
 
 
 def declared(context, device, source: str, name: str, args) -> Kernel:
@@ -118,19 +176,3 @@ def kernel(program, name: str, device):
         raise BuildError(f"{device.label()}: kernel {name} needs work-groups of {items} "
                          f"work-items; the device runs it with at most {allowed}")
     return made
-
-
-def write_text_new(path, text: str, overwrite: bool = False) -> Path:
-    """Write ``text`` to ``path`` atomically, refusing to replace a file unless asked."""
-    path = Path(path)
-    if path.exists() and not overwrite:
-        raise FileExistsError(f"{path} exists; pass overwrite to replace it")
-    fd, tmp = tempfile.mkstemp(dir=path.parent or ".", prefix=f".{path.name}.", suffix=".tmp")
-    try:
-        with os.fdopen(fd, "w") as handle:
-            handle.write(text)
-        os.replace(tmp, path)
-    except BaseException:
-        os.unlink(tmp)
-        raise
-    return path

@@ -13,24 +13,15 @@ from __future__ import annotations
 
 import hashlib
 import json
-import os
 from pathlib import Path
 
-from pybp.cl.codegen import write_text_new
+from pybp.cl.store import cache_dir, write_text_new
 
 FORMAT_VERSION = 1
 
 
 def setting_key(slices_per_pass, interpolation, storage) -> str:
     return f"v{slices_per_pass}-{interpolation}-{storage}"
-
-
-def cache_dir() -> Path:
-    if os.environ.get("PYBP_CACHE_DIR"):
-        return Path(os.environ["PYBP_CACHE_DIR"])
-    import platformdirs  # a pyopencl dependency
-
-    return Path(platformdirs.user_cache_dir("pybp"))
 
 
 def record_path(device, kind: str) -> Path:

@@ -5,44 +5,30 @@ Commands: reconstruct, center, preview, demo, devices, bench, tune, render."""
 from __future__ import annotations
 
 import argparse
-import importlib.util
+import importlib
 import platform
 import shlex
 import signal
 import sys
-import time
 import warnings
 from dataclasses import fields as dataclass_fields
-from pathlib import Path
 
-import numpy as np
-
-from pybp import __version__, phantoms
-from pybp.bench import cone as bench_cone, kernels as bench, volume as bench_pipeline
+from pybp import __version__
+from pybp import tune as tuning
 from pybp.cli import files as cli_files
-from pybp.cli.writing import EXIT_INTERRUPTED
-from pybp.cl import codegen
-from pybp.parallel import kernels
-from pybp.tune import cone as cone_tuning, search as tuning
 from pybp.cli.files import Parser
-from pybp.cl.device import devices, select_device
+from pybp.cli.writing import EXIT_INTERRUPTED
+from pybp.cl.device import devices
 from pybp.stages.filters import FILTERS
-from pybp.geometry.parallel import Geometry
-from pybp.io.demo import phantom_scan, write_dxchange
-from pybp.io.images import SLICE_SUFFIXES, write_slice
-from pybp.io.readers import HDF5_SUFFIXES
-from pybp.io.writers import check_output_file
-from pybp.parallel.params import (
-    INTERPOLATIONS,
-    KERNELS,
-    SETTINGS,
-    SLICES_PER_PASS,
-    STORAGES,
-    AluParams,
-    TextureParams,
-    family_of,
-)
-from pybp.api.sinograms import Backprojector
+from pybp.parallel.params import INTERPOLATIONS, KERNELS, SLICES_PER_PASS, STORAGES, AluParams, TextureParams
+
+
+def tool(name):
+    """The command ``name`` of pybp/cli/tools.py, its module imported when it runs."""
+    def run(args):
+        return getattr(importlib.import_module("pybp.cli.tools"), name)(args)
+    run.__name__ = name
+    return run
 
 
 def cmd_devices(args):
@@ -53,64 +39,6 @@ def cmd_devices(args):
     for d in found:
         print(d.summary() + ("" if d.usable else f": not usable, {d.why_unusable}"))
     return 0
-
-
-def cmd_write_scan(args):
-    path = args.write_scan
-    check_output_file(path, args.overwrite, HDF5_SUFFIXES, "--write-scan")
-    n_bins = args.size or 256
-    degrees, projections, flats, darks, center, _ = phantom_scan(
-        n_bins, n_rows=max(1, n_bins // 4), n_angles=args.angles)
-    write_dxchange(path, projections, flats, darks, degrees, overwrite=args.overwrite)
-    print(f"wrote {path}: DXchange scan of the 3-D Shepp-Logan phantom, {len(degrees)} "
-          f"projections over 180 degrees of {projections.shape[1]} x {n_bins} (uint16), "
-          f"{len(flats)} flats and darks; rotation axis at {center:.2f}")
-    print(f"next: pybp reconstruct {path} -o {Path(path).stem}-slices")
-    return 0
-
-
-def cmd_demo(args):
-    if args.cone:
-        return cli_files.cone_cli.demo(args)
-    if args.write_scan:
-        return cmd_write_scan(args)
-    check_output_file(args.output, args.overwrite, SLICE_SUFFIXES)  # before any work
-    if (Path(args.output).suffix.lower() in (".tif", ".tiff")
-            and importlib.util.find_spec("tifffile") is None):
-        raise RuntimeError('--output: writing TIFF needs tifffile (pip install "pybp-opencl[io]")')
-    device = select_device(args.device)  # a wrong one is reported before any work
-    n = args.size or 512
-    angles = np.linspace(0, np.pi, args.angles or n, endpoint=False)
-    geometry = Geometry.create(n, angles)
-    try:
-        sinogram = phantoms.shepp_logan_radon(geometry).astype(np.float32)
-        start = time.perf_counter()
-        with Backprojector(n, angles, device=device, filter=args.filter,
-                           interpolation=args.interpolation, precision=args.precision,
-                           slices_per_pass=1) as bp:
-            slice_ = bp(sinogram)
-        wall = time.perf_counter() - start
-        phantom = phantoms.shepp_logan_image(geometry)
-    except KeyboardInterrupt:
-        print("pybp demo: interrupted; nothing was written", file=sys.stderr)
-        return EXIT_INTERRUPTED
-    error = float(np.sqrt(np.mean((slice_ - phantom) ** 2)))
-    gups = geometry.updates() / bp.last_kernel_seconds * 1e-9
-    print(f"device:  {bp.device.name} ({bp.device.platform})")
-    print(f"kernel:  {bp.params.key()}")
-    print(f"case:    Shepp-Logan phantom, {angles.size} angles x {n} bins -> {n}x{n}, "
-          f"FBP with the {args.filter} filter")
-    print(f"speed:   {gups:.2f} GU/s back-projection kernel time "
-          f"({bp.last_kernel_seconds * 1e3:.1f} ms; filter {bp.last_filter_seconds * 1e3:.1f} ms; "
-          f"{wall:.2f} s in all, with set-up)")
-    print(f"error:   RMS {error:.4f} against the phantom (values 0..1)")
-    path = write_slice(args.output, slice_, low=0.0, high=1.0, overwrite=args.overwrite)
-    print(f"slice:   written to {path}")
-    return 0
-
-
-# The ALU family's fields include every field of the texture family.
-RENDER_FIELDS = {f.name for f in dataclass_fields(AluParams)}
 
 
 def _render_options(parser):
@@ -130,47 +58,6 @@ def _render_options(parser):
                             help=f"{where}{f.metadata['help']} (default: {default})")
 
 
-def cmd_render(args):
-    if args.output not in (None, "-"):
-        check_output_file(args.output, args.overwrite)  # before any work
-    if args.cone:
-        return cli_files.cone_cli.render(args)
-    family = family_of(args.kernel or "standard")
-    names = {f.name for f in dataclass_fields(family)}
-    given = {name: value for name, value in vars(args).items()
-             if name in RENDER_FIELDS and value is not None}
-    stray = sorted(set(given) - names)
-    try:
-        if stray:
-            raise ValueError(f"{', '.join('--' + s.replace('_', '-') for s in stray)}: not a "
-                             f"parameter of the {family.family} family")
-        values = dict(given)
-        values.setdefault("texel_channels", values.get("slices_per_pass", 1))
-        params = family(**values)
-        source = kernels.backproject_source(params)
-    except (ValueError, TypeError) as exc:
-        print(f"pybp render: {exc}", file=sys.stderr)
-        return 2
-    if args.output in (None, "-"):
-        sys.stdout.write(source)
-        return 0
-    try:
-        path = codegen.write_text_new(args.output, source, overwrite=args.overwrite)
-    except FileExistsError as exc:
-        print(f"pybp render: {exc} (--overwrite)", file=sys.stderr)
-        return 2
-    print(f"wrote {path} ({params.key()})")
-    return 0
-
-
-def _selected(args, settings=SETTINGS):
-    """The settings that the --slices, --interpolation and --storage filters leave."""
-    return [(n, i, s) for n, i, s in settings
-            if (not args.slices or n in args.slices)
-            and (not args.interpolation or i in args.interpolation)
-            and (not args.storage or s in args.storage)]
-
-
 def _detector(text):
     """``ROWSxCOLUMNS``, as the ``--detector`` option takes it."""
     try:
@@ -180,61 +67,6 @@ def _detector(text):
     if rows < 1 or columns < 1:
         raise argparse.ArgumentTypeError(f"expected positive sizes, got {text!r}")
     return rows, columns
-
-
-def cmd_bench(args):
-    if args.cone:
-        bench_cone.run(device=args.device, size=args.size or 512,
-                       n_projections=args.projections, detector=args.detector,
-                       repeats=args.repeats)
-        return 0
-    args.size = args.size or 2048
-    if args.pipeline:
-        bench_pipeline.run(device=args.device, size=args.size, n_angles=args.angles,
-                           rows=args.rows, n_flats=args.flats,
-                           interpolation=(args.interpolation or ["linear"])[0],
-                           precision=(args.storage or ["float"])[0], repeats=args.repeats,
-                           with_silx=not args.no_silx, rings=args.rings,
-                           phase=bench_pipeline.BENCH_PHASE if args.phase else None)
-        return 0
-    if args.hybrid_sweep:
-        bench.hybrid_sweep(device=args.device, size=args.size, repeats=args.repeats,
-                           settings=_selected(args, bench.HYBRID_SETTINGS))
-        return 0
-    settings = _selected(args)
-    variants = [v for v in bench.VARIANTS if not args.kernels or v[1] in args.kernels]
-    rows, silx = bench.run(device=args.device, size=args.size, n_angles=args.angles,
-                           repeats=args.repeats, settings=settings, variants=variants,
-                           with_silx=not args.no_silx)
-    print()
-    print(bench.format_table(rows, silx))
-    print()
-    print("best verified kernel per setting:")
-    for (slices, interpolation, storage), r in sorted(bench.best_per_setting(rows).items()):
-        share = f", {100 * r['gups'] / r['ceiling']:.0f}% of ceiling" if r.get("ceiling") else ""
-        versus = f", {r['gups'] / silx:.2f}x silx" if silx else ""
-        print(f"  v{slices} {interpolation:7s} {storage:5s}: {r['kernel']:20s} "
-              f"{bench.rate(r['gups']):>7s} GU/s{share}{versus}")
-    return 0
-
-
-def cmd_tune(args):
-    if args.cone:
-        best = cone_tuning.tune(device=args.device, size=args.size, repeats=args.repeats,
-                                budget=args.budget)
-        if best is None:
-            raise RuntimeError("tune --cone: no parameter set passed its verification")
-        print(f"cone-beam profile: {best.key()}")
-        return 0
-    settings = _selected(args)
-    if not settings:
-        raise ValueError("--slices/--interpolation/--storage: no setting left to tune")
-    try:
-        tuning.tune(device=args.device, size=args.size, repeats=args.repeats, settings=settings,
-                    families=args.families, budget=args.budget, progress=not args.quiet)
-    except KeyboardInterrupt:  # the tuner said what it kept
-        return EXIT_INTERRUPTED
-    return 0
 
 
 def _version():
@@ -278,7 +110,7 @@ def build_parser():
                       help="cone beam: FDK of the 3-D phantom (size^3, default 128, from "
                            "2 size projections over 360 degrees); with --write-scan, its scan "
                            "and FILE-cone.json for `pybp reconstruct --geometry`")
-    demo.set_defaults(func=cmd_demo)
+    demo.set_defaults(func=tool("cmd_demo"))
 
     render = sub.add_parser("render", help="write a kernel's OpenCL source",
                             description="Write the OpenCL source of one parameter set: every "
@@ -297,7 +129,7 @@ def build_parser():
                         help="with --cone: for any trajectory (no column shared along z)")
     render.add_argument("-o", "--output", default=None, help="file (default: standard output)")
     render.add_argument("--overwrite", action="store_true", help="replace an existing file")
-    render.set_defaults(func=cmd_render)
+    render.set_defaults(func=tool("cmd_render"))
 
     bench_ = sub.add_parser("bench", parents=[common],
                             help="GU/s of every kernel and setting, beside silx")
@@ -336,7 +168,7 @@ def build_parser():
                         help="with --cone: projections over 360 degrees")
     bench_.add_argument("--detector", type=_detector, default=(960, 1248), metavar="ROWSxCOLUMNS",
                         help="with --cone: the detector (default 960x1248)")
-    bench_.set_defaults(func=cmd_bench)
+    bench_.set_defaults(func=tool("cmd_bench"))
 
     tune = sub.add_parser(
         "tune", parents=[common], help="search kernel parameters for this device; save a profile",
@@ -362,7 +194,7 @@ leaves a usable profile.""")
                       help="instead: the cone-beam FDK kernels (families, voxels per item, "
                            "projections per pass, work-groups; --size: the volume's edge, "
                            "default 256, 64 on a CPU)")
-    tune.set_defaults(func=cmd_tune)
+    tune.set_defaults(func=tool("cmd_tune"))
     return parser
 
 

@@ -13,7 +13,7 @@ import numpy as np
 
 from pybp import __version__, phantoms
 from pybp.api.cone import ConeBackprojector
-from pybp.cl import codegen
+from pybp.cl import store
 from pybp.cl.device import select_device
 from pybp.cli import writing
 from pybp.cli.writing import EXIT_INTERRUPTED
@@ -210,6 +210,6 @@ def render(args):
     if args.output in (None, "-"):
         sys.stdout.write(source)
         return 0
-    path = codegen.write_text_new(args.output, source, overwrite=args.overwrite)
+    path = store.write_text_new(args.output, source, overwrite=args.overwrite)
     print(f"wrote {path} ({params.key()})")
     return 0

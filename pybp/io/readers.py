@@ -18,6 +18,7 @@ from struct import error as struct_error
 
 import numpy as np
 
+from pybp import checks
 from pybp.io.hdf5 import open_hdf5
 from pybp.io.scan import READ_THREADS, Scan, need
 
@@ -162,8 +163,8 @@ def check_angles(angles, where, assumed_degrees):
     if bad:
         raise ValueError(f"angles: {bad} of the {len(angles)} angles in {where} are not "
                          "numbers (NaN or Inf)")
-    if len(np.unique(angles)) < 2:
-        raise ValueError(f"angles: {where} holds {len(np.unique(angles))} distinct angle(s); "
+    if checks.distinct_angles(angles) < 2:
+        raise ValueError(f"angles: {where} holds {checks.distinct_angles(angles)} distinct angle(s); "
                          "a reconstruction needs projections at two angles at least")
     span = float(np.degrees(np.ptp(angles)))
     if assumed_degrees and span <= RADIAN_SPAN:

@@ -96,7 +96,7 @@ class Unit:
         self.setup = setup
         self.geometry = geometry or setup.geometry()
         checks.check_host_memory(self.geometry, setup.slice_shape is not None)  # before the plan's
-        if setup.filter is not None and len(np.unique(self.geometry.angles)) < 2:
+        if setup.filter is not None and checks.distinct_angles(self.geometry.angles) < 2:
             raise ValueError("angles: a filtered back-projection needs projections at two "
                              "distinct angles at least")
         self.cl_device, self.context, queue = open_device(device, context, queue)

@@ -12,6 +12,7 @@ import numpy as np
 import pyopencl as cl
 
 from pybp.parallel import profiler
+from pybp.tune import BUDGET, BUDGETS, SIZE, SIZES
 from pybp.cl.device import describe, select_device
 from pybp.parallel.params import (
     CACHE_MODES,
@@ -60,12 +61,6 @@ def gups(backprojector, stack, repeats=5):
     return backprojector.geometry.updates(len(stack)) / float(np.median(times)) * 1e-9
 
 
-# Defaults that suit the device: a CPU back-projects about 1 GU/s, so the paper's 2048
-# case would take seconds per call and hours per search (measured: 5 of 648 candidates
-# in 600 s); a GPU runs a candidate in about a second.
-SIZES = {"cpu": 256}
-BUDGETS = {"cpu": 180.0}
-SIZE, BUDGET = 2048, 900.0
 
 
 def default_size(device) -> int:

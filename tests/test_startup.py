@@ -1,0 +1,24 @@
+"""Issue 24, item 5: the whole ``pybp reconstruct`` of a tiny scan (kernels cached)
+costs at most 2.5 times the bare ``python -c "import pyopencl, h5py, numpy"``, both
+timed from the shell's side in the same run (tuning/startup_time.py)."""
+
+import importlib.util
+import statistics
+from pathlib import Path
+
+import pytest
+
+from conftest import device_is_gpu
+
+TOOL = Path(__file__).resolve().parents[1] / "tuning" / "startup_time.py"
+spec = importlib.util.spec_from_file_location("startup_time", TOOL)
+startup_time = importlib.util.module_from_spec(spec)
+spec.loader.exec_module(startup_time)
+
+
+@pytest.mark.skipif(device_is_gpu(), reason="a CPU's start-up: a GPU driver's own is not ours")
+def test_tiny_scan_costs_at_most_two_and_a_half_bare_imports(tmp_path):
+    bare, ours = startup_time.measure(runs=5, folder=tmp_path)
+    ratio = statistics.median(ours) / statistics.median(bare)
+    assert ratio <= 2.5, (f"pybp reconstruct of the tiny scan took {statistics.median(ours):.3f} s, "
+                          f"{ratio:.2f}x the bare imports' {statistics.median(bare):.3f} s")
