@@ -19,6 +19,7 @@ from pybp.cl.device import (
     select_device,
     usable_image_formats,
 )
+from pybp.cl import codegen
 from pybp.parallel.params import HYBRID_PERIOD, SETTINGS, TextureParams
 from pybp.parallel.profiler import architecture, choose_texel
 from pybp.api.sinograms import Backprojector
@@ -41,6 +42,7 @@ VARIANTS = (  # (name, kernel, forced parameters) measured for every setting
     ("alu/oversample", "alu", dict(cache="oversample", cached_projections=8)),  # approximate
     ("alu/hybrid-4of8", "alu", dict(texture_groups=4)),
     ("alu/half-cache", "alu", dict(cache="plain", cache_storage="half")),  # half storage only
+    ("alu/half-pair", "alu", dict(cache="pair", cache_storage="half")),  # half, linear only
 )
 
 
@@ -63,7 +65,7 @@ def texture_ceiling(cl_device, params: TextureParams, size, n_angles, repeats):
     image = cl.create_image(context, cl.mem_flags.READ_ONLY | cl.mem_flags.COPY_HOST_PTR, fmt,
                      shape=(size, n_angles), hostbuf=texels.astype(params.texel_dtype))
     out = cl.Buffer(context, cl.mem_flags.WRITE_ONLY, params.slices_per_pass * size * size * 4)
-    kernel = cl.Program(context, kernels.probe_source(params)).build().fetch_only
+    kernel = codegen.compiled(context, kernels.probe_source(params)).fetch_only
     seconds = _median_event_seconds(
         lambda: kernel(queue, params.global_size((size, size)), params.local_size, image,
                        np.float32(0.0),  # row_slope
@@ -74,6 +76,34 @@ def texture_ceiling(cl_device, params: TextureParams, size, n_angles, repeats):
                        out),
         repeats)
     return size * size * n_angles / seconds
+
+
+LOCAL_PROBE_ROUNDS = 512  # rounds of the local-memory probe: a few ms on a GPU
+
+
+def local_ceiling(cl_device, width, repeats, groups=None):
+    """Loads per second that local memory serves for loads of ``width`` bytes (4, 8
+    or 16; narrower loads count as 4: one load instruction per work-item either way),
+    from :func:`pybp.parallel.kernels.local_probe_source`: enough work-groups to fill
+    every compute unit many times over."""
+    width = max(width, 4)
+    context = cl.Context([cl_device])
+    queue = cl.CommandQueue(context, properties=cl.command_queue_properties.PROFILING_ENABLE)
+    groups = groups or 64 * cl_device.max_compute_units
+    items = kernels.LOCAL_PROBE_ITEMS
+    rounds = LOCAL_PROBE_ROUNDS if describe(cl_device).type == "gpu" else 8
+    out = cl.Buffer(context, cl.mem_flags.WRITE_ONLY, groups * items * 4)
+    kernel = codegen.compiled(context, kernels.local_probe_source(width)).local_loads
+    seconds = _median_event_seconds(
+        lambda: kernel(queue, (groups * items,), (items,), np.int32(rounds), out), repeats)
+    return groups * items * rounds * kernels.LOCAL_PROBE_LOADS / seconds
+
+
+def local_row_ceiling(params, load_rates):
+    """GU/s an ALU parameter set reaches where local-memory loads bound it: the rate
+    of its loads' width over its loads per update, times its slices."""
+    width, loads = params.local_loads
+    return load_rates[max(width, 4)] / loads * params.slices_per_pass * 1e-9
 
 
 def silx_platform_device(cl_device):
@@ -111,6 +141,11 @@ def run(device=None, size=2048, n_angles=None, repeats=5, settings=SETTINGS, var
     log(f"pybp bench on {description.name} ({description.platform}, driver {description.driver}): "
         f"{n_angles} angles x {size} bins -> {size}x{size}, median of {repeats} after a warm-up")
     rows = []
+    load_rates = {}
+    if any(kernel == "alu" for _, kernel, _ in variants):
+        load_rates = {width: local_ceiling(cl_device, width, repeats) for width in (4, 8, 16)}
+        log("local memory: " + ", ".join(f"{8 * w}-bit loads {rate(r * 1e-9)} G/s"
+                                          for w, r in load_rates.items()))
     silx = silx_seconds(cl_device, angles, data[0], repeats) if with_silx else None
     if silx is not None:
         rows.append(dict(kernel="silx Backprojection", slices=1, interpolation="linear",
@@ -143,11 +178,15 @@ def run(device=None, size=2048, n_angles=None, repeats=5, settings=SETTINGS, var
             big = Backprojector(size, angles, **options)
             speed = gups(big, data[:slices], repeats)
             texel = texel_name(big.params, big.params.texel_rows)
+            # The ALU path's bound is local memory; the hybrid mode's is both.
+            local = (local_row_ceiling(big.params, load_rates)
+                     if big.params.family == "alu" and load_rates else None)
             rows.append(dict(kernel=name, slices=slices, interpolation=interpolation,
                              storage=storage, texel=texel, gups=speed, ceiling=ceiling,
-                             error=verdict.error, rule=verdict.rule, verified=verdict.passed,
-                             approximate=verdict.rule == "oversample"))
-            log(f"  {name} v{slices} {interpolation} {storage}: {rate(speed)} GU/s "
+                             local_ceiling=local, error=verdict.error, rule=verdict.rule,
+                             verified=verdict.passed, approximate=verdict.rule == "oversample"))
+            limit = f", local-memory ceiling {rate(local)} ({100 * speed / local:.0f}%)" if local else ""
+            log(f"  {name} v{slices} {interpolation} {storage}: {rate(speed)} GU/s{limit} "
                 f"(check {verdict})")
             del big
     return rows, silx and updates / silx * 1e-9
@@ -205,17 +244,19 @@ def format_table(rows, silx_gups=None) -> str:
     GU/s counts every slice, so its ratio to silx's is how much sooner each slice is
     done."""
     head = ("| kernel | slices | interpolation | storage | texel | GU/s "
-            "| % of ceiling | vs silx | check |")
-    lines = [head, "|" + " --- |" * 9]
+            "| % of texture ceiling | local-memory ceiling | % of it | vs silx | check |")
+    lines = [head, "|" + " --- |" * 11]
     for r in rows:
         share = f"{100 * r['gups'] / r['ceiling']:.0f}%" if r.get("ceiling") else ""
+        local = r.get("local_ceiling")
+        local_cells = f"{rate(local)} | {100 * r['gups'] / local:.0f}%" if local else " | "
         versus = f"{r['gups'] / silx_gups:.2f}x" if silx_gups else ""
         if r.get("error") is None:
             verdict = ""
         else:
             verdict = f"{r['rule']} {r['error']:.1e}" + ("" if r.get("verified") else " FAILED")
         lines.append(f"| {r['kernel']} | {r['slices']} | {r['interpolation']} | {r['storage']} "
-                     f"| {r['texel']} | {rate(r['gups'])} | {share} "
+                     f"| {r['texel']} | {rate(r['gups'])} | {share} | {local_cells} "
                      f"| {versus} | {verdict} |")
     return "\n".join(lines)
 

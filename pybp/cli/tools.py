@@ -156,7 +156,10 @@ def cmd_bench(args):
     print()
     print("best verified kernel per setting:")
     for (slices, interpolation, storage), r in sorted(bench.best_per_setting(rows).items()):
-        share = f", {100 * r['gups'] / r['ceiling']:.0f}% of ceiling" if r.get("ceiling") else ""
+        share = f", {100 * r['gups'] / r['ceiling']:.0f}% of texture ceiling" if r.get("ceiling") else ""
+        if r.get("local_ceiling"):
+            share += (f", {100 * r['gups'] / r['local_ceiling']:.0f}% of local-memory ceiling "
+                      f"{bench.rate(r['local_ceiling'])}")
         versus = f", {r['gups'] / silx:.2f}x silx" if silx else ""
         print(f"  v{slices} {interpolation:7s} {storage:5s}: {r['kernel']:20s} "
               f"{bench.rate(r['gups']):>7s} GU/s{share}{versus}")

@@ -124,6 +124,24 @@ def probe_source(params: TextureParams) -> str:
                           p=params, probe=True)
 
 
+LOCAL_PROBE_ITEMS = 256  # work-items per group of the local-memory probe
+LOCAL_PROBE_LOADS = 32  # loads per round, unrolled
+LOCAL_PROBE_SPAN = 64  # elements the rounds' start moves over
+LOCAL_PROBE_ARGS = (Arg("rounds", "const int", "rounds of LOADS loads per work-item"),
+                    Arg("out", "__global float *", "a sum per work-item, so loads stay"))
+
+
+@functools.lru_cache(maxsize=8)
+def local_probe_source(width: int) -> str:
+    """Source of ``local_loads``: the local-memory load rate for loads of ``width``
+    bytes (4, 8 or 16: one, two or four floats)."""
+    if width not in (4, 8, 16):
+        raise ValueError(f"width: expected 4, 8 or 16 bytes, got {width!r}")
+    return codegen.render("parallel/local_probe.cl.mako", {"local_loads": LOCAL_PROBE_ARGS},
+                          width=width, lanes=width // 4, items=LOCAL_PROBE_ITEMS,
+                          loads=LOCAL_PROBE_LOADS, span=LOCAL_PROBE_SPAN)
+
+
 @functools.lru_cache(maxsize=1)
 def circle_source() -> str:
     return codegen.render("parallel/circle.cl.mako", {"outside_circle": CIRCLE_ARGS})

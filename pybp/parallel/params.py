@@ -221,8 +221,11 @@ class AluParams(KernelParams):
       pixel, Sect. 6.2), or ``hx``, one per pixel column, x cos included, so a pixel's
       position costs one FMA less per projection (Sect. 6.8).
     - ``cache_storage``: ``float``, or ``half`` values in local memory (vload_half and
-      vstore_half, Sect. 6.7): half the bytes per load; lossless, so only with half
-      storage, and with the plain cache.
+      vstore_half, Sect. 6.7), only with half storage: half the bytes per load. With the
+      plain cache it holds the texels exactly; with ``pair`` each bin's value and
+      difference sit side by side as halves, so that one slice's linear interpolation
+      is one 32-bit load and one FMA (the differences rounded to half: the ``half``
+      rule judges it, pybp.parallel.verify).
     - ``texture_groups``: hybrid mode (Sect. 7.1): of every 8 work-groups (by linear
       index, so that each compute unit gets the mix), this many interpolate with the
       texture engine over their square and the rest with the ALU path, in one launch,
@@ -266,9 +269,11 @@ class AluParams(KernelParams):
                              f"{self.square} square as 4x4 squares in 4, 8 or 16 steps")
         if not 1 <= self.cached_projections <= 64:
             raise ValueError(f"cached_projections: expected 1..64, got {self.cached_projections}")
-        if self.cache_storage == "half" and (self.storage != "half" or self.cache != "plain"):
-            raise ValueError("cache_storage: half caching keeps half data exactly: it needs "
-                             "storage='half' and cache='plain'")
+        if self.cache_storage == "half" and (self.storage != "half"
+                                             or self.cache not in ("plain", "pair")):
+            raise ValueError("cache_storage: half caching holds half texels (storage='half'), "
+                             "as they are (cache='plain') or with their differences "
+                             "(cache='pair')")
         if not 0 <= self.texture_groups <= HYBRID_PERIOD:
             raise ValueError(f"texture_groups: expected 0..{HYBRID_PERIOD}, got {self.texture_groups}")
         if self.texture_groups and self.source != "image":
@@ -321,6 +326,21 @@ class AluParams(KernelParams):
     @property
     def constant_floats(self):
         return ALU_CONSTANT_FLOATS
+
+    @property
+    def local_loads(self):
+        """``(bytes per load, loads per update)`` from the cache: what bounds the
+        kernel where local memory does (``pybp bench`` sets it beside the measured
+        load rate of the device)."""
+        value = (2 if self.cache_storage == "half" else 4) * self.slices_per_pass
+        if self.exact_linear and self.cache == "pair":
+            # One load of value and difference where they sit side by side (one slice,
+            # or halves); else a load from each of the two arrays.
+            side_by_side = self.slices_per_pass == 1 or self.cache_storage == "half"
+            return (2 * value, 1) if side_by_side else (value, 2)
+        if self.exact_linear:
+            return value, 2  # the bin and the next
+        return value, 1  # nearest, or the nearest of the oversampled samples
 
     @property
     def local_size(self):

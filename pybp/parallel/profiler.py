@@ -41,7 +41,8 @@ class Architecture:
     alu: dict = field(default_factory=lambda: dict(
         square=64, items=256, cached_projections=16, items_per_row=32, cache="pair",
         rounding="native", unroll=4))
-    # Changes to `alu` for some settings: ((slices or None, interpolation or None), dict).
+    # Changes to `alu` for some settings, in order:
+    # ((slices or None, interpolation or None, storage or None), dict).
     alu_settings: tuple = ()
     source: str = "paper"
 
@@ -82,13 +83,16 @@ ARCHITECTURES = (
                  constants="local", max_texel_bytes=8, launch_texel_bytes=32 << 20,
                  alu=dict(square=64, items=256, cached_projections=32, items_per_row=32,
                           cache="pair", rounding="fixed", unroll=1),
-                 alu_settings=(((None, "nearest"), dict(rounding="float", unroll=16,
+                 alu_settings=(((None, "nearest", None), dict(rounding="float", unroll=16,
                                                         cached_projections=64)),
-                               ((2, "linear"), dict(cache="plain", items_per_row=8)),
-                               ((4, None), dict(square=32, items_per_row=16,
+                               ((2, "linear", None), dict(cache="plain", items_per_row=8)),
+                               ((4, None, None), dict(square=32, items_per_row=16,
                                                 cached_projections=16)),
-                               ((4, "nearest"), dict(unroll=4)),
-                               ((4, "linear"), dict(cache="plain", rounding="native"))),
+                               ((4, "nearest", None), dict(unroll=4)),
+                               ((4, "linear", None), dict(cache="plain", rounding="native")),
+                               # Half storage, linear: value and difference as halves side
+                               # by side in the cache (issue 24's half fast path).
+                               ((None, "linear", "half"), dict(cache="pair", cache_storage="half"))),
                  slices_per_pass={"float": 4, "half": 4}, source="docs/benchmarks.md"),
     # Maxwell to Ada: Table 13 runs Alg. 3 with constants in __constant memory; 8-byte
     # texels filter at full rate, wider ones do not (Sect. 5.2-5.3).
@@ -118,10 +122,10 @@ ARCHITECTURES = (
     Architecture("cpu", device_type="cpu", unroll=1, kernels=ALU,
                  alu=dict(square=64, items=256, cached_projections=32, items_per_row=32,
                           cache="plain", rounding="fixed", unroll=1),
-                 alu_settings=(((1, "nearest"), dict(cached_projections=16, unroll=4)),
-                               ((2, None), dict(square=32, items=128, items_per_row=16,
+                 alu_settings=(((1, "nearest", None), dict(cached_projections=16, unroll=4)),
+                               ((2, None, None), dict(square=32, items=128, items_per_row=16,
                                                 cached_projections=16)),
-                               ((4, None), dict(square=32, items=128, items_per_row=16,
+                               ((4, None, None), dict(square=32, items=128, items_per_row=16,
                                                 cached_projections=16))),
                  slices_per_pass={"float": 4, "half": 4}, source="docs/benchmarks.md (PoCL)"),
     Architecture("generic", source="safe default"),
@@ -195,8 +199,9 @@ def kernel_params(device: DeviceDescription, formats, slices_per_pass: int,
         # Caching reads whole texels: no filtering rate to protect with two rows.
         source, channels, rows = choose_texel(formats, slices_per_pass, storage)
         values = dict(row.alu)
-        for (slices, interp), changes in row.alu_settings:
-            if slices in (None, slices_per_pass) and interp in (None, interpolation):
+        for (slices, interp, stored), changes in row.alu_settings:
+            if (slices in (None, slices_per_pass) and interp in (None, interpolation)
+                    and stored in (None, storage)):
                 values.update(changes)
         if interpolation != "linear":
             values["cache"] = "plain"

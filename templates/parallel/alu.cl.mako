@@ -7,19 +7,24 @@ ${common.header(p, "ALU back-projection (local-memory cache)")}
     n_v = p.slices_per_pass
     vt = common.attr.vector_type(n_v)
     linear = p.interpolation == "linear"
-    pair = p.cache == "pair"
-    packed_pair = pair and n_v == 1   # value and difference in one float2
+    half_cache = p.cache_storage == "half"
+    # Value and difference: as halves side by side, or floats (one float2 for one slice,
+    # two arrays for more).
+    half_pair = half_cache and p.cache == "pair"
+    pair = p.cache == "pair" and not half_pair
+    packed_pair = pair and n_v == 1
     oversample = p.cache == "oversample"
     samples = p.samples_per_bin
     float_rounding = p.rounding == "float"
     fixed = p.rounding == "fixed"
     column_offsets = p.offset_cache == "hx"
     hybrid = p.texture_groups > 0
-    half_cache = p.cache_storage == "half"
     row_step = p.row_step
     # Half caching: each cached row is a flat array of halves, read with vload_half.
     vload = "vload_half" if n_v == 1 else "vload_half%d" % n_v
     vstore = "vstore_half" if n_v == 1 else "vstore_half%d" % n_v
+    pair_type = common.attr.vector_type(2 * n_v)    # value and difference, float2/4/8
+    value_half, difference_half = {1: (".x", ".y"), 2: (".lo", ".hi"), 4: (".lo", ".hi")}[n_v]
 %>
 // The error-free sums below need a*b+c left as written, not contracted to fma.
 #pragma OPENCL FP_CONTRACT OFF
@@ -141,6 +146,11 @@ ${common.store(p, "total[k]")}
 % elif pair:
     __local ${vt} cache[CACHED][CACHE_WIDTH];       /* values */
     __local ${vt} slope[CACHED][CACHE_WIDTH];       /* next value - value */
+% elif half_pair:
+    // Per bin, ${n_v} value(s) then ${n_v} difference(s) to the next bin, as halves (stored as
+    // ushort: declaring half arrays needs cl_khr_fp16, pointers do not): one
+    // ${16 * n_v}-bit load per update (Sect. 6.7 with Sect. 6.4's pair).
+    __local ushort cache[CACHED][CACHE_WIDTH * ${2 * n_v}];
 % elif half_cache:
     // Halves stored as ushort: declaring half arrays needs cl_khr_fp16, pointers do not.
     __local ushort cache[CACHED][CACHE_WIDTH * ${n_v}];  /* read with ${vload} (Sect. 6.7) */
@@ -192,7 +202,7 @@ ${common.store(p, "total[k]")}
 % else:
                 const ${vt} value = fetch(sinogram, n_bins, first_bin + (float)b, round + r);
 % endif
-% if pair:
+% if pair or half_pair:
                 const ${vt} next = fetch(sinogram, n_bins, first_bin + (float)(b + 1), round + r);
 % if fixed:
                 // Interpolation computes (1 + w) d + (value - d), d = next - value.
@@ -200,7 +210,9 @@ ${common.store(p, "total[k]")}
 % else:
                 const ${vt} base = value;
 % endif
-% if packed_pair:
+% if half_pair:
+                vstore_half${2 * n_v}((${pair_type})(base, next - value), b, (__local half *)cache[r]);
+% elif packed_pair:
                 cache[r][b] = (float2)(base, next - value);
 % else:
                 cache[r][b] = base;
@@ -253,7 +265,10 @@ ${common.store(p, "total[k]")}
                 const int i = (int)t;                        /* t >= 1: truncation floors */
                 const float w = t - (float)i;
 % endif
-% if packed_pair:
+% if half_pair:
+                const ${pair_type} e = vload_half${2 * n_v}(i, (const __local half *)cache[r]);
+                sum[k] += mad((${vt})(${"w1" if fixed else "w"}), e${difference_half}, e${value_half});
+% elif packed_pair:
                 const float2 e = cache[r][i];
                 sum[k] += mad(${"w1" if fixed else "w"}, e.y, e.x);
 % elif pair:

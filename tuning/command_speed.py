@@ -1,0 +1,79 @@
+#!/usr/bin/env python3
+"""The whole ``pybp reconstruct`` command from the shell, float32 and half (issue 24,
+item 4): a DXchange file of 2048 projections x 512 rows x 2048 bins (uint16, 20 flats
+and darks) in the page cache, to a folder of float32 TIFF slices, five runs each after
+a first one that builds and caches the kernels.
+
+    python tuning/command_speed.py --folder /dev/shm/pybp-speed --runs 5
+
+Prints each run's wall time (the process, from start to exit), the median and the
+spread, and the line the command itself printed (its reconstruction time and GU/s).
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import shutil
+import statistics
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import numpy as np
+
+from pybp.bench import volume as bench_pipeline
+from pybp.io.demo import write_dxchange
+
+
+def run_command(argv):
+    """Wall seconds of one ``pybp`` process, and the last line it printed."""
+    start = time.perf_counter()
+    done = subprocess.run([sys.executable, "-m", "pybp", *argv], capture_output=True, text=True)
+    seconds = time.perf_counter() - start
+    if done.returncode:
+        raise RuntimeError(f"pybp {' '.join(argv)} failed: {done.stderr.strip()[-500:]}")
+    lines = done.stdout.strip().splitlines()
+    return seconds, lines[-1] if lines else ""
+
+
+def main():
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--folder", default="/dev/shm/pybp-speed")
+    parser.add_argument("--size", type=int, default=2048)
+    parser.add_argument("--rows", type=int, default=512)
+    parser.add_argument("--runs", type=int, default=5)
+    parser.add_argument("--precisions", nargs="*", default=["float", "half"])
+    args = parser.parse_args()
+    folder = Path(args.folder)
+    folder.mkdir(parents=True, exist_ok=True)
+    scan = folder / "scan.h5"
+    if not scan.exists():
+        angles, projections, flats, darks = bench_pipeline.make_scan(
+            args.size, args.size, args.rows, 20)
+        write_dxchange(scan, projections, flats, darks, np.degrees(angles))
+        del projections, flats, darks
+    print(f"{scan}: {scan.stat().st_size / 1e9:.2f} GB; device {os.environ.get('PYBP_DEVICE', 'default')}")
+    center = f"{(args.size - 1) / 2}"
+    for precision in args.precisions:
+        out = folder / f"slices-{precision}"
+        argv = ["reconstruct", str(scan), "-o", str(out), "--center", center, "--overwrite",
+                "--precision", precision]
+        shutil.rmtree(out, ignore_errors=True)
+        first, said = run_command(argv)  # builds and caches what a new shape needs
+        times = []
+        for _ in range(args.runs):
+            shutil.rmtree(out, ignore_errors=True)
+            seconds, said = run_command(argv)
+            times.append(seconds)
+        print(f"--precision {precision}: first run {first:.2f} s; then "
+              + ", ".join(f"{t:.2f}" for t in times)
+              + f" s: median {statistics.median(times):.2f} s "
+              f"(spread {min(times):.2f}-{max(times):.2f})")
+        print(f"  the command said: {said}")
+        shutil.rmtree(out, ignore_errors=True)
+
+
+if __name__ == "__main__":
+    main()
