@@ -52,6 +52,7 @@ def test_a_device_that_cannot_build_reports_the_compilers_line(cl_device, monkey
                               "Build on <pyopencl.Device>:\n\nerror: unknown target CPU "
                               "'generic'\nnote: valid target CPU values are: ...")
     monkeypatch.setattr(cl.Program, "build", broken_build)
+    monkeypatch.setattr(codegen, "create_built_program_from_source_cached", broken_build)
     verdict = device._run_probe(cl_device)
     assert not verdict.usable
     assert verdict.why == "cannot build kernels (error: unknown target CPU 'generic')"

@@ -146,12 +146,14 @@ def compiled(context, source: str, options=()) -> cl.Program:
     1 ms from the binary (2 cores, PoCL 3.0): a dozen programs were a third of the
     ``pybp reconstruct`` of a tiny scan. A failed build is repeated from source so that
     the error carries pyopencl's build log."""
-    try:
-        program, _ = create_built_program_from_source_cached(
-            context, source, " ".join(options).encode())
-        return cl.Program(program)
-    except cl.Error:
-        return cl.Program(context, source).build(options=list(options))
+    if implementations.identify(context.devices[0].platform.name).binaries:
+        try:
+            program, _ = create_built_program_from_source_cached(
+                context, source, " ".join(options).encode())
+            return cl.Program(program)
+        except cl.Error:
+            pass
+    return cl.Program(context, source).build(options=list(options))
 
 
 def declared(context, device, source: str, name: str, args) -> Kernel:

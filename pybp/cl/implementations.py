@@ -35,6 +35,8 @@ class Implementation:
     # Whether commands may be enqueued from several threads at once (pybp.stream.pipeline).
     threads: bool = True
     build_options: tuple = ()  # given to every build of pybp's kernels (pybp.cl.codegen)
+    # Whether built programs are kept as binaries (pyopencl's cache, pybp.cl.codegen).
+    binaries: bool = True
 
 
 # First match wins; keep the catch-all last.
@@ -43,8 +45,9 @@ IMPLEMENTATIONS = (
     # thread's upload ran beside the compute thread's kernels: one thread there. It also
     # stops a kernel at LLVM's `freeze` ("Unsupported instruction"), which the
     # optimiser brings in for a division and remainder of one value: unoptimised builds.
+    # Its API checker reports the program-binary calls of pyopencl's cache as errors.
     Implementation("Oclgrind", "oclgrind", simulator=True, threads=False,
-                   build_options=("-cl-opt-disable",)),
+                   build_options=("-cl-opt-disable",), binaries=False),
     Implementation("PoCL", "portable computing language", rank=1),
     Implementation("Intel CPU runtime", "intel(r) opencl", rank=2),
     # Mesa 22.3: every kernel's CL_KERNEL_WORK_GROUP_SIZE reads 32 (its SIMD width),

@@ -89,10 +89,10 @@ ARCHITECTURES = (
                                ((4, None, None), dict(square=32, items_per_row=16,
                                                 cached_projections=16)),
                                ((4, "nearest", None), dict(unroll=4)),
-                               ((4, "linear", None), dict(cache="plain", rounding="native")),
-                               # Half storage, linear: value and difference as halves side
-                               # by side in the cache (issue 24's half fast path).
-                               ((None, "linear", "half"), dict(cache="pair", cache_storage="half"))),
+                               # Not the half pair cache for half storage: its conversions
+                               # cost more than its narrower loads save (issue 24: v1 2502
+                               # against 3308 GU/s for float values in the cache).
+                               ((4, "linear", None), dict(cache="plain", rounding="native"))),
                  slices_per_pass={"float": 4, "half": 4}, source="docs/benchmarks.md"),
     # Maxwell to Ada: Table 13 runs Alg. 3 with constants in __constant memory; 8-byte
     # texels filter at full rate, wider ones do not (Sect. 5.2-5.3).
