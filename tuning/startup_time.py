@@ -73,8 +73,8 @@ def main():
     for name, times in (("bare imports", bare), ("pybp reconstruct", ours)):
         print(f"{name:18s} median {statistics.median(times):.3f} s "
               f"(min {min(times):.3f}, max {max(times):.3f}, {len(times)} runs)")
-    print(f"ratio of medians: {statistics.median(ours) / statistics.median(bare):.2f}x "
-          f"(issue 24 asks at most 2.5x)")
+    print(f"ratio of medians: {statistics.median(ours) / statistics.median(bare):.2f}x, "
+          f"of the fastest runs: {min(ours) / min(bare):.2f}x (issue 24 asks at most 2.5x)")
 
 
 if __name__ == "__main__":
