@@ -21,8 +21,9 @@ import tempfile
 import time
 from pathlib import Path
 
-import h5py
 import numpy as np
+
+from pybp.io.demo import write_dxchange
 
 BARE = [sys.executable, "-c", "import pyopencl, h5py, numpy"]
 
@@ -30,11 +31,10 @@ BARE = [sys.executable, "-c", "import pyopencl, h5py, numpy"]
 def write_tiny_scan(path, n_angles=90, n_rows=32, n_bins=64):
     """A DXchange scan of uniform noise: what the command does with it is the same."""
     rng = np.random.default_rng(0)
-    with h5py.File(path, "w") as f:
-        f["/exchange/data"] = rng.integers(1000, 2000, (n_angles, n_rows, n_bins)).astype(np.uint16)
-        f["/exchange/data_white"] = np.full((5, n_rows, n_bins), 3000, np.uint16)
-        f["/exchange/data_dark"] = np.full((5, n_rows, n_bins), 100, np.uint16)
-        f["/exchange/theta"] = np.linspace(0, 180, n_angles, endpoint=False)
+    projections = rng.integers(1000, 2000, (n_angles, n_rows, n_bins)).astype(np.uint16)
+    flats = np.full((5, n_rows, n_bins), 3000, np.uint16)
+    darks = np.full((5, n_rows, n_bins), 100, np.uint16)
+    write_dxchange(path, projections, flats, darks, np.linspace(0, 180, n_angles, endpoint=False))
     return (n_bins - 1) / 2
 
 

@@ -23,8 +23,7 @@ ${common.header(p, "ALU back-projection (local-memory cache)")}
     # Half caching: each cached row is a flat array of halves, read with vload_half.
     vload = "vload_half" if n_v == 1 else "vload_half%d" % n_v
     vstore = "vstore_half" if n_v == 1 else "vstore_half%d" % n_v
-    pair_type = common.attr.vector_type(2 * n_v)    # value and difference, float2/4/8
-    value_half, difference_half = {1: (".x", ".y"), 2: (".lo", ".hi"), 4: (".lo", ".hi")}[n_v]
+    pair_type = common.attr.vector_type(2 * n_v)    # value(s) .lo, difference(s) .hi
 %>
 // The error-free sums below need a*b+c left as written, not contracted to fma.
 #pragma OPENCL FP_CONTRACT OFF
@@ -267,7 +266,7 @@ ${common.store(p, "total[k]")}
 % endif
 % if half_pair:
                 const ${pair_type} e = vload_half${2 * n_v}(i, (const __local half *)cache[r]);
-                sum[k] += mad((${vt})(${"w1" if fixed else "w"}), e${difference_half}, e${value_half});
+                sum[k] += mad((${vt})(${"w1" if fixed else "w"}), e.hi, e.lo);
 % elif packed_pair:
                 const float2 e = cache[r][i];
                 sum[k] += mad(${"w1" if fixed else "w"}, e.y, e.x);
