@@ -5,7 +5,10 @@ The reference is the same FBP (``Backprojector``) of sinograms normalised on the
 float64: the device's normalisation, transpose and chunking add at most
 ``PIPELINE_RTOL`` of relative RMS error."""
 
+import errno
 import io
+import threading
+import time
 import warnings
 
 import h5py
@@ -102,6 +105,52 @@ def test_transfers_in_pieces_give_the_same_volume(cl_device, monkeypatch, phase)
                               for found in (warned, whole_warned))
     assert clipped == whole_clipped and len(clipped) == (phase is None)
     assert phase or clipped[0].startswith("projections: 1 of")
+
+
+class SlowOutput:
+    """An output that takes its time over each piece, reading the slices only after a
+    sleep, and counts the pieces it is given at once; ``fail_row``: the piece holding
+    that row fails as a full disk does."""
+
+    def __init__(self, shape, fail_row=None, seconds=0.02):
+        self.shape, self.dtype, self.data = shape, np.dtype(np.float32), np.zeros(shape, np.float32)
+        self.fail_row, self.seconds = fail_row, seconds
+        self.lock, self.active, self.most, self.threads = threading.Lock(), 0, 0, set()
+
+    def __setitem__(self, key, slices):
+        with self.lock:
+            self.active += 1
+            self.most = max(self.most, self.active)
+            self.threads.add(threading.get_ident())
+        try:
+            time.sleep(self.seconds)
+            if self.fail_row is not None and key.start <= self.fail_row < key.stop:
+                raise OSError(errno.ENOSPC, "No space left on device")
+            self.data[key] = slices
+        finally:
+            with self.lock:
+                self.active -= 1
+
+
+def test_pieces_are_written_on_several_threads_once_down(cl_device, monkeypatch):
+    """Downloaded pieces go to the output several at once, each on a thread of its own
+    (pybp.stream.executor.WRITES), and a piece's staging takes the next download only
+    once its write has ended: an output that reads the slices only after a sleep gets
+    the same volume, bit for bit. A write that fails is raised by reconstruct, after
+    every other write has ended."""
+    angles, projections, flats, darks = make_scan(96, 60, 12)
+    options = dict(device=cl_device, progress=False, chunk_slices=4)
+    whole = pybp.reconstruct(projections, angles, flats, darks, **options)
+    monkeypatch.setattr(executor, "PIECE_BYTES", 96 * 96 * 4)  # a slice per piece
+    slow = SlowOutput(whole.shape)
+    pybp.reconstruct(projections, angles, flats, darks, out=slow, **options)
+    np.testing.assert_array_equal(slow.data, whole)
+    assert slow.most == executor.WRITES and len(slow.threads) >= 2
+    failing = SlowOutput(whole.shape, fail_row=6)
+    with pytest.raises(OSError, match="No space left"):
+        pybp.reconstruct(projections, angles, flats, darks, out=failing, **options)
+    assert failing.active == 0
+    np.testing.assert_array_equal(failing.data[:4], whole[:4])
 
 
 @pytest.mark.parametrize("kind", ["uint16", "float32", "int32", "float64", "memmap"])

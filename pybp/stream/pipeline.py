@@ -2,7 +2,8 @@
 
 A reader thread copies each chunk from the caller's input into the executor's
 page-locked staging, the calling thread enqueues the chunk's device work, and a writer
-thread copies finished slices into the caller's output. Bounded hand-offs keep at most
+thread downloads finished slices and hands them, a piece at a time, to the executor's
+writing threads, which copy them into the caller's output. Bounded hand-offs keep at most
 the executor's slots in flight, so host memory stays a few chunks beyond the caller's
 arrays. Copies of NumPy arrays are split over a few threads (NumPy releases the GIL
 while copying): one thread copies pageable memory at a fraction of what the device's
@@ -124,6 +125,7 @@ def _serial(executor, rows, read, write, progress, timings, stop, copy) -> int:
             slices += count
             if progress is not None:
                 progress.update(count)
+        executor.written(stop)
     except Stopped:  # set elsewhere: end quietly
         pass
     except BaseException:
@@ -149,8 +151,10 @@ def stream(executor, rows, read, write, progress=None, timings=None, stop=None,
     the dark and flat means of its rows; or None); the reader thread uploads them,
     copied piece by piece into page-locked staging by ``copy(destination, source)``;
     the calling thread enqueues its device stages; the writer thread downloads it and
-    hands its slices to ``write(start, count, slices)``, a piece at a time. Returns the sum of what the
-    stages report (values normalisation replaced). ``timings`` (a dict) gets the seconds the
+    hands its slices to ``write(start, count, slices)``, a piece at a time, several
+    pieces at once on threads of their own (so ``write`` must take disjoint rows from
+    several threads; the slices are a view of staging, used again once it returns).
+    Returns the sum of what the stages report (values normalisation replaced). ``timings`` (a dict) gets the seconds the
     writer waited for the device (``wait_device``) and the slices done (``slices``).
     An exception in any thread, or Ctrl-C, stops all of them and is raised here once
     the device work in flight ends (a fraction of a second: see :mod:`pybp.cl.pacing`);
@@ -205,6 +209,7 @@ def stream(executor, rows, read, write, progress=None, timings=None, stop=None,
         while True:
             item = _get(done, stop)
             if item is None:
+                executor.written(stop)  # the last pieces' writes, and their errors
                 return
             i, start, count, computed, stages = item
             slot = i % slots

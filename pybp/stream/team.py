@@ -178,10 +178,11 @@ def _stream(builds, prepare, slab: Slab, align: int):
             sources.copy_blocks(reading, staging, block)
             host["read"] += time.perf_counter() - began
 
-        def write(start, count, slices):
+        def write(start, count, slices):  # on several threads at once
             began = time.perf_counter()
             sources.put_rows(writing, out, offset + start, slices)
-            host["write"] += time.perf_counter() - began
+            with bar_lock:
+                host["write"] += time.perf_counter() - began
 
         def run():
             nonlocal reading, writing
