@@ -225,6 +225,34 @@ def test_hdf5_rows_read_straight_from_the_file(chunks, scan, tmp_path):
         np.testing.assert_array_equal(opened.projections[2:9, 2:6], data[2:9, 2:6])
 
 
+class _WithoutChunkIter:
+    """An h5py object as an HDF5 before 1.14 gives it: no ``chunk_iter``."""
+
+    def __init__(self, wrapped, **replaced):
+        self.__dict__.update(replaced, _wrapped=wrapped)
+
+    def __getattr__(self, name):
+        if name == "chunk_iter":
+            raise AttributeError(name)
+        return getattr(self._wrapped, name)
+
+
+def test_hdf5_chunk_offsets_without_chunk_iter(scan, tmp_path):
+    """Where HDF5 has no ``chunk_iter``, the chunks' offsets are looked up one by one:
+    the same rows."""
+    from pybp.io.hdf5 import direct_rows
+
+    data = scan["projections"]
+    with h5py.File(tmp_path / "s.h5", "w") as f:
+        f.create_dataset("exchange/data", data=data, chunks=(1, 4, N_BINS))
+    with h5py.File(tmp_path / "s.h5", "r") as f:
+        dataset = f["exchange/data"]
+        old = _WithoutChunkIter(dataset, id=_WithoutChunkIter(dataset.id))
+        assert not hasattr(old.id, "chunk_iter")
+        for source in (direct_rows(dataset), direct_rows(old)):
+            np.testing.assert_array_equal(source[:, 1:7], data[:, 1:7])
+
+
 PHASE_ARGS = ["--phase", "paganin", "--delta-beta", "300", "--energy", "20", "--distance",
               "0.5", "--pixel-size", "2e-6"]
 

@@ -8,6 +8,8 @@ a first one that builds and caches the kernels.
 
 Prints each run's wall time (the process, from start to exit), the median and the
 spread, and the line the command itself printed (its reconstruction time and GU/s).
+``--code A B`` compares checkouts (folders holding ``pybp/`` and ``templates/``) in one
+run, their runs taken in turn, so that the machine's drift falls on both alike.
 """
 
 from __future__ import annotations
@@ -27,10 +29,16 @@ from pybp.bench import volume as bench_pipeline
 from pybp.io.demo import write_dxchange
 
 
-def run_command(argv):
-    """Wall seconds of one ``pybp`` process, and the last line it printed."""
+def run_command(argv, code=None):
+    """Wall seconds of one ``pybp`` process (the package in folder ``code``, or the one
+    this Python finds), and the last line it printed."""
+    env = dict(os.environ)
+    if code is not None:
+        env["PYTHONPATH"] = os.pathsep.join([str(Path(code).resolve())]
+                                            + [p for p in env.get("PYTHONPATH", "").split(os.pathsep) if p])
     start = time.perf_counter()
-    done = subprocess.run([sys.executable, "-m", "pybp", *argv], capture_output=True, text=True)
+    done = subprocess.run([sys.executable, "-m", "pybp", *argv], capture_output=True, text=True,
+                          env=env, cwd=code)
     seconds = time.perf_counter() - start
     if done.returncode:
         raise RuntimeError(f"pybp {' '.join(argv)} failed: {done.stderr.strip()[-500:]}")
@@ -45,8 +53,10 @@ def main():
     parser.add_argument("--rows", type=int, default=512)
     parser.add_argument("--runs", type=int, default=5)
     parser.add_argument("--precisions", nargs="*", default=["float", "half"])
+    parser.add_argument("--code", nargs="*", default=[None], metavar="FOLDER",
+                        help="checkouts to compare (default: the pybp this Python finds)")
     args = parser.parse_args()
-    folder = Path(args.folder)
+    folder = Path(args.folder).resolve()
     folder.mkdir(parents=True, exist_ok=True)
     scan = folder / "scan.h5"
     if not scan.exists():
@@ -60,18 +70,23 @@ def main():
         out = folder / f"slices-{precision}"
         argv = ["reconstruct", str(scan), "-o", str(out), "--center", center, "--overwrite",
                 "--precision", precision]
-        shutil.rmtree(out, ignore_errors=True)
-        first, said = run_command(argv)  # builds and caches what a new shape needs
-        times = []
-        for _ in range(args.runs):
+        times = {code: [] for code in args.code}
+        for code in args.code:
             shutil.rmtree(out, ignore_errors=True)
-            seconds, said = run_command(argv)
-            times.append(seconds)
-        print(f"--precision {precision}: first run {first:.2f} s; then "
-              + ", ".join(f"{t:.2f}" for t in times)
-              + f" s: median {statistics.median(times):.2f} s "
-              f"(spread {min(times):.2f}-{max(times):.2f})")
-        print(f"  the command said: {said}")
+            first, _ = run_command(argv, code)  # builds and caches what a new shape needs
+            print(f"--precision {precision} {code or ''}: first run {first:.2f} s")
+        said = {}
+        for _ in range(args.runs):
+            for code in args.code:
+                shutil.rmtree(out, ignore_errors=True)
+                seconds, said[code] = run_command(argv, code)
+                times[code].append(seconds)
+        for code, runs in times.items():
+            print(f"--precision {precision} {code or ''}: "
+                  + ", ".join(f"{t:.2f}" for t in runs)
+                  + f" s: median {statistics.median(runs):.2f} s "
+                  f"(spread {min(runs):.2f}-{max(runs):.2f})")
+            print(f"  the command said: {said[code]}")
         shutil.rmtree(out, ignore_errors=True)
 
 

@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import sys
 import shutil
 import time
 from pathlib import Path
@@ -35,25 +36,57 @@ from pybp.stream.sources import ROW_BLOCK_BYTES  # noqa: E402
 imported = time.perf_counter() - _start
 
 
-def command_timings(scan, out, precision, center):
+def command_timings(scan, out, precision, center, timeline=False):
     """The command's own timings: its wall time in this process, and the pipeline's
-    ``stats`` (set-up, streaming, host and device seconds per stage)."""
+    ``stats`` (set-up, streaming, host and device seconds per stage); with ``timeline``,
+    the calling thread's calls into pybp that took 5 ms or more are printed, nested,
+    with when each began (seconds from this script's start)."""
     stats = {}
 
     def timed(*args, **kwargs):
         return volumes.reconstruct(*args, stats=stats, **kwargs)
 
     files.reconstruct = timed
+    calls = Timeline() if timeline else None
     try:
         tick = time.perf_counter()
+        if calls is not None:
+            sys.setprofile(calls)
         code = commands.main(["reconstruct", str(scan), "-o", str(out), "--center", str(center),
                               "--overwrite", "--quiet", "--precision", precision])
         seconds = time.perf_counter() - tick
     finally:
+        sys.setprofile(None)
         files.reconstruct = volumes.reconstruct
+    if calls is not None:
+        calls.show()
     if code:
         raise SystemExit(f"the command failed ({code})")
     return seconds, stats
+
+
+class Timeline:
+    """A ``sys.setprofile`` hook (this thread only) that keeps pybp's calls, nested."""
+
+    def __init__(self, depth=10, shortest=0.005):
+        self.depth, self.shortest, self.open, self.done = depth, shortest, [], []
+
+    def __call__(self, frame, event, arg):
+        if event not in ("call", "return") or "/pybp/" not in frame.f_code.co_filename:
+            return
+        if event == "call":
+            self.open.append((frame, time.perf_counter()))
+        elif self.open and self.open[-1][0] is frame:
+            _, began = self.open.pop()
+            if len(self.open) < self.depth:
+                code = frame.f_code
+                where = f"{code.co_filename.split('/pybp/')[-1]}:{code.co_name}"
+                self.done.append((began, time.perf_counter() - began, len(self.open), where))
+
+    def show(self):
+        for began, seconds, depth, where in sorted(self.done):
+            if seconds >= self.shortest:
+                print(f"{began - _start:8.3f} s {'  ' * depth}{where} {seconds:.3f} s")
 
 
 def read_speed(scan):
@@ -100,6 +133,8 @@ def main():
     parser.add_argument("--folder", default="/dev/shm")
     parser.add_argument("--precision", default="float")
     parser.add_argument("--runs", type=int, default=2)
+    parser.add_argument("--timeline", action="store_true",
+                        help="print the first run's calls into pybp (calling thread)")
     args = parser.parse_args()
     print(f"imports before the command: {imported:.3f} s", flush=True)
     out = Path(args.folder) / "pybp-stages-slices"
@@ -108,7 +143,8 @@ def main():
     with h5py.File(args.scan, "r") as f:
         n_slices, size = f["/exchange/data"].shape[1:]
     for run in range(args.runs):
-        seconds, stats = command_timings(args.scan, out, args.precision, (size - 1) / 2)
+        seconds, stats = command_timings(args.scan, out, args.precision, (size - 1) / 2,
+                                         timeline=args.timeline and run == 0)
         shown = {k: round(v, 3) if isinstance(v, float) else v for k, v in stats.items()}
         print(f"run {run + 1}: the command in this process {seconds:.2f} s; "
               f"stats {json.dumps(shown)}")

@@ -63,7 +63,9 @@ class DirectRows:
 
 
 def direct_rows(dataset):
-    """A :class:`DirectRows` for ``dataset`` where its layout allows, else None."""
+    """A :class:`DirectRows` for ``dataset`` where its layout allows, else None. The
+    chunks' offsets come from one walk of HDF5's chunk index (``chunk_iter``): looked up
+    one by one, 2048 chunks took 0.15 s on the H100 machine."""
     import h5py
 
     try:
@@ -87,9 +89,14 @@ def direct_rows(dataset):
         if dataset.id.get_num_chunks() != n_frames * per_frame:
             return None  # some chunks never written: h5py gives their fill value
         pieces = np.empty((n_frames, per_frame), np.int64)
-        for i in range(n_frames * per_frame):
-            info = dataset.id.get_chunk_info(i)
+
+        def place(info):
             pieces[info.chunk_offset[0], info.chunk_offset[1] // chunks[1]] = info.byte_offset
+        if hasattr(dataset.id, "chunk_iter"):  # one pass over the chunk index
+            dataset.id.chunk_iter(place)
+        else:  # HDF5 before 1.14: get_chunk_info(i) walks the index to chunk i each time
+            for i in range(n_frames * per_frame):
+                place(dataset.id.get_chunk_info(i))
         return DirectRows(dataset, pieces, chunks[1])
     except (AttributeError, TypeError, ValueError, RuntimeError, OSError):
         return None  # an h5py or HDF5 without these calls

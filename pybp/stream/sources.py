@@ -73,7 +73,10 @@ class RowBlocks:
     one TIFF per frame), so a chunk of a few rows is one small read per frame, each
     with a fixed cost: 8 rows at a time read a 4 GiB DXchange file at 80 MB/s on the
     H100 machine. Blocks of ``block_bytes`` make those reads few and long. The first
-    block is ``first_rows`` rows, so the device starts early. Several pipelines may
+    block is ``first_rows`` rows, so the device starts early, and the next ones grow
+    fourfold up to ``block_bytes``, so that each is read while the one before is used
+    (a 1 GiB block takes 0.14 s at the 7.6 GB/s measured on the H100 machine, a chunk
+    of 4 rows 10 ms on the device). Several pipelines may
     share one (any thread): ``rows(start, count)`` is called for rows in about
     increasing order, each row once, and a block is dropped once all its rows are out.
 
@@ -94,8 +97,11 @@ class RowBlocks:
             memory = 16 << 30
         block_bytes = block_bytes or min(ROW_BLOCK_BYTES, memory // 16)
         size = max(first_rows, block_bytes // frame_row)
-        edges = [first] + list(range(min(stop, first + first_rows), stop, size)) + [stop]
-        self.blocks = [(a, b) for a, b in zip(edges[:-1], edges[1:]) if b > a]
+        edges, step = [first], first_rows
+        while edges[-1] < stop:
+            edges.append(min(stop, edges[-1] + step))
+            step = min(size, 4 * step)
+        self.blocks = list(zip(edges[:-1], edges[1:]))
         self.pool = ThreadPoolExecutor(1, thread_name_prefix="pybp-read-ahead")
         self.loaded = {}  # block index -> future of its rows
         # Own rows not yet out within the margin of each block.
