@@ -321,3 +321,19 @@ def test_copy_blocks_over_threads():
             destination = np.zeros(shape, np.float32)
             sources.copy_blocks(pool, destination, source)
             np.testing.assert_array_equal(destination, source.astype(np.float32))
+
+
+def test_inputs_from_files_take_larger_chunks(cl_device):
+    """Chunks hold at most memory.CHUNK_SLICES slices from arrays, FILE_CHUNK_SLICES
+    from inputs read from files (anything not an array), unless chunk_slices says."""
+    from pybp.stream import memory
+
+    angles, projections, flats, darks = make_scan(32, 20, 40)
+    sizes = {}
+    for name, source, chunk in (("array", projections, None), ("file", CountedReads(projections), None),
+                                ("asked", CountedReads(projections), 8)):
+        stats = {}
+        pybp.reconstruct(source, angles, flats, darks, device=cl_device, progress=False,
+                         chunk_slices=chunk, stats=stats)
+        sizes[name] = stats["chunk_slices"]
+    assert sizes == dict(array=memory.CHUNK_SLICES, file=memory.FILE_CHUNK_SLICES, asked=8)

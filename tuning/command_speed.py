@@ -8,8 +8,9 @@ a first one that builds and caches the kernels.
 
 Prints each run's wall time (the process, from start to exit), the median and the
 spread, and the line the command itself printed (its reconstruction time and GU/s).
-``--code A B`` compares checkouts (folders holding ``pybp/`` and ``templates/``) in one
-run, their runs taken in turn, so that the machine's drift falls on both alike.
+``--code A B`` compares checkouts (folders holding ``pybp/`` and ``templates/``), and
+``--options '' '--chunk-slices 8'`` sets of the command's options, in one run, their
+runs taken in turn, so that the machine's drift falls on all alike.
 """
 
 from __future__ import annotations
@@ -55,6 +56,8 @@ def main():
     parser.add_argument("--precisions", nargs="*", default=["float", "half"])
     parser.add_argument("--code", nargs="*", default=[None], metavar="FOLDER",
                         help="checkouts to compare (default: the pybp this Python finds)")
+    parser.add_argument("--options", nargs="*", default=[""], metavar="'OPTIONS'",
+                        help="sets of more options of the command to compare, each quoted")
     args = parser.parse_args()
     folder = Path(args.folder).resolve()
     folder.mkdir(parents=True, exist_ok=True)
@@ -66,27 +69,28 @@ def main():
         del projections, flats, darks
     print(f"{scan}: {scan.stat().st_size / 1e9:.2f} GB; device {os.environ.get('PYBP_DEVICE', 'default')}")
     center = f"{(args.size - 1) / 2}"
+    cases = [(code, options) for code in args.code for options in args.options]
     for precision in args.precisions:
         out = folder / f"slices-{precision}"
         argv = ["reconstruct", str(scan), "-o", str(out), "--center", center, "--overwrite",
                 "--precision", precision]
-        times = {code: [] for code in args.code}
-        for code in args.code:
+        times = {case: [] for case in cases}
+        for code, options in cases:
             shutil.rmtree(out, ignore_errors=True)
-            first, _ = run_command(argv, code)  # builds and caches what a new shape needs
-            print(f"--precision {precision} {code or ''}: first run {first:.2f} s")
+            first, _ = run_command(argv + options.split(), code)  # builds what a shape needs
+            print(f"--precision {precision} {code or ''} {options}: first run {first:.2f} s")
         said = {}
         for _ in range(args.runs):
-            for code in args.code:
+            for code, options in cases:
                 shutil.rmtree(out, ignore_errors=True)
-                seconds, said[code] = run_command(argv, code)
-                times[code].append(seconds)
-        for code, runs in times.items():
-            print(f"--precision {precision} {code or ''}: "
+                seconds, said[code, options] = run_command(argv + options.split(), code)
+                times[code, options].append(seconds)
+        for (code, options), runs in times.items():
+            print(f"--precision {precision} {code or ''} {options}: "
                   + ", ".join(f"{t:.2f}" for t in runs)
                   + f" s: median {statistics.median(runs):.2f} s "
                   f"(spread {min(runs):.2f}-{max(runs):.2f})")
-            print(f"  the command said: {said[code]}")
+            print(f"  the command said: {said[code, options]}")
         shutil.rmtree(out, ignore_errors=True)
 
 

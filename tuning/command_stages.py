@@ -39,7 +39,7 @@ imported = time.perf_counter() - _start
 def command_timings(scan, out, precision, center, timeline=False):
     """The command's own timings: its wall time in this process, and the pipeline's
     ``stats`` (set-up, streaming, host and device seconds per stage); with ``timeline``,
-    the calling thread's calls into pybp that took 5 ms or more are printed, nested,
+    the calling thread's calls into pybp that took 10 ms or more are printed, nested,
     with when each began (seconds from this script's start)."""
     stats = {}
 
@@ -68,7 +68,7 @@ def command_timings(scan, out, precision, center, timeline=False):
 class Timeline:
     """A ``sys.setprofile`` hook (this thread only) that keeps pybp's calls, nested."""
 
-    def __init__(self, depth=10, shortest=0.005):
+    def __init__(self, depth=16, shortest=0.01):
         self.depth, self.shortest, self.open, self.done = depth, shortest, [], []
 
     def __call__(self, frame, event, arg):

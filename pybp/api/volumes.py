@@ -69,7 +69,8 @@ def reconstruct(projections, angles, flats=None, darks=None, center=None, rows=N
       in this process only (``LocalCluster(processes=False)``, or
       :func:`pybp.distributed.local_cluster`); workers in other processes or on other
       hosts read files: ``pybp reconstruct --scheduler``.
-    - ``chunk_slices``: rows per chunk (default: from the device's memory).
+    - ``chunk_slices``: the most rows per chunk (default: 4 from arrays, 16 from files;
+      fewer where the device's memory asks).
     - ``progress``: rows done, GU/s and time left on standard error for work longer
       than 2 s.
     - ``stats``: a dict to fill with timings (wall, device time per stage, host copies;

@@ -19,6 +19,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from pybp.stream import pipeline, sources
+from pybp.stream.memory import FILE_CHUNK_SLICES
 from pybp.stream.progress import Progress
 
 @dataclass
@@ -86,10 +87,14 @@ class Pipelines:
         if slab.flats is not None:
             _check_flats_above_darks(slab.flats, slab.darks, slab.first, slab.stop)
 
+        # Inputs read from files take larger chunks (memory.FILE_CHUNK_SLICES).
+        read = not isinstance(slab.projections, np.ndarray)
+        chunk_slices = slab.chunk_slices or (FILE_CHUNK_SLICES if read else None)
+
         def prepare(unit):
             """On the device's own thread: its stages, memory plan and staging."""
             return unit.prepare(slab.stop - slab.first, slab.projections.dtype, slab.log,
-                                slab.chunk_slices)
+                                chunk_slices)
 
         return _stream(self._builds, prepare, slab, self.align)
 
