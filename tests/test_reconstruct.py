@@ -146,6 +146,11 @@ def test_pieces_are_written_on_several_threads_once_down(cl_device, monkeypatch)
     pybp.reconstruct(projections, angles, flats, darks, out=slow, **options)
     np.testing.assert_array_equal(slow.data, whole)
     assert slow.most == executor.WRITES and len(slow.threads) >= 2
+    with pybp.Reconstructor(96, angles, device=cl_device) as kept:  # into an array: one
+        kept.reconstruct(projections, flats, darks, out=np.empty_like(whole), progress=False,
+                         chunk_slices=4)
+        assert kept._team.members[0].executor.writes == 1
+        assert len(kept._team.members[0].executor.pieces_out.arrays) == 2
     failing = SlowOutput(whole.shape, fail_row=6)
     with pytest.raises(OSError, match="No space left"):
         pybp.reconstruct(projections, angles, flats, darks, out=failing, **options)

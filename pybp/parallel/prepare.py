@@ -187,14 +187,16 @@ class Unit:
             subject=f"slice_shape: one {ny}x{nx} slice from {g.n_angles}x{g.n_bins} sinograms",
             advice="reconstruct a smaller slice_shape, or a region of it with slice_offset")
 
-    def prepare(self, n_slices, dtype=None, log=True, chunk_slices=None) -> Executor:
+    def prepare(self, n_slices, dtype=None, log=True, chunk_slices=None, writes=1) -> Executor:
         """The executor, its stages and slots reserved for ``n_slices`` rows of
-        projections of ``dtype`` (None: sinograms); each device's own thread calls
-        this (pinning staging takes a while)."""
+        projections of ``dtype`` (None: sinograms), ``writes`` pieces of slices written
+        at once (:meth:`pybp.stream.executor.Executor.reserve`); each device's own
+        thread calls this (pinning staging takes a while)."""
         dtype = None if dtype is None else raw_dtype(dtype)
         stages = self.stages_for(dtype, log)
         layout = self.layout(dtype)
-        self.executor.reserve(stages, layout, self.memory(n_slices, stages, chunk_slices, layout))
+        self.executor.reserve(stages, layout, self.memory(n_slices, stages, chunk_slices, layout),
+                              writes)
         return self.executor
 
     def sinograms(self, stack, out, single=False, progress=False):

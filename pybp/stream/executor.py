@@ -37,9 +37,11 @@ from pybp.stream.memory import MemoryPlan, merged_needs
 
 PIECE_BYTES = 64 << 20  # page-locked bytes of one piece of a chunk's transfer
 # Downloaded pieces handed to ``write`` at once, each on a thread of its own, while the
-# next pieces come down. Written one at a time, 512 TIFF slices of 2048^2 (4 per piece)
-# took 2.6 s of a 3.6 s stream on the H100 machine: one slice's write is mostly the
-# file system's page allocation, which runs in parallel.
+# next pieces come down, for outputs that are files (Executor.reserve's ``writes``).
+# Written one at a time, 512 TIFF slices of 2048^2 (4 per piece) took 2.6 s of a 3.6 s
+# stream on the H100 machine: one slice's write is mostly the file system's page
+# allocation, which runs in parallel. Into arrays in memory, one at a time was the
+# faster (2048^3: 5.62-5.75 s against 5.85-6.04 s with three, the same call).
 WRITES = 3
 
 
@@ -188,22 +190,27 @@ class Executor:
         self.threads = implementations.named(device.implementation).threads
         self._wall_seconds = {}  # stage's last event -> its wall time, where timers lie
         self._lock = threading.Lock()
-        self._writes = None  # threads writing downloaded pieces (made on first use)
+        self._writes = None  # threads writing downloaded pieces (reserve)
+        self.writes = 1  # pieces written at once
 
-    def reserve(self, stages, layout: Layout, memory: MemoryPlan):
-        """Run ``stages`` on chunks of ``layout`` in the slots of ``memory``: allocated
-        here, and kept from the last call while they hold the same buffers and are as
-        large."""
+    def reserve(self, stages, layout: Layout, memory: MemoryPlan, writes=1):
+        """Run ``stages`` on chunks of ``layout`` in the slots of ``memory``, with
+        ``writes`` downloaded pieces written at once (:data:`WRITES` for files):
+        allocated here, and kept from the last call while they hold the same buffers
+        and are as large."""
         needs = merged_needs(stages)
         self.stages = tuple(stages)
         if (self.memory is not None and self.memory.chunk_slices >= memory.chunk_slices
                 and len(self.slots) >= memory.slots and self._needs == needs
                 and self.layout == layout and self.memory.pass_width == memory.pass_width
-                and self.memory.work == memory.work
+                and self.memory.work == memory.work and self.writes == writes
                 and (self.memory.margin, self.memory.extra) == (memory.margin, memory.extra)):
             return
         self._release_slots()
-        self.memory, self.layout, self._needs = memory, layout, needs
+        self.memory, self.layout, self._needs, self.writes = memory, layout, needs, writes
+        if self._writes is not None:
+            self._writes.shutdown()
+        self._writes = ThreadPoolExecutor(writes, thread_name_prefix="pybp-write")
         reports = [name for stage in stages for name in stage.reports]
         work = device_buffers(self.context, {name: needs[name] for name in memory.work}, memory)
         self.slots = [Slot(self.context, needs, memory, reports, work)
@@ -212,7 +219,7 @@ class Executor:
         self._staging = Staging(self.upload_queue)
         self.pieces_in = Pieces(self._staging, layout.input_shape(rows_in), layout.input_dtype)
         self.pieces_out = Pieces(self._staging, layout.output_shape(memory.chunk_slices),
-                                 np.float32, count=WRITES + 1)
+                                 np.float32, count=writes + 1)
 
     @property
     def margin(self) -> int:
@@ -296,7 +303,7 @@ class Executor:
         """The slot's computed chunk of ``count`` slices: its counters first (the
         stages may refuse the chunk: :meth:`reported`), then its slices in pieces
         through page-locked staging, each handed to ``write(first, stop, slices)`` on a
-        thread of its own once it is down (:data:`WRITES` at once), while the next
+        thread of its own once it is down (``writes`` at once: :meth:`reserve`), while the next
         come down. Returns when every piece is down (the slot's device buffers are then
         free) with the stages (for :meth:`record`), the seconds spent waiting for the
         device, and what the stages reported; :meth:`written` waits for the writes."""
@@ -310,8 +317,6 @@ class Executor:
         reported = self.reported(slot)
         shape, source = self.layout.output_shape(count), s.buffers[self.layout.output]
         per = int(np.prod(shape[1:])) * 4
-        if self._writes is None:
-            self._writes = ThreadPoolExecutor(WRITES, thread_name_prefix="pybp-write")
         stages, pending = [], None
         for a, b in self.pieces_out.spans(shape):
             piece = self.pieces_out.take((b - a,) + shape[1:], stop)
