@@ -39,9 +39,9 @@ class Backprojector:
     tuning); ``piece_shape`` caps the ``(angles, bins)`` read by one launch.
     ``progress`` shows the slices done, GU/s and time left on standard error when a
     call runs longer than 2 s. ``device``, ``context`` or ``queue`` (then the compute
-    queue) choose the device; ``filter_method`` (default ``"auto"``: the FFT through
-    global memory) forces ``"global-fft"``, ``"fft"`` (in local memory, where a padded
-    row fits) or ``"convolution"``.
+    queue) choose the device; ``filter_method`` (default ``"auto"``: the FFT in local
+    memory where a padded row fits, else through global memory) forces ``"fft"``,
+    ``"global-fft"`` or ``"convolution"``.
 
     ``verify`` (default True): the first time a parameter set runs on a device and
     driver, it is checked on a small reference case (:data:`pybp.parallel.verify.FIRST_USE`,

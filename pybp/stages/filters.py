@@ -6,10 +6,10 @@ width, with zeros (``padding="zero"``) or with their first and last values (``"e
 for truncated scans: an object wider than the detector does not drop to zero at its
 edges, and zeros there bring cupping and a bright rim).
 
-On the device, :class:`GlobalFftFilter` filters two rows per complex FFT in two passes
-of shorter transforms through global memory (templates/stages/fft_global.cl.mako), at
-any width; :class:`FftFilter` transforms a whole padded row in one work-group's local
-memory (templates/stages/fft.cl.mako), where it fits, and is the slower of the two. :class:`ConvolutionFilter`
+On the device, :class:`FftFilter` filters two rows per complex FFT in local memory
+(templates/stages/fft.cl.mako); where the padded row does not fit a device's local
+memory, :class:`GlobalFftFilter` transforms it in two passes of shorter transforms
+through global memory (templates/stages/fft_global.cl.mako). :class:`ConvolutionFilter`
 convolves with the real-space taps of the padded filter, which equals the padded FFT
 product exactly (edge padding adds the first and last values times the sums of the
 taps that meet the padding, known in advance); it needs no FFT and is kept for
@@ -357,13 +357,13 @@ class GlobalFftFilter:
 
 
 def device_filter(context, device, name, n_bins, weights, padding="zero", method="auto"):
-    """The FBP filter for a device: FFT through global memory (:class:`GlobalFftFilter`,
-    "auto"); ``method`` ("fft", "global-fft" or "convolution") forces one. The global
-    FFT takes any row the local one does (4096 points at least), and is the faster
-    where both run: 3x on the H100 at 2048 and 4096 bins, 1.7x on PoCL at 256
-    (docs/benchmarks.md, issue 23)."""
+    """The FBP filter for a device: FFT in one work-group where a padded row fits its
+    local memory, else FFT through global memory; ``method`` ("fft", "global-fft" or
+    "convolution") forces one. (The global FFT takes 2.6x less device time at 2048
+    bins on the H100, yet 1024 slices of 2048^2 streamed from memory 3% slower with it:
+    2.91 s against 2.81-2.84 s, the same call, issue 24; the cause is not found.)"""
     if method == "auto":
-        method = "global-fft"
+        method = "fft" if FftFilter.fits(device, n_bins) else "global-fft"
     if method == "fft":
         if not FftFilter.fits(device, n_bins):
             raise ValueError(f"filter_method: a padded row of {padded_size(n_bins)} points does "
