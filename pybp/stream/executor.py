@@ -40,8 +40,10 @@ PIECE_BYTES = 64 << 20  # page-locked bytes of one piece of a chunk's transfer
 # next pieces come down, for outputs that are files (Executor.reserve's ``writes``).
 # Written one at a time, 512 TIFF slices of 2048^2 (4 per piece) took 2.6 s of a 3.6 s
 # stream on the H100 machine: one slice's write is mostly the file system's page
-# allocation, which runs in parallel. Into arrays in memory, one at a time was the
-# faster (2048^3: 5.62-5.75 s against 5.85-6.04 s with three, the same call).
+# allocation, which runs in parallel. Into arrays in memory one at a time, as before,
+# is kept: with three, 2048^3 from memory was no faster (5.85-6.04 s against 5.62-5.75 s
+# for the code before them, the same call; that build also had the global FFT filter,
+# since put back, which cost about as much: pybp/stages/filters.py).
 WRITES = 3
 
 
