@@ -1,8 +1,9 @@
 #!/usr/bin/env python3
-"""What the files alone cost the whole command (issue 24, item 4): reading the DXchange
-projections through h5py in the blocks of rows a reconstruction reads, and writing 512
-float32 TIFF slices of 2048^2 (each fsynced, then renamed, as pybp writes them) with
-1, 4 and 8 threads.
+"""File speeds beside the whole command (issue 24, item 4): reading the DXchange
+projections through h5py in blocks of 64 rows (the path of compressed or irregularly
+chunked datasets: unfiltered ones are read at their byte offsets, timed with the
+command's own writer by tuning/command_stages.py), and writing 512 float32 TIFF slices
+of 2048^2 with tifffile (each fsynced, then renamed) with 1, 4 and 8 threads.
 
     python tuning/io_speed.py --scan /dev/shm/pybp-speed/scan.h5 --folder /dev/shm
 
