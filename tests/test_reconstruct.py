@@ -330,7 +330,8 @@ def test_copy_blocks_over_threads():
 
 def test_inputs_from_files_take_larger_chunks(cl_device):
     """Chunks hold at most memory.CHUNK_SLICES slices from arrays, FILE_CHUNK_SLICES
-    from inputs read from files (anything not an array), unless chunk_slices says."""
+    from inputs read from files (anything not an array), unless chunk_slices or a stage
+    (phase retrieval's chunk_rows) says more."""
     from pybp.stream import memory
 
     angles, projections, flats, darks = make_scan(32, 20, 40)
@@ -342,3 +343,10 @@ def test_inputs_from_files_take_larger_chunks(cl_device):
                          chunk_slices=chunk, stats=stats)
         sizes[name] = stats["chunk_slices"]
     assert sizes == dict(array=memory.CHUNK_SLICES, file=memory.FILE_CHUNK_SLICES, asked=8)
+    # A stage that prefers more rows (phase retrieval, for its margins) still gets them.
+    phase = dict(delta_beta=50, energy=20, distance=0.2, pixel_size=2e-6)
+    for source in (projections, CountedReads(projections)):
+        stats = {}
+        pybp.reconstruct(source, angles, flats, darks, device=cl_device, progress=False,
+                         phase=phase, stats=stats)
+        assert stats["chunk_slices"] > memory.FILE_CHUNK_SLICES

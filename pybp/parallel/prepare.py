@@ -28,7 +28,7 @@ from pybp.stages.phase import Paganin, PhaseRetrieval
 from pybp.stages.normalize import Normalize, raw_dtype
 from pybp.stream import pipeline, sources
 from pybp.stream.executor import Executor, Layout
-from pybp.stream.memory import MemoryPlan
+from pybp.stream.memory import CHUNK_SLICES, MemoryPlan
 from pybp.stream.progress import Progress
 from pybp.stream.team import Pipelines
 
@@ -177,26 +177,30 @@ class Unit:
         return Layout("raw", np.dtype(dtype), (g.n_angles, g.n_bins), 1, "slices",
                       g.slice_shape)
 
-    def memory(self, n_slices, stages=None, chunk_slices=None, layout=None) -> MemoryPlan:
+    def memory(self, n_slices, stages=None, chunk_slices=None, layout=None,
+               preferred=CHUNK_SLICES) -> MemoryPlan:
         g = self.geometry
         ny, nx = g.slice_shape
         layout = layout or self.layout()
         return MemoryPlan.create(
             stages or self.stages, self.device, n_slices, widths=tuple(self.plan.passes),
-            chunk_slices=chunk_slices, own=(layout.input, layout.output),
+            chunk_slices=chunk_slices, own=(layout.input, layout.output), preferred=preferred,
             subject=f"slice_shape: one {ny}x{nx} slice from {g.n_angles}x{g.n_bins} sinograms",
             advice="reconstruct a smaller slice_shape, or a region of it with slice_offset")
 
-    def prepare(self, n_slices, dtype=None, log=True, chunk_slices=None, writes=1) -> Executor:
+    def prepare(self, n_slices, dtype=None, log=True, chunk_slices=None, writes=1,
+                preferred=CHUNK_SLICES) -> Executor:
         """The executor, its stages and slots reserved for ``n_slices`` rows of
-        projections of ``dtype`` (None: sinograms), ``writes`` pieces of slices written
-        at once (:meth:`pybp.stream.executor.Executor.reserve`); each device's own
-        thread calls this (pinning staging takes a while)."""
+        projections of ``dtype`` (None: sinograms), chunks of ``preferred`` slices
+        where neither ``chunk_slices`` nor a stage says otherwise
+        (:meth:`pybp.stream.memory.MemoryPlan.create`), ``writes`` pieces of slices
+        written at once (:meth:`pybp.stream.executor.Executor.reserve`); each device's
+        own thread calls this (pinning staging takes a while)."""
         dtype = None if dtype is None else raw_dtype(dtype)
         stages = self.stages_for(dtype, log)
         layout = self.layout(dtype)
-        self.executor.reserve(stages, layout, self.memory(n_slices, stages, chunk_slices, layout),
-                              writes)
+        plan = self.memory(n_slices, stages, chunk_slices, layout, preferred)
+        self.executor.reserve(stages, layout, plan, writes)
         return self.executor
 
     def sinograms(self, stack, out, single=False, progress=False):

@@ -59,9 +59,11 @@ class MemoryPlan:
 
     @classmethod
     def create(cls, stages, device, n_slices: int, widths=(1,), chunk_slices=None,
-               slots=SLOTS, subject="one slice", advice="", own=None) -> "MemoryPlan":
-        """Largest chunks (at most ``CHUNK_SLICES``, or the most rows a stage prefers:
-        :attr:`pybp.stages.base.Stage.chunk_rows`; no more than ``n_slices`` needs)
+               slots=SLOTS, subject="one slice", advice="", own=None,
+               preferred=CHUNK_SLICES) -> "MemoryPlan":
+        """Largest chunks (at most ``preferred`` slices, :data:`CHUNK_SLICES` or for
+        inputs read from files :data:`FILE_CHUNK_SLICES`, or the most rows a stage
+        prefers: :attr:`pybp.stages.base.Stage.chunk_rows`; no more than ``n_slices`` needs)
         whose ``slots`` copies of the ``stages``' buffers fit ``MEMORY_SHARE`` of global
         memory beside what they share, each buffer within the device's largest
         allocation. Chunks are cut in passes of one of ``widths`` slices, the widest
@@ -99,7 +101,7 @@ class MemoryPlan:
                 f"{_size(device.global_memory * MEMORY_SHARE)} in all ({MEMORY_SHARE:.0%} of "
                 f"its memory){': ' + advice if advice else ''}")
         width = min(w for w in widths if w >= min(n_slices, widths[0]))  # no wider than needed
-        preferred = max([CHUNK_SLICES] + [stage.chunk_rows for stage in stages])
+        preferred = max([preferred] + [stage.chunk_rows for stage in stages])
         wanted = -(-min(n_slices, chunk_slices or preferred) // width) * width
         fits = min(budget // (slots * per_slot + per_work), most)
         chunk = max(width, min(wanted, int(fits) // width * width))

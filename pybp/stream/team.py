@@ -5,7 +5,7 @@ geometry, every device streaming its chunks of rows from one shared schedule
 this process; Dask workers run one each (pybp/distributed.py).
 
 A unit is what the team asks of a geometry: ``prepare(n_slices, dtype, log,
-chunk_slices, writes)`` returns its executor with stages and slots reserved,
+chunk_slices, writes, preferred)`` returns its executor with stages and slots reserved,
 ``updates_per_slice()`` counts GU/s, ``device`` names it, ``close()`` frees it.
 """
 
@@ -20,7 +20,7 @@ import numpy as np
 
 from pybp.stream import pipeline, sources
 from pybp.stream.executor import WRITES
-from pybp.stream.memory import FILE_CHUNK_SLICES
+from pybp.stream.memory import CHUNK_SLICES, FILE_CHUNK_SLICES
 from pybp.stream.progress import Progress
 
 @dataclass
@@ -88,16 +88,16 @@ class Pipelines:
         if slab.flats is not None:
             _check_flats_above_darks(slab.flats, slab.darks, slab.first, slab.stop)
 
-        # Inputs read from files take larger chunks (memory.FILE_CHUNK_SLICES), and
-        # outputs that are files several writes at once (executor.WRITES).
-        read = not isinstance(slab.projections, np.ndarray)
-        chunk_slices = slab.chunk_slices or (FILE_CHUNK_SLICES if read else None)
+        # Inputs read from files take larger chunks, and outputs that are files
+        # several writes at once (memory.FILE_CHUNK_SLICES, executor.WRITES).
+        from_arrays = isinstance(slab.projections, np.ndarray)
+        preferred = CHUNK_SLICES if from_arrays else FILE_CHUNK_SLICES
         writes = 1 if isinstance(slab.out, np.ndarray) else WRITES
 
         def prepare(unit):
             """On the device's own thread: its stages, memory plan and staging."""
             return unit.prepare(slab.stop - slab.first, slab.projections.dtype, slab.log,
-                                chunk_slices, writes)
+                                slab.chunk_slices, writes, preferred)
 
         return _stream(self._builds, prepare, slab, self.align)
 
