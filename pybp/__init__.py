@@ -32,4 +32,6 @@ def __getattr__(name):
 
 
 def __dir__():
-    return sorted(set(globals()) | set(_HOMES))
+    """The public names (and the dunders Python lists), not the helpers of this module."""
+    return sorted({name for name in globals() if name.startswith("__")} | set(_HOMES)
+                  | {"__version__"})

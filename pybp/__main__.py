@@ -2,6 +2,7 @@
 or more on a cold start) ends with one line too."""
 
 import importlib
+import os
 import signal
 import sys
 
@@ -21,14 +22,30 @@ def _import_pyopencl():
             signal.pthread_sigmask(signal.SIG_UNBLOCK, {signal.SIGINT})
 
 
+def _exit_now(code):
+    """A SIGINT handler for the interpreter's shut-down, once the command has ended and
+    closed its outputs: joining idle worker threads there, a Ctrl-C would print a
+    ``KeyboardInterrupt`` traceback; instead the process ends at once."""
+    def handle(signum, frame):
+        sys.stdout.flush()
+        sys.stderr.flush()
+        os._exit(code)
+    return handle
+
+
 def run():
     try:
         _import_pyopencl()
         from pybp.cli.commands import main
+        code = main()
     except KeyboardInterrupt:  # main notes Ctrl-C from its first line
         print("pybp: interrupted", file=sys.stderr)
-        sys.exit(130)
-    sys.exit(main())
+        code = 130
+    signal.signal(signal.SIGINT, _exit_now(code or 0))
+    codegen = sys.modules.get("pybp.cl.codegen")
+    if codegen is not None and codegen.building():  # an interrupted kernel build: see there
+        _exit_now(code or 0)(signal.SIGINT, None)
+    sys.exit(code)
 
 
 if __name__ == "__main__":

@@ -22,6 +22,7 @@ import importlib
 
 import numpy as np
 
+from pybp.geometry.angles import in_radians
 from pybp.parallel import prepare
 
 COARSE_BINS = 256      # detector columns of the coarse search
@@ -256,18 +257,21 @@ def refine_center(sinogram, angles, guess, span=REFINE_SPAN, device=None):
 
 
 def find_center(data, angles, flats=None, darks=None, rows=None, search=None, log=True,
-                refine=True, device=None) -> float:
+                refine=True, device=None, angle_unit=None) -> float:
     """The rotation axis (detector column, 0-based at the first pixel's centre) of a
     sinogram ``(n_angles, n_bins)`` of line integrals, or of a scan's projections
     ``(n_angles, n_rows, n_bins)`` with ``flats`` and ``darks`` (or none for normalised
     data) as :func:`pybp.reconstruct` takes them. Vo's method (on the mean sinogram of
     a few middle rows of ``rows=(first, stop)``) within ``search=(low, high)``, refined
     by the least negative FBP slice (:func:`refine_center`, on ``device``) unless
-    ``refine=False``. ``angles`` in radians, a 180 or 360 degree scan::
+    ``refine=False``. ``angles`` in radians (``angle_unit="deg"``: degrees; radians
+    spanning more than one turn are refused unless ``angle_unit="rad"`` says so), a 180
+    or 360 degree scan::
 
         center = pybp.find_center(projections, angles, flats, darks)
         volume = pybp.reconstruct(projections, angles, flats, darks, center=center)
     """
+    angles = in_radians(angles, angle_unit)
     if np.ndim(data) == 2:
         try:
             sinogram = np.asarray(data, np.float64)

@@ -3,12 +3,14 @@ argument it refuses; code inside the package trusts what passed."""
 
 from __future__ import annotations
 
+import math
 import operator
 import os
 
 import numpy as np
 
 HOST_MEMORY_SHARE = 0.5  # of this machine's memory, the most one slice may take
+_TOO_HARD = getattr(np, "exceptions", np).TooHardError  # np.exceptions from NumPy 1.25
 
 
 def positive_int(value, name):
@@ -88,8 +90,30 @@ def as_sinogram_stack(sinograms, geometry, name="sinograms"):
     return stack, single, peaks
 
 
-def check_output(out, shape, name="out"):
-    """Check an array the caller gives for the result (numpy, memmap, h5py dataset)."""
+def _overlaps(out, given) -> bool:
+    """Whether ``out`` and ``given`` hold some of the same values: NumPy arrays sharing
+    memory, or one HDF5 dataset."""
+    if isinstance(out, np.ndarray) and isinstance(given, np.ndarray):
+        if not np.may_share_memory(out, given):
+            return False
+        try:
+            return bool(np.shares_memory(out, given, max_work=1 << 16))
+        except _TOO_HARD:
+            return True
+    out_file, given_file = (getattr(getattr(a, "file", None), "filename", None)
+                            for a in (out, given))
+    return out_file is not None and out_file == given_file and \
+        getattr(out, "name", None) == getattr(given, "name", None)
+
+
+def check_output(out, shape, name="out", inputs=None):
+    """Check an array the caller gives for the result (numpy, memmap, h5py dataset);
+    ``inputs`` (name -> array) must not overlap it: the result would overwrite data
+    still to be read."""
+    for input_name, given in (inputs or {}).items():
+        if given is not None and _overlaps(out, given):
+            raise ValueError(f"{name}: holds the same memory as {input_name}, which it would "
+                             "overwrite while reading it; give another array for the result")
     if not hasattr(out, "shape") or not hasattr(out, "dtype"):
         raise TypeError(f"{name}: expected an array with shape {shape}, got {type(out).__name__}")
     if tuple(out.shape) != tuple(shape):
@@ -182,6 +206,29 @@ def host_memory() -> int:
         return os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES")
     except (ValueError, OSError, AttributeError):
         return 1 << 62  # unknown: not checked
+
+
+def check_demo_memory(n_bytes: int, what: str, option: str = "--size"):
+    """Refuse, naming ``option``, a demo whose arrays would take more than
+    :data:`HOST_MEMORY_SHARE` of this machine's memory (before any is made)."""
+    total = host_memory()
+    if n_bytes > HOST_MEMORY_SHARE * total:
+        raise ValueError(f"{option}: {what} needs about {n_bytes / 2 ** 30:.3g} GiB of memory "
+                         f"to make; this machine has {total / 2 ** 30:.3g} GiB: give a smaller "
+                         f"{option}")
+
+
+def check_volume_memory(shape, name="out"):
+    """A float32 result of ``shape`` made in memory: refused, naming ``name``, where it
+    would take more than :data:`HOST_MEMORY_SHARE` of this machine's memory (give an
+    array on disk instead: a memmap or an HDF5 dataset)."""
+    n_bytes = 4 * math.prod(int(n) for n in shape)
+    total = host_memory()
+    if n_bytes > HOST_MEMORY_SHARE * total:
+        raise ValueError(f"{name}: the result {tuple(shape)} takes {n_bytes / 2 ** 30:.3g} GiB; "
+                         f"this machine has {total / 2 ** 30:.3g} GiB: give {name}= an array on "
+                         "disk (numpy.lib.format.open_memmap, an HDF5 dataset), or reconstruct "
+                         "a part of it")
 
 
 def check_host_memory(geometry, named_shape):

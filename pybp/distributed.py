@@ -16,7 +16,7 @@ TIFF slices.
 Which devices a worker uses: those :func:`local_cluster` gave it, else the
 ``PYBP_DEVICES`` variable of its environment (``all``, or indices ``0,1``), else
 ``PYBP_DEVICE``, else all its GPUs. Dask is an optional dependency:
-``pip install "pybp-opencl[dask]"``.
+``pip install distributed`` (pybp's ``dask`` extra).
 """
 
 from __future__ import annotations
@@ -27,7 +27,8 @@ import uuid
 
 import pyopencl as cl
 
-from pybp.cl.device import all_devices, device_type_name, speed_rank, select_device, usable_devices
+from pybp.cl.device import (all_devices, device_type_name, keep_ctrl_c, speed_rank,
+                             select_device, usable_devices)
 from pybp.io.readers import open_scan
 from pybp.parallel.prepare import Setup, team
 from pybp.stream.progress import Progress
@@ -75,7 +76,8 @@ def need_dask():
     try:
         import distributed
     except ImportError:
-        raise RuntimeError('clusters need Dask distributed: pip install "pybp-opencl[dask]"') \
+        raise RuntimeError("clusters need Dask distributed (pybp's dask extra): "
+                           "pip install distributed") \
             from None
     return distributed
 
@@ -244,7 +246,9 @@ def reconstruct_on_cluster(client, setup: Setup, slab: Slab, scan=None, release=
                for a, b in slabs(first, stop, len(workers))]
     clipped, done = 0, []
     try:
+        keep_ctrl_c()
         for future in distributed.as_completed(futures):
+            keep_ctrl_c()  # workers in this process make contexts (Intel's runtime takes it)
             result = future.result()
             clipped += result["clipped"]
             done.append(result)

@@ -110,12 +110,37 @@ def test_user_angle_weights_are_used(cl_device, rng):
             pybp.Backprojector(48, angles, device=cl_device, filter="ramp", angle_weights=bad)
 
 
-def test_angles_in_degrees_warn():
-    with pytest.warns(UserWarning, match="angles: .*radians"):
-        Geometry.create(10, np.arange(0, 180, 1.0))
+def test_angles_in_degrees_are_refused_everywhere(cl_device):
+    """One rule for every call that takes angles: radians spanning more than a turn
+    are refused (degrees passed as radians reconstruct garbage, silently: FDK then
+    correlated 0.16 with the right volume); angle_unit="deg" converts them, "rad"
+    takes several turns as they are."""
+    degrees = np.arange(0, 360, 3.0)
+    sinogram = np.zeros((len(degrees), 16), np.float32)
+    cone = dict(detector_shape=(8, 16), pixel_size=1.0, source_origin=40, origin_detector=20,
+                volume_shape=(8, 8, 8), voxel_size=1.0)
+    calls = [lambda **k: pybp.fbp(sinogram, degrees, device=cl_device, **k),
+             lambda **k: pybp.Backprojector(16, degrees, device=cl_device, **k),
+             lambda **k: pybp.reconstruct(sinogram[:, None], degrees, log=False,
+                                          device=cl_device, progress=False, **k),
+             lambda **k: pybp.find_center(sinogram + np.arange(16, dtype=np.float32), degrees,
+                                          refine=False, **k),
+             lambda **k: pybp.ConeGeometry.circular(degrees, **cone, **k)]
+    for call in calls:
+        with pytest.raises(ValueError, match="angles: they span 357, more than one turn"):
+            call()
+        call(angle_unit="deg")  # the same angles said to be degrees
+    turn = np.linspace(0, 2 * np.pi, 100)  # a full turn, endpoint included
     with warnings.catch_warnings():
         warnings.simplefilter("error")
-        Geometry.create(10, np.linspace(0, 2 * np.pi, 100))  # a full turn, endpoint included
+        pybp.ConeGeometry.circular(turn, **cone)
+        pybp.ConeGeometry.circular(np.concatenate([turn, turn + 2 * np.pi]), **cone,
+                                   angle_unit="rad")
+    with pytest.raises(ValueError, match="angle_unit: expected 'rad', 'deg' or None"):
+        pybp.ConeGeometry.circular(turn, **cone, angle_unit="degrees")
+    np.testing.assert_allclose(pybp.ConeGeometry.circular(degrees, **cone, angle_unit="deg")
+                               .matrices, pybp.ConeGeometry.circular(np.radians(degrees), **cone)
+                               .matrices)
 
 
 def test_limited_angle_fbp_matches_iradon(cl_device):

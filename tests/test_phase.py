@@ -115,9 +115,9 @@ def test_phase_in_reconstruct_equals_fbp_of_the_numpy_paganin(cl_device):
 
 
 @pytest.mark.parametrize("phase, message", [
-    (dict(PHASE, distance=-0.3), "phase: distance must be a positive number"),
-    (dict(PHASE, delta_beta=0), "phase: delta_beta must be a positive number"),
-    (dict(PHASE, energy=float("nan")), "phase: energy must be a positive number"),
+    (dict(PHASE, distance=-0.3), "phase: distance must be a positive, finite number"),
+    (dict(PHASE, delta_beta=0), "phase: delta_beta must be a positive, finite number"),
+    (dict(PHASE, energy=float("nan")), "phase: energy must be a positive, finite number"),
     ({k: v for k, v in PHASE.items() if k != "pixel_size"}, "phase: missing pixel_size"),
     (dict(PHASE, wavelength=1e-10), "phase: unknown wavelength"),
     (dict(PHASE, margin=-1), "phase: margin must be a whole number"),

@@ -52,7 +52,7 @@ def test_a_device_that_cannot_build_reports_the_compilers_line(cl_device, monkey
                               "Build on <pyopencl.Device>:\n\nerror: unknown target CPU "
                               "'generic'\nnote: valid target CPU values are: ...")
     monkeypatch.setattr(cl.Program, "build", broken_build)
-    monkeypatch.setattr(codegen, "create_built_program_from_source_cached", broken_build)
+    monkeypatch.setattr(codegen, "_cached", lambda *args: broken_build(None))
     verdict = device._run_probe(cl_device)
     assert not verdict.usable
     assert verdict.why == "cannot build kernels (error: unknown target CPU 'generic')"
@@ -116,7 +116,7 @@ def test_no_usable_device_says_why_each_failed_and_the_remedy(monkeypatch):
             device.select_device()
     message = str(caught.value)
     assert message.startswith("no usable OpenCL device: [0] pthread-AMD EPYC 9575F")
-    assert "unknown target CPU 'generic'" in message and 'pybp-opencl[cpu]' in message
+    assert "unknown target CPU 'generic'" in message and "pybp's cpu extra" in message
 
 
 def test_all_devices_leaves_out_those_that_cannot_build(monkeypatch):
@@ -313,3 +313,25 @@ def test_the_demo_runs_where_pocls_llvm_does_not_know_the_cpu(tmp_path):
     # PoCL's build failed, once, in one line, and pybp went on.
     skipped = [line for line in done.stderr.splitlines() if "skipping" in line]
     assert len(skipped) == 1 and "unknown target CPU 'generic'" in skipped[0]
+
+
+def test_cpu_runtimes_are_chosen_by_pybps_own_speed_here(tmp_path, monkeypatch):
+    """Where two CPU runtimes work and no device is named, each is timed once on pybp's
+    own back-projection (kept with its probe), and the faster is the default: no fixed
+    order (PoCL went first, where Intel's runtime ran pybp demo at 0.86 against 0.50)."""
+    from pybp.parallel import speed
+
+    monkeypatch.setenv("PYBP_CACHE_DIR", str(tmp_path))
+    monkeypatch.delenv("PYBP_DEVICE", raising=False)
+    monkeypatch.setattr(device, "_PROBES", {})
+    cpus = [d for d in device.usable_devices(warn=False) if device.device_type_name(d) == "cpu"]
+    if len(cpus) < 2 or len(cpus) < len(device.usable_devices(warn=False)):
+        pytest.skip("one CPU runtime here, or a GPU: nothing to choose among")
+    speed.choose_cpu_runtime()
+    speeds = {d.int_ptr: device.probe(d).speed for d in cpus}
+    assert all(s > 0 for s in speeds.values()), speeds
+    assert speeds[device.select_device().int_ptr] == max(speeds.values())
+    monkeypatch.setattr(device, "_PROBES", {})  # another process: from the records
+    monkeypatch.setattr(speed, "timed", lambda d: pytest.fail("timed again"))
+    speed.choose_cpu_runtime()
+    assert speeds[device.select_device().int_ptr] == max(speeds.values())

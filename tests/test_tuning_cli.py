@@ -28,17 +28,64 @@ def test_profile_round_trip_and_other_device_refused(cl_device, cache):
     assert profiles.load_profile(device) == {}
 
 
-def test_tune_picks_a_verified_winner_and_it_is_used(cl_device, cache):
+def fake_speeds(monkeypatch, search, confirmation):
+    """Speeds the tuner measures, by phase: the current choice 1.0 GU/s; the candidate
+    with unroll 2 ``search`` during the search and ``confirmation`` when timed again
+    beside the current choice; every other candidate 0.5. The kernels are built and
+    verified as they would be."""
+    phase = {"confirming": False}
+    confirm = tuning._confirm
+
+    def confirming(*args, **kwargs):
+        phase["confirming"] = True
+        return confirm(*args, **kwargs)
+
+    def speed(bp, stack, repeats=5):
+        params = bp.params
+        if params.kernel == "alu":  # the current choice on a CPU
+            return 1.0
+        if params.kernel == "standard" and params.unroll == 2:
+            return confirmation if phase["confirming"] else search
+        return 0.5
+
+    monkeypatch.setattr(tuning, "_confirm", confirming)
+    monkeypatch.setattr(tuning, "gups", speed)
+
+
+def test_tune_keeps_a_winner_that_beats_the_current_choice_in_turns(cl_device, cache,
+                                                                     monkeypatch):
     import pybp
 
-    winners = tuning.tune(device=cl_device, size=48, settings=[(1, "linear", "float")],
-                          repeats=1, families=("texture",), log=lambda *_: None)
+    fake_speeds(monkeypatch, search=2.0, confirmation=1.5)
+    kept = tuning.tune(device=cl_device, size=48, settings=[(1, "linear", "float")],
+                       repeats=1, families=("texture",), log=lambda *_: None)
     key = profiles.setting_key(1, "linear", "float")
-    assert winners[key]["gups"] > 0
+    assert kept[key]["params"] == {"kernel": "standard", "constants": "constant", "unroll": 2}
+    assert kept[key]["gups"] == 1.5  # as timed beside the current choice
     bp = pybp.Backprojector(48, np.linspace(0, np.pi, 8, endpoint=False), device=cl_device,
                             slices_per_pass=1)
-    chosen = {k: getattr(bp.params, k) for k in winners[key]["params"]}
-    assert chosen == winners[key]["params"]
+    chosen = {k: getattr(bp.params, k) for k in kept[key]["params"]}
+    assert chosen == kept[key]["params"]
+
+
+def test_tune_keeps_nothing_that_is_not_faster_when_timed_again(cl_device, cache, monkeypatch):
+    """The finding: a winner timed at 0.62 GU/s in the search ran slower than the
+    current choice in use. Timed again beside it, in turns, it is not kept."""
+    import pybp
+
+    fake_speeds(monkeypatch, search=2.0, confirmation=0.9)
+    angles = np.linspace(0, np.pi, 8, endpoint=False)
+
+    def choice():
+        return pybp.Backprojector(48, angles, device=cl_device, slices_per_pass=1).params.key()
+
+    before = choice()
+    kept = tuning.tune(device=cl_device, size=48, settings=[(1, "linear", "float")],
+                       repeats=1, families=("texture",), log=lambda *_: None)
+    assert kept == {}
+    assert choice() == before
+    key = profiles.setting_key(1, "linear", "float")  # its speed, timed in turns, is kept
+    assert profiles.load_speeds(describe(cl_device))[key] == 1.0
 
 
 def test_alu_candidates_are_valid_parameter_sets():

@@ -2,14 +2,19 @@
 """Seconds from Ctrl-C (SIGINT) to the end of a long run, in the CLI and in Python.
 
     python tuning/interrupt_latency.py [--size 3072] [--delays 3,6,9] [--volume 64]
+    python tuning/interrupt_latency.py --command "pybp reconstruct scan.h5 -o out --overwrite" \
+        --delays 0.5,1,1.5,2 --second 0.05
 
 Runs ``pybp demo --size SIZE`` (one slice) and a ``pybp.reconstruct`` of a
-``VOLUME x SIZE x SIZE`` stack in a subprocess, sends SIGINT after each delay, and
-prints the exit code, the last line on standard error, and how long the process took to
-end after the signal. A delay past the end of the run is reported as such.
+``VOLUME x SIZE x SIZE`` stack in a subprocess (or ``--command``), sends SIGINT after
+each delay (and, with ``--second``, a second one that many seconds after the first, as a
+user pressing Ctrl-C twice does), and prints the exit code, the last line on standard
+error, whether a traceback was printed, and how long the process took to end after the
+first signal. A delay past the end of the run is reported as such.
 """
 
 import argparse
+import shlex
 import signal
 import subprocess
 import sys
@@ -33,22 +38,27 @@ except KeyboardInterrupt:
 """
 
 
-def measure(command, delay, ready=None):
+def measure(command, delay, ready=None, second=0.0):
     process = subprocess.Popen(command, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
     if ready is not None:
         process.stdout.readline()  # set-up done: the delay counts from here
     time.sleep(delay)
     if process.poll() is not None:
+        process.communicate()
         return None
     tick, sent = time.monotonic(), time.time()
     process.send_signal(signal.SIGINT)
+    if second:
+        time.sleep(second)
+        if process.poll() is None:
+            process.send_signal(signal.SIGINT)
     out, err = process.communicate(timeout=300)
     end = time.monotonic() - tick
     caught = [line for line in out.splitlines() if line.startswith("KeyboardInterrupt at")]
     last = (caught or err.strip().splitlines() or out.strip().splitlines() or [""])[-1]
     if last.startswith("KeyboardInterrupt at"):  # from Python: when it was raised
         last = f"KeyboardInterrupt after {float(last.split()[-1]) - sent:.2f} s"
-    return end, process.returncode, last
+    return end, process.returncode, last, "Traceback" in err
 
 
 def main():
@@ -57,6 +67,9 @@ def main():
     parser.add_argument("--size", type=int, default=3072, help="bins, angles and slice width")
     parser.add_argument("--volume", type=int, default=64, help="slices of the reconstruct run")
     parser.add_argument("--delays", default="3,6,9", help="seconds before SIGINT, comma-separated")
+    parser.add_argument("--command", help="instead: this command line (split as a shell does)")
+    parser.add_argument("--second", type=float, default=0.0,
+                        help="a second SIGINT this many seconds after the first (0: none)")
     args = parser.parse_args()
     delays = [float(d) for d in args.delays.split(",")]
     picture = Path(tempfile.mkdtemp()) / "demo.png"
@@ -68,16 +81,19 @@ def main():
             [sys.executable, "-c", textwrap.dedent(VOLUME_SCRIPT.format(
                 size=args.size, volume=args.volume))], "started"),
     }
-    print("| run | SIGINT after | exit | to the process's end | last line |")
-    print("| --- | --- | --- | --- | --- |")
+    if args.command:
+        runs = {args.command: (shlex.split(args.command), None)}
+    print("| run | SIGINT after | exit | to the process's end | traceback | last line |")
+    print("| --- | --- | --- | --- | --- | --- |")
     for name, (command, ready) in runs.items():
         for delay in delays:
-            result = measure(command, delay, ready)
+            result = measure(command, delay, ready, args.second)
             if result is None:
-                print(f"| {name} | {delay:g} s | finished before | | |")
+                print(f"| {name} | {delay:g} s | finished before | | | |")
                 continue
-            seconds, code, last = result
-            print(f"| {name} | {delay:g} s | {code} | {seconds:.2f} s | {last[:70]} |", flush=True)
+            seconds, code, last, traceback = result
+            print(f"| {name} | {delay:g} s | {code} | {seconds:.2f} s | "
+                  f"{'yes' if traceback else 'no'} | {last[:70]} |", flush=True)
 
 
 if __name__ == "__main__":

@@ -10,6 +10,7 @@ from collections import defaultdict
 import numpy as np
 import pyopencl as cl
 
+from pybp.cl import pacing
 from pybp.cl.device import describe, open_device
 from pybp.stages import rings
 from pybp.stages.wavelets import FourierWavelet
@@ -48,12 +49,13 @@ def main():
                            hostbuf=data)
         log = []
         method.kernels = {name: Named(name, k, log) for name, k in method.kernels.items()}
-        method(queue, buffer, 0, count)
+        pacer = pacing.Pacer("gpu")  # launches as large as the GPU takes them
+        method(queue, buffer, 0, count, pacer)
         queue.finish()
         seconds = defaultdict(list)
         for _ in range(args.repeats):
             log.clear()
-            method(queue, buffer, 0, count)
+            method(queue, buffer, 0, count, pacer)
             queue.finish()
             spent = defaultdict(float)
             for name, event in log:

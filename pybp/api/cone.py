@@ -4,6 +4,7 @@
 
 from __future__ import annotations
 
+import threading
 import warnings
 
 import numpy as np
@@ -11,14 +12,17 @@ import numpy as np
 from pybp import checks
 from pybp.cone.prepare import Unit
 from pybp.geometry.cone import ConeGeometry
+from pybp.parallel import speed
 from pybp.stages.normalize import FLOOR_TRANSMISSION
+from pybp.stream.progress import Progress
 from pybp.stream.sources import copy_pools
 
 
 class ConeBackprojector:
     """The voxel-driven cone-beam back-projection of ``geometry`` on one device, kept
     for any number of calls (kernels, device buffers and page-locked staging made
-    once): the sum over projections of the bilinear sample where each voxel centre
+    once; calls from several threads take turns): the sum over projections of the
+    bilinear sample where each voxel centre
     projects, zero outside the detector, no weights (the adjoint-like operator
     iterative methods need).
 
@@ -32,17 +36,24 @@ class ConeBackprojector:
     multiple of 16 they equal the whole volume's bit for bit). ``flats`` and ``darks``
     (frames or their means), with a filter: the projections are detector counts,
     normalised and ``-log`` taken on the device. ``device``, ``context``
-    or ``queue`` as for :class:`pybp.Backprojector`."""
+    or ``queue`` as for :class:`pybp.Backprojector`. ``progress``: a progress line
+    (passes done, GUPS, time left) on standard error for calls longer than 2 s.
+
+    Line integrals with NaN or Inf are refused (``ValueError``, before the slab they
+    would spread into is written); counts with no transmission are floored and counted
+    in one warning: the rule of every pybp call (docs/design.md, section 1)."""
 
     def __init__(self, geometry: ConeGeometry, params=None, filter=None, padding="zero",
                  short_scan=None, memory_limit=None, planes=None, flats=None, darks=None,
-                 device=None, context=None, queue=None):
+                 device=None, context=None, queue=None, progress=False):
         if not isinstance(geometry, ConeGeometry):
             raise TypeError(f"geometry: expected a pybp.ConeGeometry, got {type(geometry).__name__}")
-        self.geometry = geometry
+        self.geometry, self.progress = geometry, progress
+        if device is None and context is None and queue is None:
+            speed.choose_cpu_runtime()  # where several CPU runtimes work: the fastest here
         self._unit = Unit(geometry, params, device, context, queue, filter, padding, short_scan,
                           memory_limit, planes, flats, darks)
-        self._counts = flats is not None
+        self._lock = threading.Lock()  # one call at a time: they share the device buffers
         self.shape = (len(self._unit.planes),) + geometry.volume_shape[1:]
         self.params, self.device, self.plan = self._unit.params, self._unit.device, self._unit.plan
 
@@ -50,8 +61,13 @@ class ConeBackprojector:
         """The volume ``(nz, ny, nx)`` (or its ``planes``) of ``projections`` ``(n_angles,
         n_rows, n_cols)`` (any real dtype; an array, a memmap, an h5py dataset or
         anything sliced ``[projections, rows]`` that gives arrays); ``out``: an array, a
-        memmap or a dataset for it (default: a new float32 array); ``progress``: called
-        with the voxel updates of each pass done."""
+        memmap or a dataset for it (default: a new float32 array, if this machine's
+        memory holds it); ``progress``: called with the voxel updates of each pass done
+        (None: the progress line, where the ConeBackprojector was made with one)."""
+        with self._lock:
+            return self._call(projections, out, progress)
+
+    def _call(self, projections, out, progress):
         if self._unit is None:
             raise RuntimeError("ConeBackprojector: closed; make a new one")
         g = self.geometry
@@ -61,22 +77,34 @@ class ConeBackprojector:
             raise ValueError(f"projections: expected (n_angles, n_rows, n_cols) = {expected} "
                              f"(the geometry's), got {tuple(projections.shape)}")
         if out is None:
+            checks.check_volume_memory(self.shape)
             out = np.empty(self.shape, np.float32)
-        checks.check_output(out, self.shape)
-        with copy_pools() as (reading, _):
-            self._unit.backproject(projections, out, reading, progress)
-        if self._unit.replaced:
-            what = ("transmissions were not positive (or flat equals dark); taken as "
-                    f"{FLOOR_TRANSMISSION:g} (or 1) before -log") if self._counts else \
-                "values were NaN or Inf; taken as 0"
-            warnings.warn(f"projections: {self._unit.replaced} {what}", stacklevel=2)
+        checks.check_output(out, self.shape, inputs=dict(projections=projections))
+        bar = None
+        if progress is None and self.progress:
+            plan = self._unit.plan
+            passes = len(plan.slabs) * len(plan.passes)
+            bar = Progress(passes, int(np.prod(self.shape)) * g.n_angles / passes,
+                           what="passes", rate="GUPS")
+            progress = lambda _: bar.update(1)  # noqa: E731
+        try:
+            with copy_pools() as (reading, _):
+                self._unit.backproject(projections, out, reading, progress)
+        finally:
+            if bar is not None:
+                bar.close()
+        if self._unit.replaced:  # counts (line integrals with NaN or Inf are refused)
+            warnings.warn(f"projections: {self._unit.replaced} transmissions were not "
+                          f"positive (or flat equals dark); taken as {FLOOR_TRANSMISSION:g} "
+                          "(or 1) before -log", stacklevel=2)
         return out
 
     def close(self):
         """Free device memory now (also on leaving a ``with`` block)."""
-        if self._unit is not None:
-            self._unit.close()
-            self._unit = None
+        with self._lock:
+            if self._unit is not None:
+                self._unit.close()
+                self._unit = None
 
     def __enter__(self):
         return self
@@ -85,17 +113,18 @@ class ConeBackprojector:
         self.close()
 
 
-def cone_backproject(projections, geometry: ConeGeometry, out=None, **options):
+def cone_backproject(projections, geometry: ConeGeometry, out=None, progress=True, **options):
     """One-shot back-projection, no weights and no filter (options as for
-    :class:`ConeBackprojector`; giving a filter is an error: use :func:`fdk`)."""
+    :class:`ConeBackprojector`; giving a filter is an error: use :func:`fdk`); the
+    progress line shows on calls longer than 2 s unless ``progress=False``."""
     if options.get("filter") is not None:
         raise ValueError("filter: pybp.cone_backproject does not filter; use pybp.fdk")
-    with ConeBackprojector(geometry, **options) as bp:
+    with ConeBackprojector(geometry, progress=progress, **options) as bp:
         return bp(projections, out)
 
 
 def fdk(projections, geometry: ConeGeometry, filter="ramp", padding="zero", short_scan=None,
-        out=None, flats=None, darks=None, **options):
+        out=None, flats=None, darks=None, progress=True, **options):
     """Feldkamp-Davis-Kress reconstruction of line integrals ``projections`` ``(n_angles,
     n_rows, n_cols)`` (``-log`` of normalised counts) in ``geometry``: the volume
     ``(nz, ny, nx)`` in attenuation per unit of the geometry's lengths. With ``flats``
@@ -116,10 +145,11 @@ def fdk(projections, geometry: ConeGeometry, filter="ramp", padding="zero", shor
     FDK is exact in the orbit's plane and approximate away from it (the cone angle);
     for trajectories that are not a circle about z (helical, tilted, C-arm: made with
     :meth:`ConeGeometry.from_astra` or :meth:`~ConeGeometry.from_matrices`) the same
-    weights are applied per projection, and FDK is a further approximation. Other
-    options as for :class:`ConeBackprojector`."""
+    weights are applied per projection, and FDK is a further approximation. A progress
+    line shows on calls longer than 2 s (``progress=False``: none). Other options as for
+    :class:`ConeBackprojector`."""
     if filter is None:
         raise ValueError("filter: FDK needs a filter; use pybp.cone_backproject for none")
     with ConeBackprojector(geometry, filter=filter, padding=padding, short_scan=short_scan,
-                           flats=flats, darks=darks, **options) as bp:
+                           flats=flats, darks=darks, progress=progress, **options) as bp:
         return bp(projections, out)

@@ -20,10 +20,11 @@ def _n_bins(sinograms):
 
 def backproject(sinograms, angles, **options):
     """One-shot back-projection of the data as given: no filter (giving one is an
-    error; use :func:`fbp`). Options as for :class:`Backprojector`; ``out``: an array
-    for the result."""
+    error; use :func:`fbp`). Options as for :class:`Backprojector` (the progress line
+    on for calls longer than 2 s); ``out``: an array for the result."""
     if options.get("filter") is not None:
         raise ValueError("filter: pybp.backproject does not filter; use pybp.fbp")
+    options.setdefault("progress", True)
     out = options.pop("out", None)
     with Backprojector(_n_bins(sinograms), angles, **options) as bp:  # memory freed at once,
         return bp(sinograms, out=out)                                 # on Ctrl-C too
@@ -34,13 +35,16 @@ def fbp(sinograms, angles, filter="ramp", **options):
     (default ``"ramp"``), ``padding`` ``"zero"`` (default) or ``"edge"`` (truncated
     scans). Other options as for :class:`Backprojector` (axis at ``(n_bins - 1) / 2``
     unless ``center`` is given; ``circle=True`` zeroes outside the reconstruction
-    circle); ``out``: an array for the result."""
+    circle; the progress line on for calls longer than 2 s, within a slice too);
+    ``out``: an array for the result."""
     if filter is None:
         raise ValueError("filter: FBP needs a filter; use pybp.backproject for none")
+    options.setdefault("progress", True)
     out = options.pop("out", None)
     if isinstance(options.get("center"), str) and options["center"] == "auto":
         stack = np.asarray(sinograms)
         rows = stack if stack.ndim == 2 else stack.mean(axis=0)
-        options["center"] = find_center(rows, angles, device=options.get("device"))
+        options["center"] = find_center(rows, angles, device=options.get("device"),
+                                        angle_unit=options.get("angle_unit"))
     with Backprojector(_n_bins(sinograms), angles, filter=filter, **options) as bp:
         return bp(sinograms, out=out)

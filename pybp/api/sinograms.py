@@ -4,9 +4,13 @@ a Backprojector (pybp/api/oneshot.py)."""
 
 from __future__ import annotations
 
+import threading
+
 import numpy as np
 
 from pybp import checks
+from pybp.geometry.angles import in_radians
+from pybp.parallel import speed
 from pybp.parallel.prepare import Setup, Unit
 from pybp.stages import halfscale
 
@@ -18,7 +22,9 @@ class Backprojector:
     stack ``(n_slices, n_angles, n_bins)`` it returns ``(n_slices, ny, nx)``. Compiled
     kernels, images and buffers are kept between calls.
 
-    Geometry (``pybp.geometry.parallel``): ``angles`` in radians; the rotation axis at detector
+    Geometry (``pybp.geometry.parallel``): ``angles`` in radians (``angle_unit="deg"``:
+    degrees; radians spanning more than one turn are refused unless ``angle_unit="rad"``
+    says so: :func:`pybp.geometry.angles.in_radians`); the rotation axis at detector
     column ``center``, counted from the first bin's centre, by default the middle of the
     detector, ``(n_bins - 1) / 2`` (scalar, or one value per angle); slices of
     ``slice_shape`` (default ``(n_bins, n_bins)``) centred on the axis, moved by
@@ -55,19 +61,24 @@ class Backprojector:
     (``self.plan``, prepared by :class:`pybp.parallel.prepare.Unit`); a call checks
     its data before it writes anything to ``out``, then streams the stack through
     ``self.executor`` in chunks. ``close()``, or leaving a
-    ``with`` block, releases device memory. One thread at a time: use one
-    ``Backprojector`` per thread, or a lock.
+    ``with`` block, releases device memory. Calls from several threads take turns (a
+    lock); for work on several devices at once, use one ``Backprojector`` per device.
     """
 
     def __init__(self, n_bins, angles, center=None, slice_shape=None, device=None,
                  interpolation="linear", slices_per_pass="auto", precision="float",
                  kernel="auto", filter=None, slice_offset=None, overrides=None,
                  piece_shape=None, progress=False, padding="zero", angle_weights=None,
-                 context=None, queue=None, filter_method="auto", circle=False, verify=True):
+                 context=None, queue=None, filter_method="auto", circle=False, verify=True,
+                 angle_unit=None):
+        angles = in_radians(angles, angle_unit)
+        if device is None and context is None and queue is None:
+            speed.choose_cpu_runtime()  # where several CPU runtimes work: the fastest here
         setup = Setup(n_bins, angles, center, slice_shape, slice_offset, angle_weights,
                       interpolation, slices_per_pass, precision, kernel, filter, padding,
                       filter_method, circle, overrides, piece_shape, verify)
         self._closed = True  # until made
+        self._lock = threading.Lock()  # one call at a time: they share the device buffers
         self.unit = Unit(setup, device, context, queue)
         self._closed = False
         self.progress = progress
@@ -87,6 +98,10 @@ class Backprojector:
         return self.plan.params
 
     def __call__(self, sinograms, out=None):
+        with self._lock:
+            return self._call(sinograms, out)
+
+    def _call(self, sinograms, out):
         if self._closed:
             raise RuntimeError("Backprojector: closed (by close() or its with block); make "
                                "a new one")
@@ -99,7 +114,7 @@ class Backprojector:
         if out is None:
             out = np.empty(shape, np.float32)
         else:
-            checks.check_output(out, shape)
+            checks.check_output(out, shape, inputs=dict(sinograms=sinograms))
         self.unit.sinograms(stack, out, single, self.progress)
         self.last_kernel_seconds = self.executor.stage_seconds["backproject"]
         self.last_filter_seconds = self.executor.stage_seconds["filter"]
@@ -108,8 +123,9 @@ class Backprojector:
     def close(self):
         """Release device memory now (also on leaving a ``with`` block); calling it
         after is an error."""
-        self._closed = True
-        self.unit.close()
+        with self._lock:
+            self._closed = True
+            self.unit.close()
 
     def __enter__(self):
         return self
@@ -127,7 +143,13 @@ def skimage_options(n_bins: int) -> dict:
 
         sinogram = radon(image, theta)                    # (n_bins, n_angles), degrees
         slice_ = pybp.fbp(sinogram.T, np.radians(theta), **pybp.skimage_options(len(sinogram)))
-    """
+
+    The slice then equals ``iradon(sinogram, theta, filter_name=...)`` to float32's
+    rounding for the ramp, Shepp-Logan and cosine filters, but for the circle's
+    outermost ring of pixels where ``n_bins`` is even (it reaches half a pixel beyond the
+    detector, where ``iradon``'s padded sinogram, once filtered, is not zero); the
+    Hamming and Hann windows differ by up to 6e-4 of the peak, as ``iradon`` samples them
+    on its own padded length (README, "Python API")."""
     n_bins = checks.positive_int(n_bins, "n_bins")
     shift = (n_bins - 1) / 2 - n_bins // 2  # -0.5 for an even size, 0 for an odd one
     return dict(center=n_bins // 2, slice_offset=(shift, shift), circle=n_bins // 2)

@@ -21,6 +21,8 @@ import numpy as np
 
 from pybp import checks, distributed
 from pybp.centre import find_center
+from pybp.geometry.angles import in_radians
+from pybp.parallel import speed
 from pybp.parallel.prepare import Setup, team
 from pybp.stages import filters
 from pybp.stream.team import Slab
@@ -37,14 +39,15 @@ def _warn_clipped(clipped, n_values):
 def reconstruct(projections, angles, flats=None, darks=None, center=None, rows=None, out=None,
                 *, filter="ramp", padding="zero", log=True, progress=True, chunk_slices=None,
                 device=None, devices=None, client=None, context=None, queue=None, stats=None,
-                **options):
+                angle_unit=None, **options):
     """Reconstruct detector rows ``rows=(first, stop)`` (default all) of a parallel-beam
     scan by filtered back-projection; return the volume ``(stop - first, ny, nx)``.
 
     - ``projections``: ``(n_angles, n_rows, n_bins)``, any integer or float dtype; NumPy
       arrays, memmaps, h5py datasets, or anything with ``shape``, ``dtype`` and slicing.
       Read a chunk of rows at a time, never whole.
-    - ``angles``: radians, one per projection.
+    - ``angles``: radians, one per projection (``angle_unit="deg"``: degrees; radians
+      spanning more than one turn are refused unless ``angle_unit="rad"`` says so).
     - ``flats``, ``darks``: ``(n_frames, n_rows, n_bins)`` (or one 2-D frame) each, or
       both None for data already normalised. Values are normalised as
       ``(p - mean dark) / (mean flat - mean dark)``; with ``log`` (default) the FBP is of
@@ -85,13 +88,14 @@ def reconstruct(projections, angles, flats=None, darks=None, center=None, rows=N
     if np.ndim(angles) != 1 or len(angles) != n_angles:
         raise ValueError(f"angles: expected one per projection ({n_angles}, axis 0 of "
                          f"projections), got {np.shape(angles)}")
+    angles = in_radians(angles, angle_unit)
     if isinstance(center, str) and center == "auto":
-        center = find_center(projections, angles, flats, darks, rows, log=log,
+        center = find_center(projections, angles, flats, darks, rows, log=log, angle_unit="rad",
                              device=device if devices is None and client is None else None)
     tick = time.perf_counter()
     made = Reconstructor(n_bins, angles, center, filter=filter, padding=padding, device=device,
                          devices=devices, client=client, context=context, queue=queue,
-                         **options)
+                         angle_unit="rad", **options)
     try:
         setup_plan = time.perf_counter() - tick
         volume, clipped, n_values = made._reconstruct(projections, inputs, out, log, progress,
@@ -123,7 +127,8 @@ class Reconstructor:
     """
 
     def __init__(self, n_bins, angles, center=None, *, filter="ramp", padding="zero",
-                 device=None, devices=None, client=None, context=None, queue=None, **options):
+                 device=None, devices=None, client=None, context=None, queue=None,
+                 angle_unit=None, **options):
         if filter is None:
             raise ValueError(f"filter: FBP needs a filter; expected one of "
                              f"{', '.join(filters.FILTERS)}")
@@ -134,6 +139,7 @@ class Reconstructor:
             raise ValueError(f"{chosen[1]}: give one of device, devices, client, context or "
                              f"queue, not {' and '.join(chosen)}")
         options.pop("progress", None)  # a Backprojector option; volumes take it per call
+        angles = in_radians(angles, angle_unit)
         self.setup = Setup(n_bins, angles, center, filter=filter, padding=padding, **options)
         self.geometry = self.setup.geometry()
         self._client, self._team = client, None
@@ -145,8 +151,21 @@ class Reconstructor:
         if devices is not None:
             targets = [dict(device=d) for d in distributed.device_list(devices)]
         else:
+            if len(chosen) == 0:
+                speed.choose_cpu_runtime()  # where several CPU runtimes work: the fastest here
             targets = [dict(device=device, context=context, queue=queue)]
         self._team = team(self.setup, targets, self.geometry)
+
+    def kernels(self) -> list:
+        """What gives each value its last bits, per device: ``[{"device": identity,
+        "name": name, "kernels": [parameter set of each pass width]}, ...]`` (empty on
+        a Dask cluster, whose workers choose their own devices). The command stores it
+        with the slices, and ``--resume`` refuses another."""
+        if self._team is None:
+            return []
+        return [dict(device=unit.device.identity, name=unit.device.name,
+                     kernels=[p.params.key() for _, p in sorted(unit.plan.passes.items())])
+                for unit in self._team.members]
 
     def reconstruct(self, projections, flats=None, darks=None, rows=None, out=None, *,
                     log=True, progress=True, chunk_slices=None, stats=None):
@@ -169,7 +188,10 @@ class Reconstructor:
                              f"bins (this Reconstructor's), got shape {tuple(projections.shape)}")
         if self._team is None and self._client is None:
             raise ValueError("Reconstructor: closed; make a new one")
-        out, offset = _output(out, g, first, stop, n_rows)
+        if chunk_slices is not None:
+            chunk_slices = checks.positive_int(chunk_slices, "chunk_slices")
+        out, offset = _output(out, g, first, stop, n_rows,
+                              dict(projections=projections, flats=flats, darks=darks))
         slab = Slab(projections, flats, darks, first, stop, out, offset, log, chunk_slices,
                     progress, stats)
         if self._client is not None:
@@ -197,14 +219,15 @@ class Reconstructor:
         self.close()
 
 
-def _output(out, geometry, first, stop, n_rows):
-    """``(out, offset)``: the caller's array checked (slices land at ``offset + i``), or
-    a new one."""
+def _output(out, geometry, first, stop, n_rows, inputs):
+    """``(out, offset)``: the caller's array checked (slices land at ``offset + i``; it
+    shares no memory with ``inputs``), or a new one."""
     ny, nx = geometry.slice_shape
     n = stop - first
     if out is None:
+        checks.check_volume_memory((n, ny, nx))
         return np.empty((n, ny, nx), np.float32), 0
     offset = first if len(out.shape) == 3 and out.shape[0] == n_rows and n != n_rows else 0
-    checks.check_output(out, (n_rows if offset else n, ny, nx))
+    checks.check_output(out, (n_rows if offset else n, ny, nx), inputs=inputs)
     return out, offset
 

@@ -16,6 +16,7 @@ from pybp.cl.device import (
     CHANNEL_ORDERS,
     CHANNEL_TYPES,
     describe,
+    new_context,
     select_device,
     usable_image_formats,
 )
@@ -58,7 +59,7 @@ def _median_event_seconds(launch, repeats):
 
 def texture_ceiling(cl_device, params: TextureParams, size, n_angles, repeats):
     """Fetches per second of the texture engine for ``params``' texel format."""
-    context = cl.Context([cl_device])
+    context = new_context(cl_device)
     queue = cl.CommandQueue(context, properties=cl.command_queue_properties.PROFILING_ENABLE)
     fmt = cl.ImageFormat(CHANNEL_ORDERS[params.texel_channels], CHANNEL_TYPES[params.storage])
     texels = np.random.default_rng(0).random((n_angles, size, params.texel_channels))
@@ -87,7 +88,7 @@ def local_ceiling(cl_device, width, repeats, groups=None):
     from :func:`pybp.parallel.kernels.local_probe_source`: enough work-groups to fill
     every compute unit many times over."""
     width = max(width, 4)
-    context = cl.Context([cl_device])
+    context = new_context(cl_device)
     queue = cl.CommandQueue(context, properties=cl.command_queue_properties.PROFILING_ENABLE)
     groups = groups or 64 * cl_device.max_compute_units
     items = kernels.LOCAL_PROBE_ITEMS
@@ -134,7 +135,7 @@ def run(device=None, size=2048, n_angles=None, repeats=5, settings=SETTINGS, var
     n_angles = n_angles or size
     cl_device = select_device(device)
     description = describe(cl_device)
-    formats = usable_image_formats(cl.Context([cl_device]))
+    formats = usable_image_formats(new_context(cl_device))
     angles = np.linspace(0, np.pi, n_angles, endpoint=False)
     data = np.random.default_rng(2).random((4, n_angles, size)).astype(np.float32)
     updates = size * size * n_angles

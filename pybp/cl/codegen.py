@@ -3,22 +3,29 @@ and building them with errors a user can read."""
 
 from __future__ import annotations
 
+import atexit
 import functools
 import hashlib
 import importlib
 import pickle
+import signal
 import sys
 import threading
+import time
+import warnings
 from collections import OrderedDict
 from importlib import resources
 from pathlib import Path
 
 import mako
 import pyopencl as cl
-from pyopencl.cache import create_built_program_from_source_cached
 
 from pybp.cl import implementations, store
 from pybp.cl.kernel import Kernel, signature
+
+# pyopencl warns of any compiler output ("Non-empty compiler output", with PoCL's "1
+# warning generated." for an unroll hint it did not take): not the user's concern.
+warnings.filterwarnings("ignore", message="Non-empty compiler output")
 
 
 def templates_dir() -> Path:
@@ -140,20 +147,136 @@ def build(context, source: str, device):
 
 
 def compiled(context, source: str, options=()) -> cl.Program:
-    """``source`` built for the context's devices, from pyopencl's binary cache where it
-    was built before. pyopencl skips that cache on PoCL and NVIDIA, trusting the
-    runtime's own, but PoCL still takes about 20 ms per program from source against
-    1 ms from the binary (2 cores, PoCL 3.0): a dozen programs were a third of the
-    ``pybp reconstruct`` of a tiny scan. A failed build is repeated from source so that
-    the error carries pyopencl's build log."""
-    if implementations.identify(context.devices[0].platform.name).binaries:
+    """``source`` built for the context's device, from pybp's cache of built binaries
+    where it was built before (:func:`_cached`). Built on a thread of its own
+    (:func:`interruptible`); a failed build is repeated from source so that the error
+    carries the build log."""
+    def build():
+        if implementations.identify(context.devices[0].platform.name).binaries:
+            try:
+                return _cached(context, source, options)
+            except Exception:  # a failed build, or a cache that could not be used
+                pass
+        return cl.Program(context, source).build(options=list(options))
+    return interruptible(build, context.devices[0])
+
+
+def _cached(context, source, options) -> cl.Program:
+    """``source`` built from its binary, kept in ``binaries/`` of pybp's cache by a
+    digest of the source, the options, the device and driver and pyopencl's version,
+    or built and its binary kept (written whole: no lock, so a killed build leaves
+    nothing behind; pyopencl's cache left a lock file that stopped every later build
+    for a minute). PoCL still takes about 20 ms per program from source against 1 ms
+    from the binary (2 cores, PoCL 3.0): a dozen programs were a third of the ``pybp
+    reconstruct`` of a tiny scan."""
+    device = context.devices[0]
+    platform = device.platform
+    identity = "|".join([platform.name, platform.version, device.name, device.version,
+                         device.driver_version, cl.VERSION_TEXT])
+    key = hashlib.sha1("\0".join([source, " ".join(options), identity]).encode()).hexdigest()
+    path = store.cache_dir() / "binaries" / f"{key}.bin"
+    try:
+        return cl.Program(context, [device], [path.read_bytes()]).build(options=list(options))
+    except (OSError, cl.Error):
+        pass  # not built before, or a binary the driver no longer takes
+    program = cl.Program(context, source).build(options=list(options))
+    _make_binary(program)
+    try:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        store.write_bytes_new(path, program.get_info(cl.program_info.BINARIES)[0])
+    except OSError:
+        pass  # an unwritable cache: built again next time
+    return program
+
+
+CL_PROGRAM_BINARY_SIZES = 0x1165
+
+
+@functools.lru_cache(maxsize=1)
+def _opencl_library():
+    """The OpenCL loader pyopencl uses, through ctypes (None where it is not found;
+    ctypes is imported here, after a first build: it is not needed before)."""
+    ctypes = importlib.import_module("ctypes")
+    importlib.import_module("ctypes.util")
+    try:
+        with open("/proc/self/maps") as maps:
+            paths = {line.split()[-1] for line in maps if "libOpenCL" in line}
+        found = next(iter(paths), None) or ctypes.util.find_library("OpenCL")
+        return ctypes.CDLL(found) if found else None
+    except OSError:
+        return None
+
+
+def _make_binary(program):
+    """Ask the runtime for the program's binary size through ctypes, which lets go of
+    Python's lock meanwhile: PoCL generates the binary there (1.2 s of a first build,
+    pyopencl holding the lock all along, so that Ctrl-C waited on a build's thread)."""
+    library = _opencl_library()
+    if library is None:
+        return
+    ctypes = sys.modules["ctypes"]
+    size = ctypes.c_size_t(0)
+    library.clGetProgramInfo(ctypes.c_void_p(program.int_ptr),
+                             ctypes.c_uint(CL_PROGRAM_BINARY_SIZES),
+                             ctypes.c_size_t(ctypes.sizeof(size)), ctypes.byref(size), None)
+
+
+BUILD_NOTICE_SECONDS = 1.0  # a build longer than this is said, once per process
+_NOTICED = threading.Event()
+_BUILDING = set()  # threads of builds under way (see building())
+
+
+def building() -> bool:
+    """Whether a build left behind by an interrupt is still under way. An OpenCL
+    runtime's C++ destructors must not run beside it: PoCL's and Intel's aborted the
+    process ("terminate called without an active exception"), or held its exit until
+    the build ended. The command then ends with ``os._exit`` (pybp/__main__.py), and an
+    interpreter that ends otherwise waits for it first (:func:`_wait_for_builds`)."""
+    return any(thread.is_alive() for thread in list(_BUILDING))
+
+
+@atexit.register
+def _wait_for_builds():
+    for thread in list(_BUILDING):
+        thread.join()
+
+
+def interruptible(work, cl_device):
+    """``work()`` (a kernel build) on a daemon thread, waited for in short steps from
+    the main thread, so that Ctrl-C acts at once: a build cannot be stopped, and the
+    first builds of a fresh environment took 2.4-6.2 s each on 2 cores (35 s in all for
+    a first call), while the thread that waits in ``clBuildProgram`` sees no signal.
+    An interrupted build ends on its own thread and is dropped. The first build that
+    runs longer than :data:`BUILD_NOTICE_SECONDS` is said on a terminal, once."""
+    if threading.current_thread() is not threading.main_thread():
+        return work()  # only the main thread gets Ctrl-C: nothing to gain
+    done, outcome = threading.Event(), {}
+
+    def run():
+        if hasattr(signal, "pthread_sigmask"):  # Ctrl-C goes to the waiting thread, not here
+            signal.pthread_sigmask(signal.SIG_BLOCK, {signal.SIGINT})
         try:
-            program, _ = create_built_program_from_source_cached(
-                context, source, " ".join(options).encode())
-            return cl.Program(program)
-        except cl.Error:
-            pass
-    return cl.Program(context, source).build(options=list(options))
+            outcome["value"] = work()
+        except BaseException as exc:  # handed to the waiting thread
+            outcome["error"] = exc
+        finally:
+            done.set()
+            _BUILDING.discard(threading.current_thread())
+
+    thread = threading.Thread(target=run, name="pybp-build", daemon=True)
+    _BUILDING.add(thread)
+    thread.start()
+    start = time.perf_counter()
+    while not done.wait(0.05):
+        if not _NOTICED.is_set() and time.perf_counter() - start > BUILD_NOTICE_SECONDS:
+            _NOTICED.set()
+            if sys.stderr is not None and sys.stderr.isatty():
+                print(f"pybp: building the OpenCL kernels for {cl_device.name.strip()} "
+                      f"(the first time only: they are kept in {store.cache_dir()})",
+                      file=sys.stderr, flush=True)
+    if "error" in outcome:
+        raise outcome["error"]
+    return outcome["value"]
 
 
 def declared(context, device, source: str, name: str, args) -> Kernel:

@@ -4,10 +4,12 @@ they really support."""
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import functools
 import os
 import re
+import signal
 import threading
 import time
 import warnings
@@ -31,18 +33,54 @@ def _register_pip_runtimes():
     return implementations.register_pip_runtimes(store.cache_dir() / "icd")
 
 
+def keep_ctrl_c():
+    """Put Python's SIGINT handler back where an OpenCL runtime took it: Intel's CPU
+    runtime installs one of its own when its platform loads and again when a context
+    is made on it, and Ctrl-C then did nothing at all in Python (the command's own
+    handler, made earlier, was gone too). From the main thread only, as Python allows;
+    a context made on another thread is followed by a call from the main one."""
+    if threading.current_thread() is threading.main_thread():
+        handler = signal.getsignal(signal.SIGINT)
+        if handler is not None:
+            signal.signal(signal.SIGINT, handler)
+
+
+@contextlib.contextmanager
+def _held_ctrl_c():
+    """SIGINT held back (in this thread) while an OpenCL runtime may take its handler,
+    and Python's put back before it is let through: a Ctrl-C meanwhile comes after,
+    to Python, rather than to the runtime's handler, which dropped it."""
+    hold = threading.current_thread() is threading.main_thread() and \
+        hasattr(signal, "pthread_sigmask")
+    if hold:
+        signal.pthread_sigmask(signal.SIG_BLOCK, {signal.SIGINT})
+    try:
+        yield
+    finally:
+        keep_ctrl_c()
+        if hold:
+            signal.pthread_sigmask(signal.SIG_UNBLOCK, {signal.SIGINT})
+
+
+def new_context(cl_device) -> cl.Context:
+    """A context on ``cl_device``, Ctrl-C kept (:func:`_held_ctrl_c`)."""
+    with _held_ctrl_c():
+        return cl.Context([cl_device])
+
+
 def all_devices():
     _register_pip_runtimes()
     found = []
-    try:
-        platforms = cl.get_platforms()
-    except cl.LogicError:  # no ICD at all
-        platforms = []
-    for platform in platforms:
+    with _held_ctrl_c():
         try:
-            found.extend(platform.get_devices())
-        except cl.Error:
-            continue
+            platforms = cl.get_platforms()
+        except cl.LogicError:  # no ICD at all
+            platforms = []
+        for platform in platforms:
+            try:
+                found.extend(platform.get_devices())
+            except cl.Error:
+                continue
     return found
 
 
@@ -179,7 +217,7 @@ def devices():
 
 
 # ---- probing: does a device build and run a kernel, and do its timers tell the truth --
-PROBE_VERSION = 1
+PROBE_VERSION = 2  # 2: the CPU speed
 _COUNT_SOURCE = """
 __kernel void count(__global float *out, const int n)
 {
@@ -191,17 +229,18 @@ __kernel void count(__global float *out, const int n)
 """
 PROBE_ITEMS = 1024
 PROBE_WALL = 0.02  # seconds a timed probe launch should last for its timers to be judged
-
-
 @dataclass(frozen=True)
 class Probe:
     """Whether a device builds and runs pybp's simplest kernel (``why`` if not), and
     whether its profiling timestamps agree with the wall clock (rusticl's say about
-    1 ns per kernel: then pybp times by the wall clock)."""
+    1 ns per kernel: then pybp times by the wall clock); ``speed``: GU/s of pybp's own
+    back-projection on a small case, where it was timed (:func:`record_speed`; 0: not
+    timed), which chooses among CPU runtimes."""
 
     usable: bool
     why: str = ""
     timers: bool = True
+    speed: float = 0.0
 
 
 def _count_reference(n: int) -> np.ndarray:
@@ -213,7 +252,7 @@ def _count_reference(n: int) -> np.ndarray:
 
 def _run_probe(cl_device) -> Probe:
     try:
-        context = cl.Context([cl_device])
+        context = new_context(cl_device)
         try:
             program = codegen.compiled(context, _COUNT_SOURCE)
         except cl.Error as exc:
@@ -250,7 +289,7 @@ def probe(cl_device) -> Probe:
     named = _named(cl_device)
     record = profiles.read_record(named, "probe").get("probe")
     if record and record.get("version") == PROBE_VERSION:
-        found = Probe(record["usable"], record["why"], record["timers"])
+        found = Probe(record["usable"], record["why"], record["timers"], record.get("speed", 0.0))
     else:
         found = _run_probe(cl_device)
         try:
@@ -264,6 +303,21 @@ def probe(cl_device) -> Probe:
     return found
 
 
+def record_speed(cl_device, speed: float):
+    """Keep ``speed`` (GU/s of pybp's back-projection, timed by
+    :mod:`pybp.parallel.speed`) with the device's probe: it ranks CPU runtimes from then
+    on (:func:`speed_rank`)."""
+    verdict = dataclasses.replace(probe(cl_device), speed=float(speed))
+    _PROBES[cl_device.int_ptr] = verdict
+    named = _named(cl_device)
+    try:
+        profiles.update_record(named, "probe", {"probe": dict(
+            version=PROBE_VERSION, usable=verdict.usable, why=verdict.why,
+            timers=verdict.timers, speed=verdict.speed)})
+    except OSError:
+        pass  # an unwritable cache: timed again next time
+
+
 def _label(device, found) -> str:
     index = next((i for i, d in enumerate(found) if d.int_ptr == device.int_ptr), -1)
     return f"[{index}] {device.name.strip()} ({device.platform.version.strip()})"
@@ -271,16 +325,18 @@ def _label(device, found) -> str:
 
 # ---- choosing -------------------------------------------------------------------------
 def speed_rank(device):
-    # A GPU before an accelerator before a CPU, a simulator last; then the implementation
-    # measured faster (pybp.cl.implementations); then the larger, faster chip.
+    # A GPU before an accelerator before a CPU, a simulator last; CPU runtimes by the
+    # speed of pybp's back-projection timed on each here (record_speed), where it was;
+    # then the implementation's rank (pybp.cl.implementations); then the larger chip.
     order = {"gpu": 0, "accelerator": 1, "cpu": 2, "other": 3, "simulator": 4}
-    return (order[device_type_name(device)],
+    kind = device_type_name(device)
+    return (order[kind], -probe(device).speed if kind == "cpu" else 0.0,
             implementations.identify(device.platform.name).rank,
             -device.max_compute_units * device.max_clock_frequency)
 
 
-NO_DEVICE_REMEDY = ('install a GPU driver with OpenCL, or the CPU runtimes with '
-                    '`pip install "pybp-opencl[cpu]"`')
+NO_DEVICE_REMEDY = ('install a GPU driver with OpenCL, or the CPU runtimes (pybp\'s cpu '
+                    'extra): `pip install pocl-binary-distribution intel-opencl-rt`')
 
 
 def usable_devices(found=None, warn=True) -> list:
@@ -447,5 +503,5 @@ def open_device(device=None, context=None, queue=None):
     with _CONTEXTS_LOCK:
         key = cl_device.int_ptr
         if key not in _CONTEXTS:
-            _CONTEXTS[key] = cl.Context([cl_device])
+            _CONTEXTS[key] = new_context(cl_device)
         return cl_device, _CONTEXTS[key], None

@@ -35,7 +35,7 @@ class Implementation:
     # Whether commands may be enqueued from several threads at once (pybp.stream.pipeline).
     threads: bool = True
     build_options: tuple = ()  # given to every build of pybp's kernels (pybp.cl.codegen)
-    # Whether built programs are kept as binaries (pyopencl's cache, pybp.cl.codegen).
+    # Whether built programs are kept as binaries (pybp's cache of them, pybp.cl.codegen).
     binaries: bool = True
 
 
@@ -45,7 +45,7 @@ IMPLEMENTATIONS = (
     # thread's upload ran beside the compute thread's kernels: one thread there. It also
     # stops a kernel at LLVM's `freeze` ("Unsupported instruction"), which the
     # optimiser brings in for a division and remainder of one value: unoptimised builds.
-    # Its API checker reports the program-binary calls of pyopencl's cache as errors.
+    # Its API checker reports the program-binary calls of a binary cache as errors.
     Implementation("Oclgrind", "oclgrind", simulator=True, threads=False,
                    build_options=("-cl-opt-disable",), binaries=False),
     Implementation("PoCL", "portable computing language", rank=1),

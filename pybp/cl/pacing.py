@@ -68,17 +68,25 @@ class Pacer:
     """Launch sizes and the queue's depth for one executor, from the speed of its
     launches so far, per stage (``rates``: work units per second).
 
-    A launch's duration comes from its profiling timestamps, or, where the device's
-    cannot be trusted (``timers=False``, see :func:`pybp.cl.device.probe`), from the wall
-    clock: from when it was launched, or when the launch before it was seen finished,
-    to when it is seen finished (an upper bound, good to the polling interval)."""
+    On a GPU a launch's duration comes from its profiling timestamps. Elsewhere (CPU
+    runtimes, simulators), and where the timestamps cannot be trusted at all
+    (``timers=False``, see :func:`pybp.cl.device.probe`), the wall clock bounds it: the
+    launches seen finished at one look took at most the time since the look before
+    (or since the first of them was launched), so a stage's rate is at most their
+    units over that time. PoCL's timestamps passed the probe but now and then said a
+    launch that took seconds took microseconds (rates of 1e12 to 1e15 updates a second
+    on 2 cores): the next launch then took a whole chunk, and Ctrl-C 13 to 19 s.
+    ``listener``: called with the units of each stage's launches seen finished
+    (progress within a long slice)."""
 
     def __init__(self, device_type: str, timers: bool = True):
         self.first_rate = FIRST_RATE.get(device_type, OTHER_RATE)
         self.timers = timers
+        self.wall = device_type != "gpu" or not timers
         self.rates = {}
         self.in_flight = deque()  # (event, stage, units, launched at) not seen finished
         self._last_seen = 0.0  # when the last launch was seen finished
+        self.listener = None
 
     def rate(self, stage: str) -> float:
         return self.rates.get(stage, self.first_rate)
@@ -123,20 +131,31 @@ class Pacer:
         self.in_flight.append((event, stage, units, time.perf_counter()))
 
     def _retire(self):
-        """Forget finished launches; each one's speed becomes its stage's rate."""
+        """Forget finished launches; their speed becomes their stage's rate."""
+        finished = []
         while self.in_flight and self.in_flight[0][0].command_execution_status <= 0:
-            event, stage, units, launched = self.in_flight.popleft()
-            now = time.perf_counter()
-            if self.timers:
+            finished.append(self.in_flight.popleft())
+        if not finished:
+            return
+        now = time.perf_counter()
+        since = max(finished[0][3], self._last_seen)  # the wall time they can have taken
+        self._last_seen = now
+        units = {}
+        for event, stage, count, _ in finished:
+            units[stage] = units.get(stage, 0) + count
+            if self.timers and not self.wall:
                 try:
                     seconds = (event.profile.end - event.profile.start) * 1e-9
                 except cl.Error:  # a caller's queue without profiling
                     continue
-            else:
-                seconds = now - max(launched, self._last_seen)
-            self._last_seen = now
-            if seconds > 0:
-                self.rates[stage] = units / seconds
+                if seconds > 0:
+                    self.rates[stage] = count / seconds
+        if self.wall and now > since:
+            for stage, count in units.items():
+                self.rates[stage] = count / (now - since)
+        if self.listener is not None:
+            for stage, count in units.items():
+                self.listener(stage, count)
 
     def clear(self):
         """Learn the rates of the launches that finished, then forget the rest (after

@@ -1,4 +1,5 @@
-"""pybp: parallel-beam filtered back-projection on any OpenCL device.
+"""pybp: tomographic reconstruction on any OpenCL device: parallel-beam scans by filtered
+back-projection, cone-beam scans (reconstruct --geometry) by FDK.
 
 Commands: reconstruct, center, preview, demo, devices, bench, tune, render."""
 
@@ -16,6 +17,7 @@ from dataclasses import fields as dataclass_fields
 from pybp import __version__
 from pybp import tune as tuning
 from pybp.cli import files as cli_files
+from pybp.cli import preview, writing
 from pybp.cli.files import Parser
 from pybp.cli.writing import EXIT_INTERRUPTED
 from pybp.cl.device import devices
@@ -34,7 +36,8 @@ def tool(name):
 def cmd_devices(args):
     found = devices()
     if not found:
-        print("no OpenCL device found; `pip install \"pybp-opencl[cpu]\"` adds the CPU runtimes")
+        print("no OpenCL device found; the CPU runtimes (pybp's cpu extra): "
+              "`pip install pocl-binary-distribution intel-opencl-rt`")
         return 1
     for d in found:
         print(d.summary() + ("" if d.usable else f": not usable, {d.why_unusable}"))
@@ -84,13 +87,15 @@ def build_parser():
                         help="show the traceback of an error instead of one line")
     sub = parser.add_subparsers(dest="command", required=True, parser_class=Parser)
     cli_files.add_parsers(sub, common)
+    preview.add_parser(sub, common)
 
     sub.add_parser("devices", help="list OpenCL devices").set_defaults(func=cmd_devices)
     device_help = ("index or name substring (see `pybp devices`; default: PYBP_DEVICE, "
                    "else the fastest)")
 
     demo = sub.add_parser("demo", parents=[common],
-                          help="reconstruct the built-in phantom, print speed and error")
+                          help="reconstruct the built-in phantom (--cone: by FDK), print "
+                               "speed and error")
     demo.add_argument("--size", type=int, default=None,
                       help="detector bins and slice width (default: 512; 256 with --write-scan)")
     demo.add_argument("--angles", type=int, default=None, help="projections (default: size)")
@@ -100,7 +105,9 @@ def build_parser():
     demo.add_argument("--precision", choices=STORAGES, default="float",
                       help="sinograms on the device in float or half")
     demo.add_argument("--device", default=None, help=device_help)
-    demo.add_argument("--output", default="pybp-demo.png", help="the slice: .png, .npy or .tif")
+    demo.add_argument("--output", default=None,
+                      help="the slice: .png, .npy or .tif (default: pybp-demo.png; with --cone "
+                           "pybp-demo-cone.png, three sections of the volume)")
     demo.add_argument("--overwrite", action="store_true", help="replace an existing output file")
     demo.add_argument("--write-scan", metavar="FILE.h5",
                       help="instead: write a DXchange scan of the 3-D phantom (size/4 rows, "
@@ -174,9 +181,9 @@ def build_parser():
         "tune", parents=[common], help="search kernel parameters for this device; save a profile",
         description="""Time verified kernel candidates on this device within a budget and save
 the fastest of each setting (slices per pass, interpolation, storage) as the device's
-profile, which pybp uses from then on. Each setting's default is timed first; the
-profile is saved after each new best, so a search stopped by the budget or by Ctrl-C
-leaves a usable profile.""")
+profile, which pybp uses from then on. Each setting's current choice is timed first;
+when the budget is spent, each setting's fastest candidate is timed again beside it, in
+turns, and saved only where it is faster. Ctrl-C keeps the profile as it was.""")
     tune.add_argument("--budget", type=float, default=None, metavar="SECONDS",
                       help="stop starting candidates after this long (default: "
                            f"{tuning.BUDGETS['cpu']:.0f} on a CPU, {tuning.BUDGET:.0f} on a GPU)")
@@ -244,6 +251,7 @@ def main(argv=None):
         try:
             code = _main(argv)
         except KeyboardInterrupt:
+            writing.hold_interrupts()
             code = None
         finally:
             warnings.showwarning = shown
@@ -254,8 +262,6 @@ def main(argv=None):
 
 
 def _main(argv):
-    # PoCL's compiler notes (an unroll hint it did not take) are not the user's concern.
-    warnings.filterwarnings("ignore", message="Non-empty compiler output")
     argv = sys.argv[1:] if argv is None else list(argv)
     args = build_parser().parse_args(argv)
     args.command_line = shlex.join(["pybp"] + argv)
@@ -268,6 +274,7 @@ def _main(argv):
     try:
         return args.func(args)
     except KeyboardInterrupt:
+        writing.hold_interrupts()
         print(f"pybp {args.command}: interrupted", file=sys.stderr)
         return EXIT_INTERRUPTED
     except Exception as exc:

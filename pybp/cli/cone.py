@@ -7,25 +7,28 @@ from __future__ import annotations
 import sys
 import time
 from dataclasses import fields
+from functools import partial
 from pathlib import Path
 
 import numpy as np
 
-from pybp import __version__, phantoms
+from pybp import __version__, checks, phantoms
 from pybp.api.cone import ConeBackprojector
 from pybp.cl import store
-from pybp.cl.device import select_device
+from pybp.cl.device import describe, select_device
 from pybp.cli import writing
+from pybp.cli.preview import sections, write_preview
 from pybp.cli.writing import EXIT_INTERRUPTED
 from pybp.cone import kernels
 from pybp.cone.params import ConeParams
+from pybp.cone.profiler import default_params
 from pybp.geometry.cone import ConeGeometry
 from pybp.io.cone import read_geometry, write_circular
+from pybp.parallel import speed
 from pybp.io.demo import cone_circular, cone_scan, write_dxchange
-from pybp.io.images import SLICE_SUFFIXES, write_slice
+from pybp.io.images import SLICE_SUFFIXES, write_png, write_slice
 from pybp.io.readers import HDF5_SUFFIXES, open_scan
 from pybp.io.writers import check_output_file, open_output, output_kind, stored_metadata
-from pybp.stream.progress import Progress
 
 PLANE_ALIGN = 16  # runs of planes start on a multiple of the widest column: bit for bit
 # Parallel-beam options and their defaults: given with --geometry, they are refused.
@@ -34,6 +37,18 @@ PARALLEL_ONLY = {"center": "auto", "center_search": None, "center_sweep": None, 
                  "circle": False, "devices": None, "scheduler": None, "chunk_slices": None,
                  "rings": None, "ring_options": None, "phase": None, "delta_beta": None,
                  "energy": None, "distance": None, "pixel_size": None, "phase_margin": None}
+
+
+# The API's names in its errors, as this command's options say them.
+API_NAMES = (("memory_limit:", "--memory-limit:"), ("allow more memory", "allow more memory "
+             "(--memory-limit)"), ("volume_shape", "volume_shape (in the geometry file)"))
+
+
+def _as_options(exc: ValueError) -> ValueError:
+    text = str(exc)
+    for name, option in API_NAMES:
+        text = text.replace(name, option)
+    return ValueError(text)
 
 
 def _check_options(args):
@@ -48,7 +63,7 @@ def _say(args, text):
         print(text, flush=True)
 
 
-def reconstruct(args, check_output_path, check_counts, write_preview):
+def reconstruct(args, check_output_path, check_counts):
     """The cone-beam path of ``pybp reconstruct`` (the parallel path's checks passed in:
     one definition of each)."""
     _check_options(args)
@@ -62,33 +77,51 @@ def reconstruct(args, check_output_path, check_counts, write_preview):
         n_angles, n_rows, n_cols = scan.shape
         geometry = read_geometry(args.geometry, scan.angles, (n_rows, n_cols))
         check_counts(args, scan)
+        if args.device is None:
+            speed.choose_cpu_runtime()  # where several CPU runtimes work: the fastest here
         device = select_device(args.device)
+        described = describe(device)
+        params = default_params(described)
         nz, ny, nx = geometry.volume_shape
         _say(args, f"input: {scan.source['projections']} ({scan.source['format']}): {n_angles} "
                    f"projections of {n_rows} x {n_cols}; cone beam ({args.geometry}) to "
                    f"{nz} x {ny} x {nx} voxels of {geometry.voxel_size:g}")
         if args.resume:
             stored_metadata(args.output)  # an output pybp did not make is refused here
+        # Everything that changes a voxel's value: the volume's grid (voxel_size and
+        # volume_offset are not in the matrices), the matrices, and the kernels.
         metadata = dict(input=str(Path(args.input).resolve()), input_sha1=scan.fingerprint(),
                         geometry=str(Path(args.geometry).resolve()),
+                        voxel_size=geometry.voxel_size,
+                        volume_offset=[float(v) for v in geometry.volume_offset],
                         matrices_sha1=writing.sha1(geometry.matrices), filter=args.filter,
                         padding=args.padding, log=not args.no_log, command=args.command_line,
+                        devices=[dict(device=described.identity, name=described.name,
+                                      kernels=[params.key()])],
                         pybp=__version__, source=scan.source)
-        output = open_output(args.output, geometry.volume_shape, args.dtype, metadata,
-                             overwrite=args.overwrite, resume=args.resume, inputs=inputs)
+        flats, darks = scan.flats, scan.darks
+        if flats is None and not args.no_log:  # transmissions: -log of the values
+            flats, darks = np.ones((n_rows, n_cols)), None
+        # The kernels, buffers and slabs of the whole volume are made before the output
+        # is: a volume the device cannot take is one line, and nothing is made.
+        backprojector = partial(_backprojector, args, geometry, params, flats, darks, device)
+        whole = backprojector((0, nz))
+        try:
+            output = open_output(args.output, geometry.volume_shape, args.dtype, metadata,
+                                 overwrite=args.overwrite, resume=args.resume, inputs=inputs)
 
-        def work():
-            done_before = int(output.done.sum())
-            if done_before:
-                _say(args, f"resume: {done_before} of {nz} planes are already in {args.output}")
-            flats, darks = scan.flats, scan.darks
-            if flats is None and not args.no_log:  # transmissions: -log of the values
-                flats, darks = np.ones((n_rows, n_cols)), None
-            tick = time.perf_counter()
-            todo = _run(args, geometry, scan.projections, output, device, flats, darks)
-            return todo, time.perf_counter() - tick
+            def work():
+                done_before = int(output.done.sum())
+                if done_before:
+                    _say(args, f"resume: {done_before} of {nz} planes are already in "
+                               f"{args.output}")
+                tick = time.perf_counter()
+                todo = _run(args, geometry, scan.projections, output, whole, backprojector)
+                return todo, time.perf_counter() - tick
 
-        result, code = writing.into(output, nz, "plane", work)
+            result, code = writing.into(output, nz, "plane", work)
+        finally:
+            whole.close()
         if code is not None:
             return code
         todo, seconds = result
@@ -104,20 +137,30 @@ def reconstruct(args, check_output_path, check_counts, write_preview):
     return 0
 
 
-def _run(args, geometry, data, output, device, flats, darks) -> int:
-    """The planes missing from ``output``, run by run; how many were made."""
-    _, ny, nx = geometry.volume_shape
+def _backprojector(args, geometry, params, flats, darks, device, planes):
+    """The command's :class:`ConeBackprojector` of z ``planes``; errors in the command's
+    words."""
+    try:
+        return ConeBackprojector(geometry, params, filter=args.filter, padding=args.padding,
+                                 planes=planes, flats=flats, darks=darks, device=device,
+                                 memory_limit=args.memory_limit, progress=not args.quiet)
+    except ValueError as exc:
+        raise _as_options(exc) from exc
+
+
+def _run(args, geometry, data, output, whole, backprojector) -> int:
+    """The planes missing from ``output``, run by run (``whole``: the back-projector of
+    every plane; ``backprojector(planes)`` makes one of a run's); how many were made."""
+    nz = geometry.volume_shape[0]
     runs = output.remaining(align=PLANE_ALIGN)
     for a, b in runs:
-        with ConeBackprojector(geometry, filter=args.filter, padding=args.padding,
-                               planes=(a, b), flats=flats, darks=darks, device=device) as bp:
-            passes = len(bp.plan.slabs) * len(bp.plan.passes)
-            progress = Progress(passes, (b - a) * ny * nx * geometry.n_angles / passes,
-                                enabled=not args.quiet, what="passes", rate="GUPS")
-            try:
-                bp(data, out=output.view(a, b), progress=lambda _: progress.update(1))
-            finally:
-                progress.close()
+        if (a, b) == (0, nz):
+            made = whole
+        else:
+            whole.close()  # its memory, for the runs of a resumed volume
+            made = backprojector((a, b))
+        with made as bp:
+            bp(data, out=output.view(a, b))
     output.finish()
     return sum(b - a for a, b in runs)
 
@@ -127,6 +170,11 @@ def demo(args):
     its speed and error, and the middle plane as an image; with ``--write-scan``, the
     scan as DXchange counts and its ``cone.json`` instead."""
     n = args.size or 128
+    samples = (args.angles or 2 * n) * n * (n + n // 4)
+    # about 40 bytes a detector sample (line integrals, counts, noise); the phantom's
+    # volume, sampled 8 times a voxel, about 200 bytes a voxel
+    checks.check_demo_memory(40 * samples + (0 if args.write_scan else 200 * n ** 3),
+                             f"a cone-beam {'scan' if args.write_scan else 'demo'} of {n}^3")
     if args.write_scan:
         path = Path(args.write_scan)
         geometry_path = path.with_name(path.stem + "-cone.json")
@@ -144,7 +192,10 @@ def demo(args):
         print(f"wrote {geometry_path}: its circular orbit and a {n}^3 volume")
         print(f"next: pybp reconstruct {path} -o {path.stem}-volume --geometry {geometry_path}")
         return 0
+    args.output = args.output or "pybp-demo-cone.png"
     check_output_file(args.output, args.overwrite, SLICE_SUFFIXES)  # before any work
+    if args.device is None:
+        speed.choose_cpu_runtime()  # where several CPU runtimes work: the fastest here
     device = select_device(args.device)
     angles = np.deg2rad(np.arange(args.angles or 2 * n) * (360.0 / (args.angles or 2 * n)))
     geometry = ConeGeometry.circular(angles, **cone_circular(n))
@@ -171,8 +222,12 @@ def demo(args):
     print(f"speed:   {geometry.updates() / seconds * 1e-9:.3g} GUPS, projections in memory to "
           f"volume in memory ({seconds * 1e3:.0f} ms; set-up {setup:.2f} s)")
     print(f"error:   RMS {error:.4f} against the phantom (values 0..1)")
-    path = write_slice(args.output, volume[n // 2], low=0.0, high=1.0, overwrite=args.overwrite)
-    print(f"plane:   the middle z plane written to {path}")
+    if Path(args.output).suffix.lower() == ".png":  # a picture: three sections, y and z up
+        path = write_png(args.output, sections(volume), overwrite=args.overwrite)
+        print(f"picture: the middle z, y and x planes written to {path}")
+    else:  # values: the middle z plane as it is
+        path = write_slice(args.output, volume[n // 2], overwrite=args.overwrite)
+        print(f"plane:   the middle z plane written to {path}")
     return 0
 
 

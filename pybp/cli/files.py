@@ -12,6 +12,7 @@ import numpy as np
 
 from pybp import __version__, centre, distributed
 from pybp.stages.filters import FILTERS, PADDINGS
+from pybp.cli.preview import write_preview
 from pybp.io.images import contact_sheet, display_range, label, to_8bit, write_png
 from pybp.io.readers import open_scan
 from pybp.cl.device import select_device
@@ -23,15 +24,15 @@ from pybp.io.writers import (
     check_output_path,
     open_output,
     output_kind,
-    read_slices,
     stored_metadata,
 )
 from pybp.parallel.params import INTERPOLATIONS, SLICES_PER_PASS, STORAGES
 from pybp.api.sinograms import Backprojector
 from pybp.cl.device import open_device
+from pybp.parallel import speed
 from pybp.parallel.prepare import Setup
 from pybp.stream.team import Slab
-from pybp.api.volumes import reconstruct
+from pybp.api.volumes import Reconstructor
 from pybp.cli import preprocessing, writing
 
 SHEET_TILE = 256  # pixels of one slice on the contact sheet
@@ -145,7 +146,9 @@ def _check_counts(args, scan):
     if scan.flats is not None or args.no_log or args.normalised:
         return
     n_angles, n_rows, _ = scan.shape
-    sample = np.asarray(scan.projections[::max(1, n_angles // 16), n_rows // 2], np.float64)
+    middle = slice(n_rows // 2, n_rows // 2 + 1)  # one frame at a time: every reader takes it
+    sample = np.concatenate([np.asarray(scan.projections[i, middle], np.float64).ravel()
+                             for i in range(0, n_angles, max(1, n_angles // 16))])
     median = float(np.median(sample))
     if np.all(sample >= 1) and median > RAW_COUNTS_MEDIAN:
         raise ValueError(f"input: {scan.source['projections']} has no flats or darks and its "
@@ -155,7 +158,7 @@ def _check_counts(args, scan):
                          "line integrals")
 
 
-def _metadata(args, scan, rows, center, steps):
+def _metadata(args, scan, rows, center, steps, rec):
     n_bins = scan.shape[2]
     digest = writing.sha1(scan.angles)
     return dict(input=str(Path(args.input).resolve()), input_sha1=scan.fingerprint(),
@@ -164,8 +167,12 @@ def _metadata(args, scan, rows, center, steps):
                 angle_span_degrees=float(np.degrees(np.ptp(scan.angles))),
                 filter=args.filter, padding=args.padding, interpolation=args.interpolation,
                 precision=args.precision, slice_shape=[n_bins, n_bins],
+                slices_per_pass=args.slices_per_pass,
+                devices=rec.kernels() if rec is not None else "dask workers",
                 log=not args.no_log, command=args.command_line, pybp=__version__,
                 source=scan.source, **({"circle": True} if args.circle else {}),
+                # chunks of a grid the chunk size sets, where phase retrieval reaches across rows
+                **({"chunk_slices": args.chunk_slices} if steps["phase"] else {}),
                 **{key: value for key, value in steps.items() if value is not None})
 
 
@@ -188,7 +195,7 @@ def _center_sweep(args, scan, rows):
     for c in candidates:
         with Backprojector(scan.shape[2], scan.angles, center=c, filter=args.filter,
                            padding=args.padding, interpolation=args.interpolation,
-                           context=context) as bp:
+                           context=context, angle_unit="rad") as bp:
             slices.append(bp(sinogram))
     low, high = display_range(slices)
     tiles = []
@@ -230,6 +237,8 @@ def _check_devices(args):
     """The devices asked for, found and able to build kernels, before any file is made."""
     if args.scheduler:
         return
+    if args.device is None and not args.devices:
+        speed.choose_cpu_runtime()  # where several CPU runtimes work: the fastest here
     if args.devices:
         names = [d.name for d in distributed.device_list(args.devices)]
         _say(args, f"devices: {len(names)} ({', '.join(names)})")
@@ -259,7 +268,10 @@ def cmd_reconstruct(args):
     if args.geometry:
         # The cone-beam modules load only for a cone-beam scan (0.03 s of every start-up).
         cone_cli = importlib.import_module("pybp.cli.cone")
-        return cone_cli.reconstruct(args, check_output_path, _check_counts, write_preview)
+        return cone_cli.reconstruct(args, check_output_path, _check_counts)
+    if args.memory_limit is not None:
+        raise ValueError("--memory-limit: a cone-beam option (with --geometry); parallel beam "
+                         "sizes its chunks from the device's memory (--chunk-slices caps them)")
     inputs = (args.input, args.flats, args.darks, args.angles)
     if not args.center_sweep:
         check_output_path(args.output, args.overwrite, args.resume, inputs)
@@ -285,18 +297,29 @@ def cmd_reconstruct(args):
         center = _center(args, scan, rows, stored)
         Geometry.create(n_bins, scan.angles, center)  # the axis on the detector
         n = rows[1] - rows[0]
-        metadata = _metadata(args, scan, rows, center, steps)
+        options = dict(filter=args.filter, padding=args.padding,
+                       interpolation=args.interpolation, precision=args.precision,
+                       slices_per_pass=args.slices_per_pass, circle=args.circle, **steps)
         client = _cluster(args)
+        rec = None
         try:
+            # The kernels are built (and verified) before the output is made: what they
+            # are is stored with the slices, and --resume refuses others.
+            if client is None:
+                rec = Reconstructor(n_bins, scan.angles, center, device=args.device,
+                                    devices=args.devices, angle_unit="rad", **options)
+            metadata = _metadata(args, scan, rows, center, steps, rec)
             output = open_output(args.output, (n, n_bins, n_bins), args.dtype, metadata,
                                  overwrite=args.overwrite, resume=args.resume, inputs=inputs)
             result, code = writing.into(output, n, "slice",
-                                        lambda: _run(args, scan, rows, center, steps, output,
-                                                             client))
+                                        lambda: _run(args, scan, rows, center, options, output,
+                                                     client, rec))
             if code is not None:
                 return code
             todo, seconds = result
         finally:
+            if rec is not None:
+                rec.close()
             if client is not None:
                 cluster = client.cluster if args.scheduler == "local" else None
                 client.close()
@@ -314,26 +337,23 @@ def cmd_reconstruct(args):
     return 0
 
 
-def _run(args, scan, rows, center, steps, output, client):
-    """The slices missing from ``output``; returns how many were made and the seconds."""
+def _run(args, scan, rows, center, options, output, client, rec):
+    """The slices missing from ``output`` (by ``rec``, a :class:`pybp.Reconstructor`, or
+    the workers of ``client``); returns how many were made and the seconds."""
     n = rows[1] - rows[0]
     missing = int((~output.done).sum())
     runs = output.remaining(align=max(SLICES_PER_PASS))
     if missing < n:
         _say(args, f"resume: {n - missing} of {n} slices are already in {args.output}")
-    options = dict(center=center, filter=args.filter, padding=args.padding,
-                   interpolation=args.interpolation, precision=args.precision,
-                   slices_per_pass=args.slices_per_pass, circle=args.circle, **steps)
     tick = time.perf_counter()
     for a, b in runs:
         if client is not None:
-            _on_cluster(args, client, scan, output, rows, a, b, options)
+            _on_cluster(args, client, scan, output, rows, a, b, dict(options, center=center))
             continue
-        reconstruct(scan.projections, scan.angles, scan.flats, scan.darks,
-                    rows=(rows[0] + a, rows[0] + b), out=output.view(a, b),
-                    log=not args.no_log, progress=not args.quiet,
-                    chunk_slices=args.chunk_slices, device=args.device,
-                    devices=args.devices, **options)
+        rec.reconstruct(scan.projections, scan.flats, scan.darks,
+                        rows=(rows[0] + a, rows[0] + b), out=output.view(a, b),
+                        log=not args.no_log, progress=not args.quiet,
+                        chunk_slices=args.chunk_slices)
     seconds = time.perf_counter() - tick
     output.finish()
     return sum(b - a for a, b in runs), seconds
@@ -349,27 +369,6 @@ def _on_cluster(args, client, scan, output, rows, a, b, options):
         distributed.reconstruct_on_cluster(client, setup, slab, scan=scan.opened_with)
     finally:
         output.scan_done()
-
-
-def write_preview(path, png=None, overwrite=False, row=None):
-    """A PNG of the middle slice (or of detector row ``row``) of a reconstruction."""
-    slices, metadata = read_slices(path)
-    first = int(metadata.get("first_row", 0))
-    index = len(slices) // 2 if row is None else row - first
-    if not 0 <= index < len(slices):
-        raise ValueError(f"row: {path} holds rows {first}..{first + len(slices) - 1}, "
-                         f"not {row}")
-    image = np.asarray(slices[index], np.float32)
-    low, high = display_range([image])
-    path = Path(path)
-    png = Path(png) if png else path.with_name((path.name if path.is_dir() else path.stem)
-                                               + "-preview.png")
-    return write_png(png, label(to_8bit(image, low, high), f"r={first + index}"), overwrite)
-
-
-def cmd_preview(args):
-    print(f"wrote {write_preview(args.input, args.output, args.overwrite, args.row)}")
-    return 0
 
 
 def _input_options(parser):
@@ -407,6 +406,24 @@ def _center_options(parser):
                              "A and B (default: all but 10%% at each edge)")
 
 
+BYTE_UNITS = {"": 1, "k": 1 << 10, "m": 1 << 20, "g": 1 << 30, "t": 1 << 40}
+
+
+def byte_size(text):
+    """``BYTES`` as the options take it: a number, with K, M, G or T (powers of 1024)."""
+    number, unit = text.strip().rstrip("bB"), ""
+    if number and number[-1].lower() in BYTE_UNITS:
+        number, unit = number[:-1], number[-1].lower()
+    try:
+        value = float(number) * BYTE_UNITS[unit]
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected bytes, such as 2G or 512M, got {text!r}") \
+            from None
+    if not 1 <= value < float("inf"):
+        raise argparse.ArgumentTypeError(f"expected a positive size, got {text!r}")
+    return int(value)
+
+
 def _slices_per_pass(text):
     if text == "auto":
         return text
@@ -418,7 +435,7 @@ def _slices_per_pass(text):
 def add_parsers(sub, common):
     rec = sub.add_parser(
         "reconstruct", parents=[common],
-        help="projection files to slices on disk (FBP), the axis found",
+        help="projection files to slices (FBP) or a volume (FDK, --geometry) on disk",
         description="Reconstruct a parallel-beam scan from files to slices on disk by "
                     "filtered back-projection, or a cone-beam scan (--geometry) to the "
                     "planes of its volume by FDK.",
@@ -483,9 +500,13 @@ traceback), 130 interrupted.""")
                      help="a Dask scheduler (tcp://host:8786) whose workers reconstruct slabs "
                           "of rows on their GPUs, reading the input and writing TIFF slices "
                           "on a shared file system; local: one worker process per device of "
-                          "--devices (needs pybp-opencl[dask]; default: none)")
+                          "--devices (needs Dask: pip install distributed; default: none)")
     rec.add_argument("--chunk-slices", type=int, default=None,
                      help="slices per chunk through the device (default: from its memory)")
+    rec.add_argument("--memory-limit", type=byte_size, metavar="BYTES",
+                     help="with --geometry: device memory for the volume and the projections "
+                          "in flight, e.g. 2G (default: 75%% of the device's); a larger volume "
+                          "goes through in slabs of z planes, with the same values")
     rec.add_argument("--overwrite", action="store_true", help="replace an existing output")
     rec.add_argument("--resume", action="store_true",
                      help="finish an interrupted run: reconstruct only the slices missing")
@@ -501,16 +522,6 @@ traceback), 130 interrupted.""")
     _input_options(cen)
     _center_options(cen)
     cen.set_defaults(func=cmd_center, quiet=False)
-
-    pre = sub.add_parser("preview", parents=[common], help="a PNG of a reconstruction's middle slice",
-                         description="Write a PNG of the middle slice (or --row) of slices "
-                                     "written by pybp reconstruct (folder, .h5 or .npy), grey "
-                                     "levels from its 0.5 and 99.5 percentiles.")
-    pre.add_argument("input", help="the reconstruction: folder of TIFF slices, .h5 or .npy")
-    pre.add_argument("-o", "--output", help="PNG file (default: INPUT-preview.png)")
-    pre.add_argument("--row", type=int, help="detector row of the slice (default: the middle)")
-    pre.add_argument("--overwrite", action="store_true", help="replace an existing PNG")
-    pre.set_defaults(func=cmd_preview)
 
 
 def is_expected(exc) -> bool:

@@ -12,7 +12,7 @@ from pathlib import Path
 
 import numpy as np
 
-from pybp import phantoms
+from pybp import checks, phantoms
 from pybp.api.sinograms import Backprojector
 from pybp.bench import cone as bench_cone, kernels as bench, volume as bench_pipeline
 from pybp.cl import store
@@ -24,7 +24,7 @@ from pybp.io.demo import phantom_scan, write_dxchange
 from pybp.io.images import SLICE_SUFFIXES, write_slice
 from pybp.io.readers import HDF5_SUFFIXES
 from pybp.io.writers import check_output_file
-from pybp.parallel import kernels
+from pybp.parallel import kernels, speed
 from pybp.parallel.params import SETTINGS, AluParams, family_of
 from pybp.tune import cone as cone_tuning, search as tuning
 
@@ -32,6 +32,9 @@ def cmd_write_scan(args):
     path = args.write_scan
     check_output_file(path, args.overwrite, HDF5_SUFFIXES, "--write-scan")
     n_bins = args.size or 256
+    # line integrals, counts and the noise's temporaries: about 40 bytes a sample
+    checks.check_demo_memory(40 * (args.angles or n_bins) * max(1, n_bins // 4) * n_bins,
+                             f"a scan of {n_bins} bins")
     degrees, projections, flats, darks, center, _ = phantom_scan(
         n_bins, n_rows=max(1, n_bins // 4), n_angles=args.angles)
     write_dxchange(path, projections, flats, darks, degrees, overwrite=args.overwrite)
@@ -47,12 +50,17 @@ def cmd_demo(args):
         return cone_cli.demo(args)
     if args.write_scan:
         return cmd_write_scan(args)
+    args.output = args.output or "pybp-demo.png"
     check_output_file(args.output, args.overwrite, SLICE_SUFFIXES)  # before any work
     if (Path(args.output).suffix.lower() in (".tif", ".tiff")
             and importlib.util.find_spec("tifffile") is None):
-        raise RuntimeError('--output: writing TIFF needs tifffile (pip install "pybp-opencl[io]")')
+        raise RuntimeError("--output: writing TIFF needs tifffile (pybp's io extra: "
+                           "pip install tifffile)")
+    if args.device is None:
+        speed.choose_cpu_runtime()  # where several CPU runtimes work: the fastest here
     device = select_device(args.device)  # a wrong one is reported before any work
     n = args.size or 512
+    checks.check_demo_memory(40 * (args.angles or n) * n + 16 * n * n, f"a slice of {n}^2")
     angles = np.linspace(0, np.pi, args.angles or n, endpoint=False)
     geometry = Geometry.create(n, angles)
     try:

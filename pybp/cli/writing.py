@@ -5,7 +5,9 @@ and an output that holds nothing of this run is removed."""
 from __future__ import annotations
 
 import hashlib
+import signal
 import sys
+import threading
 
 import numpy as np
 
@@ -20,14 +22,34 @@ def sha1(values) -> str:
     return hashlib.sha1(np.ascontiguousarray(values, np.float64).tobytes()).hexdigest()
 
 
+def _noted(signum, frame):
+    """SIGINT while a command stops: counted, not raised."""
+    _noted.count += 1
+
+
+_noted.count = 0
+
+
+def hold_interrupts():
+    """From now on (a Ctrl-C is being handled), further Ctrl-C are counted, not raised:
+    the command finishes its writes in flight, says what is on the disk and ends, with
+    no traceback from a second interrupt in the middle of that (the command's
+    :func:`pybp.cli.commands.main` puts its handler back when it returns)."""
+    if threading.current_thread() is threading.main_thread():
+        signal.signal(signal.SIGINT, _noted)
+
+
 def into(output, total, unit, work):
     """``(work(), None)``, or ``(None, EXIT_INTERRUPTED)`` after Ctrl-C, said in one line
-    (``unit``: what ``output`` holds ``total`` of, "slice" or "plane"). A write error
-    names the output and how many are complete; an output that holds nothing of this
-    run is removed; ``output`` is closed in every case."""
+    (``unit``: what ``output`` holds ``total`` of, "slice" or "plane"): the writes in
+    flight end first, so the count is what is on the disk. A write error names the
+    output and how many are complete; an output that holds nothing of this run is
+    removed; ``output`` is closed in every case."""
     try:
         return work(), None
     except KeyboardInterrupt:
+        hold_interrupts()
+        output.settle()
         done = int(output.scan_done().sum())
         if not done and output.made:
             output.discard()

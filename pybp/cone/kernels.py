@@ -40,25 +40,28 @@ def backproject_source(p: ConeParams, distance_weight: bool = False,
                           shared_column=shared_column)
 
 
-def preweight_args(flat_field: bool) -> tuple:
+def preweight_args(flat_field: bool, weighted: bool = True) -> tuple:
     means = (Arg("flat", "__global const float *", "the flats' mean, n_rows x n_cols of the detector"),
              Arg("dark", "__global const float *", "the darks' mean")) if flat_field else ()
+    weights = (Arg("frames", "__global const float *", f"per projection: {FRAME_VALUES} values "
+                   "(pybp/cone/weights.py)"),
+               Arg("column_weights", "__global const float *", "per projection: n_cols weights"),
+               Arg("first_projection", "const int", "the pass's first projection"),
+               Arg("first_row", "const int", "the detector row of the images' first row")) \
+        if weighted else ()
     return (
         Arg("images", "__global float *", "the pass's images, row_stride x n_cols each, in place"),
-        *means,
-        Arg("frames", "__global const float *", f"per projection: {FRAME_VALUES} values "
-            "(pybp/cone/weights.py)"),
-        Arg("column_weights", "__global const float *", "per projection: n_cols weights"),
-        Arg("first_projection", "const int", "the pass's first projection"),
-        Arg("first_row", "const int", "the detector row of the images' first row"),
+        *means, *weights,
         *ints("n_rows", "row_stride", "n_cols"),
         Arg("replaced", "volatile __global uint *", "values replaced (not positive, not finite)"),
     )
 
 
-def preweight_source(flat_field: bool, real: str, floor: float) -> str:
+def preweight_source(flat_field: bool, real: str, floor: float, weighted: bool = True) -> str:
     """``flat_field``: the images are counts, made line integrals first (``floor``: what
-    a non-positive transmission becomes), in ``real`` arithmetic."""
-    return codegen.render("cone/preweight.cl.mako", {"cone_preweight": preweight_args(flat_field)},
+    a non-positive transmission becomes), in ``real`` arithmetic. Not ``weighted`` (the
+    plain back-projection): only the line integrals' check, NaN and Inf counted."""
+    return codegen.render("cone/preweight.cl.mako",
+                          {"cone_preweight": preweight_args(flat_field, weighted)},
                           frame_values=FRAME_VALUES, flat_field=flat_field, real=real,
-                          floor=repr(float(floor)))
+                          floor=repr(float(floor)), weighted=weighted)

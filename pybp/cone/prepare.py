@@ -13,6 +13,8 @@ computing overlap. Each slab is read back when its passes are done.
 
 from __future__ import annotations
 
+import operator
+
 import numpy as np
 import pyopencl as cl
 
@@ -39,9 +41,10 @@ def _planes(planes, nz) -> range:
     if planes is None:
         return range(nz)
     try:
-        first, stop = (int(v) for v in planes)
+        first, stop = (operator.index(v) for v in planes)
     except (TypeError, ValueError):
-        raise TypeError(f"planes: expected (first, stop), got {planes!r}") from None
+        raise TypeError(f"planes: expected (first, stop), two integers, got {planes!r}") \
+            from None
     if not 0 <= first < stop <= nz:
         raise ValueError(f"planes: expected 0 <= first < stop <= {nz}, got {planes!r}")
     return range(first, stop)
@@ -137,8 +140,15 @@ class Unit:
         if filter is None and flats is not None:
             raise ValueError("flats: counts are normalised as FDK's first step; give a filter "
                              "(pybp.fdk), or line integrals to the plain back-projection")
+        self.counts = flats is not None
+        self._replaced = cl.Buffer(self.context, cl.mem_flags.READ_WRITE, 4)
         if filter is not None:
             self._prepare_fdk(padding, short_scan, flats, darks)
+        else:  # the line integrals' check alone
+            self._preweight = codegen.declared(
+                self.context, d, kernels.preweight_source(False, "float", FLOOR_TRANSMISSION,
+                                                          weighted=False),
+                "cone_preweight", kernels.preweight_args(False, weighted=False))
         per_pass_buffers = 2 * (1 + (p.family == "texture")) + \
             (self._filter is not None and not self._filter.in_place)
         self.planes = _planes(planes, geometry.volume_shape[0])
@@ -187,8 +197,7 @@ class Unit:
         as_float = lambda values: np.ascontiguousarray(values, np.float32)  # noqa: E731
         self._weights = {
             "frames": cl.Buffer(self.context, flags, hostbuf=as_float(weights.frames(g).packed())),
-            "columns": cl.Buffer(self.context, flags, hostbuf=as_float(columns)),
-            "replaced": cl.Buffer(self.context, cl.mem_flags.READ_WRITE, 4)}
+            "columns": cl.Buffer(self.context, flags, hostbuf=as_float(columns))}
         if flats is not None:
             flat = _mean(flats, "flats", g.detector_shape)
             dark = np.zeros_like(flat) if darks is None else _mean(darks, "darks", g.detector_shape)
@@ -207,9 +216,10 @@ class Unit:
             budget = int(d.global_memory * DEFAULT_MEMORY_SHARE)
         else:
             if isinstance(memory_limit, bool) or not isinstance(
-                    memory_limit, (int, float, np.integer, np.floating)) or not memory_limit >= 1:
-                raise ValueError(f"memory_limit: expected a positive number of bytes, got "
-                                 f"{memory_limit!r}")
+                    memory_limit, (int, float, np.integer, np.floating)) or \
+                    not 1 <= memory_limit < float("inf"):
+                raise ValueError(f"memory_limit: expected a positive, finite number of bytes, "
+                                 f"got {memory_limit!r}")
             budget = min(int(memory_limit), int(d.global_memory * DEFAULT_MEMORY_SHARE))
         return slabs.plan(self.geometry, self.params.projections_per_pass,
                           self.params.voxels_per_item, budget, d.max_allocation, per_pass_buffers,
@@ -257,19 +267,22 @@ class Unit:
         matrices = cl.enqueue_copy(self.transfer, s["matrices"], self.matrices[first:first + count],
                                    wait_for=waits, is_blocking=False)
         self.transfer.flush()
-        event, rows = None, s["rows"]
-        waits = [s["uploaded"], matrices]
+        rows = s["rows"]
+        grid = (_round_up(n_cols, PREWEIGHT_GROUP[0]), _round_up(n_rows, PREWEIGHT_GROUP[1]), count)
+        sizes = dict(images=rows, n_rows=n_rows, row_stride=stride, n_cols=n_cols,
+                     replaced=self._replaced)
         if self._filter is not None:
             means = {k: self._weights[k] for k in ("flat", "dark") if k in self._weights}
             event = self._preweight(
-                q, (_round_up(n_cols, PREWEIGHT_GROUP[0]), _round_up(n_rows, PREWEIGHT_GROUP[1]),
-                    count), PREWEIGHT_GROUP, waits, images=rows, frames=self._weights["frames"],
-                column_weights=self._weights["columns"], first_projection=first,
-                first_row=first_row, n_rows=n_rows, row_stride=stride, n_cols=n_cols,
-                replaced=self._weights["replaced"], **means)
+                q, grid, PREWEIGHT_GROUP, [s["uploaded"], matrices],
+                frames=self._weights["frames"], column_weights=self._weights["columns"],
+                first_projection=first, first_row=first_row, **sizes, **means)
             target = rows if self._filter.in_place else self._scratch
             event = self._filter(q, rows, target, count * stride, wait_for=[event])
-            rows, waits = target, [event]
+            rows = target
+        else:
+            event = self._preweight(q, grid, PREWEIGHT_GROUP, [s["uploaded"], matrices], **sizes)
+        waits = [event]
         s["computed"] = self._backproject(s, rows, first, count, window, slab, accumulate, waits)
         q.flush()
 
@@ -337,8 +350,7 @@ class Unit:
         slab. ``pool``: threads for the host copies; ``progress``: called with the
         voxel updates of each pass."""
         _, ny, nx = self.geometry.volume_shape
-        if self._weights is not None:
-            cl.enqueue_fill_buffer(self.queue, self._weights["replaced"], np.uint32(0), 0, 4)
+        cl.enqueue_copy(self.queue, self._replaced, np.zeros(1, np.uint32))
         for slab in self.plan.slabs:
             for n, ((first, count), window) in enumerate(zip(self.plan.passes, slab.windows)):
                 s = self._sets[n % 2]
@@ -346,6 +358,8 @@ class Unit:
                 self._pass(s, first, count, window, slab, n > 0)
                 if progress is not None:
                     progress(slab.n_planes * ny * nx * count)
+            if not self.counts:
+                self._refuse_non_finite()  # before the slab is written
             at = slab.first_plane - self.planes.start
             planes = slice(at, at + slab.n_planes)
             direct = isinstance(out, np.ndarray) and out.dtype == np.float32 and \
@@ -355,11 +369,24 @@ class Unit:
             self.pacer.clear()
             if not direct:
                 put_rows(pool, out, at, target)
-        if self._weights is not None:
-            replaced = np.zeros(1, np.uint32)
-            cl.enqueue_copy(self.queue, replaced, self._weights["replaced"], is_blocking=True)
-            self.replaced = int(replaced[0])
+        self.replaced = self._count()
         return out
+
+    def _count(self) -> int:
+        """Values replaced so far in this call (pybp/cone/kernels.py's pre-weighting)."""
+        replaced = np.zeros(1, np.uint32)
+        self._wait(cl.enqueue_copy(self.queue, replaced, self._replaced, is_blocking=False))
+        return int(replaced[0])
+
+    def _refuse_non_finite(self):
+        """Line integrals with NaN or Inf: refused (they would spread over the volume),
+        as every entry point of pybp does (docs/design.md, section 1)."""
+        count = self._count()
+        if count:
+            self.pacer.clear()
+            raise ValueError(f"projections: {count} values are NaN or Inf; they would spread "
+                             "over the volume: replace them first (numpy.nan_to_num), or give "
+                             "flats (and darks) if these are detector counts")
 
     def close(self):
         self.queue.finish()
@@ -367,3 +394,4 @@ class Unit:
         if self._staging is not None:
             self._staging.release()
         self._staging = self._sets = self._volume = self._scratch = self._weights = None
+        self._replaced = None

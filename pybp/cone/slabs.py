@@ -66,6 +66,14 @@ def window(geometry: ConeGeometry, planes: range, projections: range) -> tuple:
     return first, stop - first
 
 
+def _gib(n_bytes: int) -> str:
+    """Bytes in the largest binary unit under them (3.07 GiB, 96 KiB)."""
+    for unit, shift in (("TiB", 40), ("GiB", 30), ("MiB", 20), ("KiB", 10)):
+        if n_bytes >= 1 << shift:
+            return f"{n_bytes / 2 ** shift:.3g} {unit}"
+    return f"{n_bytes} bytes"
+
+
 def _even(n: int) -> int:
     return n + n % 2
 
@@ -121,9 +129,12 @@ def plan(geometry: ConeGeometry, projections_per_pass: int, voxels_per_item: int
     if best is None:
         candidate = made(step)
         if not fits(candidate):
-            need = step * plane_bytes + pass_buffers * candidate.pass_bytes(n_cols, projections_per_pass)
-            raise ValueError(f"memory_limit: {budget} bytes hold no slab of {step} planes "
-                             f"with its pass buffers ({need} bytes); allow more memory or use "
-                             "fewer projections_per_pass")
+            passes_bytes = pass_buffers * candidate.pass_bytes(n_cols, projections_per_pass)
+            raise ValueError(
+                f"memory_limit: {_gib(budget)} of device memory hold no slab of {step} planes "
+                f"of {ny} x {nx} voxels ({_gib(step * plane_bytes)}, in one buffer of at most "
+                f"{_gib(volume_limit)}) beside the buffers of passes of {projections_per_pass} "
+                f"projections ({_gib(passes_bytes)}); allow more memory, or reconstruct a "
+                "smaller volume_shape")
         best = candidate
     return best

@@ -7,6 +7,10 @@ from __future__ import annotations
 
 import numpy as np
 
+from pybp.checks import float_array
+
+ANGLE_UNITS = ("rad", "deg")
+TURN = 2 * np.pi * (1 + 1e-6)  # a span beyond one turn of radians (and rounding) looks like degrees
 # A gap between neighbouring directions wider than this many typical steps is treated as
 # missing data (a missing wedge, a run of lost projections): it counts as this many
 # typical steps when the projections beside it are weighted (docs/design.md, section 1).
@@ -40,3 +44,22 @@ def gap_weights(angles, period) -> np.ndarray:
     weights = np.empty_like(weights_sorted)
     weights[order] = weights_sorted
     return weights
+
+
+def in_radians(angles, angle_unit=None, name="angles") -> np.ndarray:
+    """``angles`` as finite float64 radians, one rule for every public call:
+    ``angle_unit="deg"`` converts degrees; ``"rad"`` takes radians as they are; None
+    (the default) takes radians too, but refuses angles that span more than one turn
+    (2 pi): degrees given as radians would reconstruct garbage, silently. A scan of
+    several turns in radians passes ``angle_unit="rad"``."""
+    if angle_unit is not None and angle_unit not in ANGLE_UNITS:
+        raise ValueError(f"angle_unit: expected 'rad', 'deg' or None, got {angle_unit!r}")
+    values = float_array(angles, name, 1)
+    if angle_unit == "deg":
+        return np.radians(values)
+    span = float(np.ptp(values))
+    if angle_unit is None and span > TURN:
+        raise ValueError(f"{name}: they span {span:.6g}, more than one turn (2 pi) of radians: "
+                         "degrees? Give np.radians of them, or angle_unit='deg'; "
+                         "angle_unit='rad' takes them as radians (a scan of several turns)")
+    return values

@@ -25,6 +25,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from pybp.checks import float_array, positive_int
+from pybp.geometry.angles import in_radians
 
 CORNERS = np.array([(a, b, c) for a in (-0.5, 0.5) for b in (-0.5, 0.5) for c in (-0.5, 0.5)])
 
@@ -38,7 +39,11 @@ def _pair(value, name):
         raise ValueError(f"{name}: expected one or two numbers, got {value!r}")
     if not (values > 0).all():
         raise ValueError(f"{name}: expected positive sizes, got {value!r}")
+    _in_range(values, name)
     return float(values[0]), float(values[1])
+
+
+LARGEST_SIZE = 2 ** 31 - 1  # the kernels take sizes as 32-bit ints (indices are 64-bit)
 
 
 def _shape(value, name, n):
@@ -48,7 +53,26 @@ def _shape(value, name, n):
         raise TypeError(f"{name}: expected {n} integers, got {value!r}") from None
     if len(values) != n:
         raise ValueError(f"{name}: expected {n} integers, got {value!r}")
-    return tuple(positive_int(v, name) for v in values)
+    sizes = tuple(positive_int(v, name) for v in values)
+    if max(sizes) > LARGEST_SIZE:
+        raise ValueError(f"{name}: {list(sizes)} has a size beyond {LARGEST_SIZE} (2^31 - 1), "
+                         "the most the kernels count")
+    return sizes
+
+
+LENGTHS = (1e-100, 1e100)  # lengths (and matrix entries) pybp's float64 geometry handles:
+# their products, determinants and squares stay finite and normal
+
+
+def _in_range(values, name):
+    """``values`` (float64) with magnitudes within :data:`LENGTHS` (or zero)."""
+    size = np.abs(values)
+    if ((size > LENGTHS[1]) | ((size > 0) & (size < LENGTHS[0]))).any():
+        raise ValueError(f"{name}: values from {LENGTHS[0]:g} to {LENGTHS[1]:g} (or 0) in "
+                         f"magnitude are what the geometry is computed with; got "
+                         f"{values.ravel()[np.argmax(np.abs(np.log10(size + (size == 0))))]:g}: "
+                         "is the unit right?")
+    return values
 
 
 def _positive(value, name):
@@ -57,10 +81,10 @@ def _positive(value, name):
     value = float(float_array([value], name, 1)[0])
     if not value > 0:
         raise ValueError(f"{name}: expected a positive length, got {value}")
-    return value
+    return float(_in_range(np.array([value]), name)[0])
 
 
-@dataclass(frozen=True, eq=False)
+@dataclass(frozen=True, eq=False, repr=False)
 class ConeGeometry:
     """A cone-beam scan and the volume to reconstruct from it. Make one with
     :meth:`circular`, :meth:`from_astra` or :meth:`from_matrices`.
@@ -80,18 +104,21 @@ class ConeGeometry:
     # ---- constructors ------------------------------------------------------------------
     @classmethod
     def circular(cls, angles, detector_shape, pixel_size, source_origin, origin_detector,
-                 volume_shape, voxel_size, detector_offset=(0, 0), volume_offset=(0, 0, 0)):
-        """ASTRA's ``cone`` geometry: for angle ``t`` (radians) the source at
+                 volume_shape, voxel_size, detector_offset=(0, 0), volume_offset=(0, 0, 0),
+                 angle_unit=None):
+        """ASTRA's ``cone`` geometry: for angle ``t`` (radians; ``angle_unit="deg"``:
+        degrees; radians spanning more than one turn are refused unless
+        ``angle_unit="rad"`` says so, as everywhere in pybp) the source at
         ``(sin t, -cos t, 0) * source_origin``, the detector centre at
         ``(-sin t, cos t, 0) * origin_detector``, moved by ``detector_offset`` ``(row,
         column)`` pixels along its row and column steps ``v = (0, 0, 1) * pixel_size[0]``
         and ``u = (cos t, sin t, 0) * pixel_size[1]``; ``pixel_size`` a number or
         ``(row, column)``."""
-        angles = float_array(angles, "angles", 1)
+        angles = in_radians(angles, angle_unit)
         rows, columns = _pair(pixel_size, "pixel_size")
         source_origin = _positive(source_origin, "source_origin")
         origin_detector = _positive(origin_detector, "origin_detector")
-        offset = float_array(detector_offset, "detector_offset", 1)
+        offset = _in_range(float_array(detector_offset, "detector_offset", 1), "detector_offset")
         if offset.shape != (2,):
             raise ValueError(f"detector_offset: expected (row, column) in pixels, got "
                              f"{detector_offset!r}")
@@ -108,7 +135,7 @@ class ConeGeometry:
                    volume_offset=(0, 0, 0)):
         """ASTRA ``cone_vec``: one row ``(src, d, u, v)`` of 12 numbers per projection
         (source, detector centre, column step, row step): any trajectory."""
-        vectors = float_array(vectors, "vectors", 2)
+        vectors = _in_range(float_array(vectors, "vectors", 2), "vectors")
         if vectors.shape[1] != 12:
             raise ValueError(f"vectors: expected (n_angles, 12) rows of ASTRA cone_vec "
                              f"(src, d, u, v), got shape {vectors.shape}")
@@ -135,7 +162,7 @@ class ConeGeometry:
         """Projection matrices ``(n_angles, 3, 4)``: ``[u w, v w, w] = M [x, y, z, 1]``,
         ``(u, v)`` = (column, row) in pixels from the first pixel's centre, as in
         RabbitCT; any scale and sign. The source is each matrix's null vector."""
-        matrices = float_array(matrices, "matrices", 3)
+        matrices = _in_range(float_array(matrices, "matrices", 3), "matrices")
         if matrices.shape[1:] != (3, 4):
             raise ValueError(f"matrices: expected (n_angles, 3, 4), got shape {matrices.shape}")
         _, singular, vt = np.linalg.svd(matrices)
@@ -164,7 +191,7 @@ class ConeGeometry:
         matrices = matrices / depth[:, None, None]
         shape = _shape(volume_shape, "volume_shape", 3)
         size = _positive(voxel_size, "voxel_size")
-        offset = float_array(volume_offset, "volume_offset", 1)
+        offset = _in_range(float_array(volume_offset, "volume_offset", 1), "volume_offset")
         if offset.shape != (3,):
             raise ValueError(f"volume_offset: expected (x, y, z), got {volume_offset!r}")
         geometry = cls(matrices, sources, detector_shape, shape, size, tuple(offset))
@@ -181,6 +208,18 @@ class ConeGeometry:
                 f"volume_offset: the volume reaches the source's side of the source plane of "
                 f"projection {bad[0]} ({name}); move it (volume_offset) or make it smaller "
                 f"(volume_shape, voxel_size)")
+
+    def __repr__(self):
+        """One line: what the scan and the volume are, not every matrix."""
+        nz, ny, nx = self.volume_shape
+        distances = np.linalg.norm(self.sources, axis=1)
+        orbit = (f"sources {distances.min():.6g} from the origin" if np.ptp(distances) <=
+                 1e-9 * distances.max() else
+                 f"sources {distances.min():.6g} to {distances.max():.6g} from the origin")
+        return (f"ConeGeometry({self.n_angles} projections of {self.detector_shape[0]} x "
+                f"{self.detector_shape[1]} pixels, {orbit}, spanning "
+                f"{np.degrees(np.ptp(np.unwrap(self.angles))):.4g} degrees; volume {nz} x {ny} x "
+                f"{nx} voxels of {self.voxel_size:g} at {tuple(float(v) for v in self.volume_offset)})")
 
     # ---- what the kernels and weights need ----------------------------------------------
     @property

@@ -9,7 +9,6 @@ sinograms reconstruct upright.
 
 from __future__ import annotations
 
-import warnings
 from dataclasses import dataclass
 
 import numpy as np
@@ -39,10 +38,7 @@ class Geometry:
                angle_weights=None):
         """Validate user input once, at the API boundary, and build the geometry."""
         n_bins = positive_int(n_bins, "n_bins")
-        angles = float_array(angles, "angles", 1)
-        if np.ptp(angles) > 2 * np.pi * (1 + 1e-6):
-            warnings.warn(f"angles: they span {np.ptp(angles):g}, more than 2 pi: pybp takes "
-                          f"radians; convert degrees with np.radians", UserWarning, stacklevel=3)
+        angles = float_array(angles, "angles", 1)  # radians (pybp.geometry.angles.in_radians)
         weights = None
         if angle_weights is not None:
             weights = float_array(angle_weights, "angle_weights", 1)

@@ -34,8 +34,11 @@ CIRCULAR_KEYS = ("source_origin", "origin_detector", "pixel_size", "detector_off
 
 
 def _load_array(path: Path, name: str, columns: int) -> np.ndarray:
-    if not path.is_file():
+    if not path.exists():
         raise ValueError(f"geometry: {name} file {path} does not exist")
+    if not path.is_file():
+        what = "a folder" if path.is_dir() else "not a regular file"
+        raise ValueError(f"geometry: {name} file {path} is {what}; give a .npy or text file")
     try:
         values = np.load(path) if path.suffix == ".npy" else np.loadtxt(path, ndmin=2)
     except (OSError, ValueError) as exc:
@@ -50,12 +53,18 @@ def read_geometry(path, angles, detector_shape) -> ConeGeometry:
     a circular scan) and ``detector_shape`` ``(n_rows, n_cols)``. Errors name the file
     and the key."""
     path = Path(path)
+    if path.exists() and not path.is_file():
+        raise ValueError(f"geometry: {path} is {'a folder' if path.is_dir() else 'not a regular file'}"
+                         "; give a cone.json file")
     try:
         spec = json.loads(path.read_text())
     except OSError as exc:
         raise ValueError(f"geometry: cannot read {path}: {exc.strerror or exc}") from None
     except ValueError as exc:
         raise ValueError(f"geometry: {path} is not JSON: {exc}") from None
+    except RecursionError:
+        raise ValueError(f"geometry: {path} nests its values too deeply to be a cone.json") \
+            from None
     if not isinstance(spec, dict):
         raise ValueError(f"geometry: {path} must hold one JSON object")
     given = [k for k in TRAJECTORIES if k in spec]
@@ -82,7 +91,11 @@ def read_geometry(path, angles, detector_shape) -> ConeGeometry:
             if unknown or missing:
                 raise ValueError(f"circular: unknown key {unknown[0]!r}" if unknown
                                  else f"circular: needs {missing[0]!r}")
-            return ConeGeometry.circular(angles, detector_shape, **circular, **volume)
+            return ConeGeometry.circular(angles, detector_shape, **circular, **volume,
+                                         angle_unit="rad")
+        if not isinstance(spec[kind], str):
+            raise ValueError(f"{kind}: expected the name of a .npy or text file (relative to "
+                             f"the JSON), got {spec[kind]!r}")
         values = _load_array(path.parent / spec[kind], kind, 12)
         if len(values) != len(angles):
             raise ValueError(f"{kind}: {len(values)} rows in {spec[kind]}, but the scan has "

@@ -41,11 +41,20 @@ class DirectRows:
             row += take
 
     def __getitem__(self, key):
+        """``[frames, rows]``: frames a slice (any step) or one index; rows a slice
+        (step 1) or one index, as h5py would give them."""
         key = key if isinstance(key, tuple) else (key,)
+        if len(key) > 2 or any(k is Ellipsis for k in key):
+            raise IndexError("DirectRows: index as [frames, rows]")
         one = isinstance(key[0], (int, np.integer))
         frames = range(*key[0].indices(self.shape[0])) if isinstance(key[0], slice) else \
             range(int(key[0]) % self.shape[0], int(key[0]) % self.shape[0] + 1) if one else None
         rows = key[1] if len(key) > 1 else slice(None)
+        one_row = isinstance(rows, (int, np.integer))
+        if one_row:  # one detector row (the raw-counts check samples one)
+            if not -self.shape[1] <= rows < self.shape[1]:
+                raise IndexError(f"DirectRows: row {rows} of {self.shape[1]}")
+            rows = slice(int(rows) % self.shape[1], int(rows) % self.shape[1] + 1)
         if frames is None or not isinstance(rows, slice) or rows.step not in (None, 1):
             raise IndexError("DirectRows: index as [frames, rows] with slices or one frame")
         first, stop, _ = rows.indices(self.shape[1])
@@ -59,6 +68,8 @@ class DirectRows:
                     future.result()
         finally:
             os.close(fd)
+        if one_row:
+            out = out[:, 0]
         return out[0] if one else out
 
 

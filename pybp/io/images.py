@@ -39,7 +39,8 @@ def write_slice(path, image, low=None, high=None, overwrite=False) -> Path:
         try:
             import tifffile
         except ImportError as exc:
-            raise RuntimeError('output: writing TIFF needs tifffile (pip install "pybp-opencl[io]")') from exc
+            raise RuntimeError("output: writing TIFF needs tifffile (pybp's io extra: "
+                               "pip install tifffile)") from exc
         tifffile.imwrite(path, image)
     elif suffix == ".png":
         low = float(image.min()) if low is None else low
@@ -57,7 +58,8 @@ GLYPHS = {
     "6": "111100111101111", "7": "111001001010010", "8": "111101111101111",
     "9": "111101111001111", ".": "000000000000010", "-": "000000111000000",
     " ": "000000000000000", "=": "000111000111000", "c": "000111100100111",
-    "r": "000110101100100",
+    "r": "000110101100100", "x": "101101010101101", "y": "101101010010010",
+    "z": "111001010100111",
 }
 
 

@@ -3,7 +3,7 @@ folders (or globs) of TIFF projections, and ``.npy`` stacks. Each reader gives `
 objects that read only the rows asked for (``data[:, first:stop]``), so
 :func:`pybp.reconstruct` streams them a chunk of rows at a time.
 
-h5py and tifffile come with ``pip install "pybp-opencl[io]"``; a missing dataset or an ambiguous
+h5py and tifffile come with pybp's ``io`` extra; a missing dataset or an ambiguous
 file gives a ``ValueError`` that lists what the file holds.
 """
 

@@ -16,7 +16,8 @@ def need(module):
     try:
         return __import__(module)
     except ImportError:
-        raise RuntimeError(f"reading these files needs {module}: pip install \"pybp-opencl[io]\"") from None
+        raise RuntimeError(f"reading these files needs {module} (pybp's io extra): "
+                           f"pip install {module}") from None
 
 
 @dataclass

@@ -22,7 +22,9 @@ from __future__ import annotations
 import errno
 import io
 import json
+import math
 import os
+import re
 import shutil
 import socket
 import threading
@@ -51,11 +53,16 @@ H5_METADATA = "pybp_metadata"  # JSON; scalar entries are attributes of their ow
 LOCK = ".pybp-lock"
 MARK = "pybp"  # the metadata key (pybp's version) that says pybp made an output
 # What a resumed run must share with the first one (the rest is informational).
+# The device and the kernels' parameter sets are among them: another device, or other
+# kernels (another --slices-per-pass, a profile `pybp tune` saved since), give values
+# that differ in their last bits, and one volume would mix two.
 RESUME_KEYS = ("input", "input_sha1", "shape", "first_row", "dtype", "center", "angles_sha1",
                "log", "filter", "padding", "interpolation", "precision", "slice_shape",
-               "circle", "matrices_sha1", "rings", "ring_options", "phase")
+               "circle", "voxel_size", "volume_offset", "matrices_sha1", "rings",
+               "ring_options", "phase", "chunk_slices", "slices_per_pass", "devices")
 # Write errors that end a run with "N of M slices are complete; --resume".
 STORAGE_ERRORS = (errno.ENOSPC, errno.EDQUOT, errno.EIO, errno.EROFS, errno.EFBIG)
+SHORT_WRITE = re.compile(r"\d+ requested and \d+ written")
 
 
 class WriteError(OSError):
@@ -63,7 +70,10 @@ class WriteError(OSError):
 
 
 class _writing:
-    """Turn an ``OSError`` while writing ``path`` into a :class:`WriteError`."""
+    """Turn an ``OSError`` while writing ``path`` into a :class:`WriteError`. A short
+    write that carries no error number (NumPy's ``tofile``, which tifffile writes
+    slices with, says "4096 requested and 952 written") is the disk or a quota that
+    is full: ``ENOSPC``."""
 
     def __init__(self, path):
         self.path = path
@@ -73,7 +83,10 @@ class _writing:
 
     def __exit__(self, kind, exc, traceback):
         if kind is not None and issubclass(kind, OSError) and not isinstance(exc, WriteError):
-            raise WriteError(exc.errno, f"{self.path}: {exc.strerror or exc}") from exc
+            number, reason = exc.errno, exc.strerror or str(exc)
+            if number is None and SHORT_WRITE.search(str(exc)):
+                number, reason = errno.ENOSPC, f"{os.strerror(errno.ENOSPC)} ({exc})"
+            raise WriteError(number, f"{self.path}: {reason}") from exc
 
 
 def output_kind(path) -> str:
@@ -135,6 +148,10 @@ def check_not_input(path, kind, inputs):
         if spec is None:
             continue
         for source in _input_paths(spec):
+            if source in written and source != out:  # NAME.json beside NAME.npy, say
+                raise ValueError(f"output: {path} would write {source.name} beside it, which "
+                                 f"is the input {spec}; give another name (pybp never writes "
+                                 "over its input)")
             if source in written or (source.is_dir() and source in out.parents):
                 raise ValueError(f"output: {path} is the input {spec}, or inside it; give "
                                  "another name (pybp never writes over its input)")
@@ -161,10 +178,9 @@ def check_output_path(path, overwrite=False, resume=False, inputs=()) -> str:
         if path.exists() and not path.is_dir():
             raise FileExistsError(f"output: {path} is a file; give a folder name")
         existing = path.is_dir() and (any(path.glob("slice_*.tif")) or (path / METADATA).exists())
-        parent = path
-        while not parent.exists():
-            parent = parent.parent
-        _writable_folder(parent, create=False)
+        # pybp makes the output folder, not the folders it goes in: a missing parent is
+        # a mistyped path far more often than a wish.
+        _writable_folder(path if path.is_dir() else path.parent, create=False)
     else:
         if path.is_dir():
             raise FileExistsError(f"output: {path} is a folder; give a file name")
@@ -176,14 +192,25 @@ def check_output_path(path, overwrite=False, resume=False, inputs=()) -> str:
         found = path if kind == "tiff" else next(p for p in _files_of(path, kind) if p.exists())
         raise FileExistsError(f"output: {found} exists; pass --resume to finish it, or "
                               "--overwrite to replace it")
-    if existing and not _is_pybp(stored_metadata(path)):
-        what = {"tiff": "holds slices", "hdf5": "exists", "npy": "exists"}[kind]
-        if kind == "npy" and _sidecar(path).exists() and not path.exists():
-            path, what = _sidecar(path), "exists"
+    if existing and not _is_pybp(stored_metadata(path)) and not _killed_early(path, kind):
+        what = "holds slices" if kind == "tiff" else "exists"
+        if kind != "tiff" and not path.exists():
+            path = next(p for p in _files_of(path, kind) if p.exists())
         raise FileExistsError(f"output: {path} {what} but pybp did not write it (no pybp "
                               "metadata); pybp resumes and replaces only its own outputs: "
                               "choose another name")
     return kind
+
+
+def _killed_early(path: Path, kind: str) -> bool:
+    """Whether the files at ``path`` are the partial files of a pybp run killed before
+    it marked them (``NAME.partial`` and its record, nothing else): its lock file is
+    still there (a run that ends removes it) and no process holds it (checked before).
+    Such an output is pybp's: ``--resume`` and ``--overwrite`` start it again."""
+    if kind == "tiff" or not _lock_path(path, kind).is_file():
+        return False
+    ours = [_partial(path), path.with_name(path.name + ".partial.done")]
+    return not [p for p in _files_of(path, kind) if p.exists() and p not in ours]
 
 
 def check_output_file(path, overwrite=False, suffixes=None, option="--output") -> Path:
@@ -203,6 +230,8 @@ def check_output_file(path, overwrite=False, suffixes=None, option="--output") -
 
 
 def _human(n_bytes):
+    if n_bytes >= 1e15:
+        return f"{n_bytes / 1e12:.3g} TB"
     return f"{n_bytes / 1e9:.2f} GB" if n_bytes >= 1e8 else f"{n_bytes / 1e6:.1f} MB"
 
 
@@ -294,6 +323,14 @@ def write_json(path: Path, value):
     _sync_folder(path.parent)
 
 
+def _devices_text(devices) -> str:
+    """What a record of devices and kernels (:meth:`pybp.Reconstructor.kernels`) says."""
+    if not isinstance(devices, list):
+        return str(devices)
+    return "; ".join(f"{d.get('name')} with kernels {', '.join(d.get('kernels', []))}"
+                     for d in devices)
+
+
 def _check_same(stored, metadata, where):
     if not _is_pybp(stored):
         raise FileExistsError(f"resume: {where} was not written by pybp; choose another name")
@@ -303,6 +340,14 @@ def _check_same(stored, metadata, where):
                 raise ValueError(f"resume: {where} was made from other data in "
                                  f"{metadata.get('input')} (it changed since); --overwrite "
                                  "starts again")
+            if key == "devices" and key not in stored:
+                raise ValueError(f"resume: {where} was made by pybp {stored.get(MARK)}, "
+                                 f"which did not store {key}; --overwrite starts again")
+            if key == "devices":
+                raise ValueError(f"resume: {where} was made on {_devices_text(stored[key])}; "
+                                 f"this run has {_devices_text(metadata.get(key))}, whose "
+                                 "values differ in their last bits: resume on the same "
+                                 "device (--device), or --overwrite to start again")
             raise ValueError(f"resume: {where} was made with {key}={stored.get(key)!r}, this "
                              f"run has {metadata.get(key)!r}; give the same options, or "
                              "--overwrite to start again")
@@ -428,6 +473,10 @@ class Output:
     def scan_done(self):
         return self.done
 
+    def settle(self):
+        """Wait for the writes in flight to end (each whole, or removed); those queued
+        and not started are dropped."""
+
     def failure(self, exc) -> str:
         """One line for a write that failed: the output, the slices complete, --resume."""
         reason = exc.strerror if isinstance(exc, OSError) and exc.strerror else str(exc)
@@ -450,9 +499,13 @@ class Output:
             self.lock.release()
 
     def discard(self):
-        """Remove what this run made, if it wrote no slice: a command that failed before
-        its first slice leaves the file system as it was."""
-        if self.done.any() or not self.made:
+        """Remove what this run made, if it wrote no slice (counted once the writes in
+        flight have ended): a command that failed before its first slice leaves the
+        file system as it was."""
+        if not self.made:
+            return
+        self.settle()
+        if self.scan_done().any():
             return
         self.close()
         for path in reversed(self.made):
@@ -511,10 +564,15 @@ class TiffSlices:
     def __getstate__(self):
         return dict(self.__dict__, _pool=None)
 
+    def settle(self):
+        """Let the writes that started end; drop those queued (after Ctrl-C)."""
+        with _POOL_LOCK:
+            pool, self._pool = self._pool, None
+        if pool is not None:
+            pool.shutdown(wait=True, cancel_futures=True)
+
     def close(self):
-        if self._pool is not None:
-            self._pool.shutdown()
-            self._pool = None
+        self.settle()
 
 
 class TiffFolder(Output):
@@ -547,6 +605,8 @@ class TiffFolder(Output):
 
     def scan_done(self):
         """Which slices are in the folder (written by this process or any other)."""
+        if self.slices is None:  # not opened
+            return self.done
         self.done[:] = [(self.path / self.slices.name(i)).exists() for i in range(self.shape[0])]
         return self.done
 
@@ -558,6 +618,10 @@ class TiffFolder(Output):
         """Temporary files of writers that died mid-slice (a killed run, a lost worker)."""
         for stale in self.path.glob(".slice_*.partial"):
             stale.unlink(missing_ok=True)
+
+    def settle(self):
+        if self.slices is not None:
+            self.slices.settle()
 
     def finish(self):
         self._remove_partial()  # every writer has ended
@@ -775,7 +839,7 @@ def open_output(path, shape, dtype="float32", metadata=None, overwrite=False, re
         except UnicodeEncodeError:
             raise ValueError(f"output: {os.fsencode(path)!r}: HDF5 needs a file name (and "
                              "folder) in UTF-8; choose another name") from None
-    n_bytes = int(np.prod(shape[1:])) * np.dtype(dtype).itemsize
+    n_bytes = math.prod(int(n) for n in shape[1:]) * np.dtype(dtype).itemsize  # no int64 wrap
     if not resume:
         check_free_space(Path(path) if kind == "tiff" else Path(path).parent, shape[0] * n_bytes)
     output = KINDS[kind](path, shape, dtype, metadata)
@@ -814,6 +878,11 @@ def read_slices(path):
     """Slices written by pybp (or any TIFF folder, HDF5 ``/slices`` or ``.npy``), as an
     array-like ``(n_slices, ny, nx)`` and the metadata stored with them."""
     path = Path(path)
+    if not path.exists():
+        partial = _partial(path)
+        being = f" ({partial.name} is a run's, not finished: --resume it)" if partial.exists() \
+            else ""
+        raise FileNotFoundError(f"input: {path} does not exist{being}")
     kind = output_kind(path) if not path.is_dir() else "tiff"
     if kind == "tiff":
         metadata = json.loads((path / METADATA).read_text()) if (path / METADATA).exists() else {}

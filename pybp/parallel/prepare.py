@@ -28,7 +28,7 @@ from pybp.stages.phase import Paganin, PhaseRetrieval
 from pybp.stages.normalize import Normalize, raw_dtype
 from pybp.stream import pipeline, sources
 from pybp.stream.executor import Executor, Layout
-from pybp.stream.memory import CHUNK_SLICES, MemoryPlan
+from pybp.stream.memory import CHUNK_SLICES, MemoryPlan, sum_margins
 from pybp.stream.progress import Progress
 from pybp.stream.team import Pipelines
 
@@ -187,6 +187,18 @@ class Unit:
             chunk_slices=chunk_slices, own=(layout.input, layout.output), preferred=preferred,
             subject=f"slice_shape: one {ny}x{nx} slice from {g.n_angles}x{g.n_bins} sinograms",
             advice="reconstruct a smaller slice_shape, or a region of it with slice_offset")
+
+    def chunk_grid(self, dtype, log=True, chunk_slices=None, preferred=CHUNK_SLICES):
+        """Rows per chunk, counted from the detector's first row, where a stage reaches
+        across rows (phase retrieval's filter: its frames, hence its values' last bits,
+        depend on where a chunk starts and ends); None where none does. What this
+        device's memory fits, whatever the run's length: a run of any rows, resumed or
+        not, then cuts the same chunks (:meth:`pybp.stream.team.Pipelines.run`)."""
+        dtype = raw_dtype(dtype)
+        stages = self.stages_for(dtype, log)
+        if not sum_margins(stages):
+            return None
+        return self.memory(1 << 30, stages, chunk_slices, self.layout(dtype), preferred).chunk_slices
 
     def prepare(self, n_slices, dtype=None, log=True, chunk_slices=None, writes=1,
                 preferred=CHUNK_SLICES) -> Executor:

@@ -43,8 +43,12 @@ class Chunk:
     volume's first and last rows, where no more exist: there the stage extends the
     rows it has as it would for the whole volume (by replicating the edge row, say), so
     that chunked results equal one pass. ``margins``: ``(before, after)`` rows of the
-    input that are margins (of this stage or later ones), not the chunk's own: counts
-    of values leave them out, for the chunks they belong to count them."""
+    input that are margins (of this stage or later ones), or own rows a run computes
+    but does not keep, not the chunk's own: counts of values leave them out, for the
+    chunks they belong to count them. ``grid``:
+    ``(before, after)`` rows of the margins that belong to the chunk's grid chunk
+    (:class:`pybp.stream.pipeline.Rows`): a stage that reaches across rows computes the
+    grid chunk as one, wherever the run's rows begin and end."""
 
     buffers: dict
     count: int
@@ -55,6 +59,7 @@ class Chunk:
     uploaded: frozenset = field(default_factory=frozenset)
     crop: tuple = (0, 0)
     margins: tuple = (0, 0)
+    grid: tuple = (0, 0)
 
     @property
     def rows_out(self) -> int:

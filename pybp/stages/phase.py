@@ -22,6 +22,7 @@ from __future__ import annotations
 
 import functools
 import math
+import numbers
 from dataclasses import dataclass
 
 import numpy as np
@@ -75,12 +76,30 @@ class Paganin:
                              f"delta_beta, energy (keV), distance (m), pixel_size (m)")
         for name in fields[:4]:
             value = phase[name]
-            if not isinstance(value, (int, float)) or not math.isfinite(value) or value <= 0:
-                raise ValueError(f"phase: {name} must be a positive number, got {value!r}")
+            if isinstance(value, (bool, np.bool_)) or not isinstance(value, numbers.Real) or \
+                    not 0 < value < math.inf:
+                raise ValueError(f"phase: {name} must be a positive, finite number, got {value!r}")
         margin = phase.get("margin")
-        if margin is not None and (not isinstance(margin, int) or margin < 0):
+        if margin is not None and (isinstance(margin, (bool, np.bool_)) or not isinstance(
+                margin, (int, np.integer)) or margin < 0):
             raise ValueError(f"phase: margin must be a whole number of rows >= 0, got {margin!r}")
-        return cls(*(float(phase[name]) for name in fields[:4]), margin)
+        made = cls(*(float(phase[name]) for name in fields[:4]),
+                   None if margin is None else int(margin))
+        if not math.isfinite(made.pixel_strength):
+            raise ValueError(f"phase: the filter's strength in pixels (pi x wavelength x "
+                             f"distance x delta_beta / pixel_size^2) is beyond any detector "
+                             f"for {made}: check the units (energy in keV, distance and "
+                             "pixel_size in metres)")
+        return made
+
+    @property
+    def pixel_strength(self) -> float:
+        """``strength / pixel_size^2``: the filter ``1 / (1 + s f^2)`` with ``f`` in
+        cycles per pixel (inf where it overflows)."""
+        try:
+            return (math.sqrt(self.strength) / self.pixel_size) ** 2
+        except OverflowError:
+            return math.inf
 
     @property
     def strength(self) -> float:
@@ -97,7 +116,7 @@ class Paganin:
         ``MARGIN_TOLERANCE`` of its weight (or the ``margin`` given)."""
         if self.margin is not None:
             return self.margin
-        return tail_margin(self.strength / self.pixel_size ** 2, MARGIN_TOLERANCE)
+        return tail_margin(self.pixel_strength, MARGIN_TOLERANCE)
 
     def __str__(self):
         return (f"Paganin: delta/beta {self.delta_beta:g}, {self.energy:g} keV, "
@@ -108,7 +127,11 @@ def tail_margin(strength: float, tolerance: float) -> int:
     """The least ``M`` where the kernel of ``1 / (1 + strength f^2)`` (``f`` in cycles per
     pixel) beyond ``M`` pixels on one side sums (in absolute value) to less than
     ``tolerance``: from the transform on a grid long enough that it does."""
-    n = 4096
+    n, longest = 4096, 1 << 24
+    # The continuous kernel decays as exp(-|y| / l), l = sqrt(strength) / (2 pi): its
+    # tail needs l ln(1 / tolerance) rows at least; beyond the longest grid, say so now.
+    if math.sqrt(strength) / (2 * math.pi) * math.log(1 / tolerance) > longest // 8:
+        raise ValueError(f"phase: the filter reaches beyond {longest // 8} rows")
     while True:
         response = 1 / (1 + strength * np.fft.rfftfreq(n) ** 2)
         kernel = np.abs(np.fft.irfft(response, n)[:n // 2])
@@ -117,8 +140,8 @@ def tail_margin(strength: float, tolerance: float) -> int:
         if len(below) and below[0] < n // 8:  # the periodic copies are far beyond it
             return max(1, int(below[0]) - 1)
         n *= 2
-        if n > 1 << 24:
-            raise ValueError(f"phase: the filter reaches beyond {n // 16} rows")
+        if n > longest:
+            raise ValueError(f"phase: the filter reaches beyond {longest // 8} rows")
 
 
 def fft_size(n: int, multiple: int = 2) -> int:
@@ -152,9 +175,10 @@ def frame(n_rows: int, n_bins: int, margin: int) -> tuple[int, int, int, int]:
             margin + (frame_x - n_bins - 2 * margin) // 2)
 
 
-def frequencies_squared(n: int, pixel_size: float) -> np.ndarray:
-    """``f^2`` at the ``n`` points of a transform (cycles per metre)."""
-    return np.fft.fftfreq(n, d=pixel_size) ** 2
+def filter_terms(n: int, phase: Paganin) -> np.ndarray:
+    """``strength f^2`` at the ``n`` points of a transform: in cycles per pixel, so that
+    no pixel size overflows (the filter is ``1 / (1 + terms_y + terms_x)``)."""
+    return phase.pixel_strength * np.fft.fftfreq(n) ** 2
 
 
 def paganin_numpy(intensity, phase: Paganin) -> np.ndarray:
@@ -167,9 +191,8 @@ def paganin_numpy(intensity, phase: Paganin) -> np.ndarray:
     pad = [(0, 0)] * (intensity.ndim - 2) + [(top, frame_y - n_rows - top),
                                             (left, frame_x - n_bins - left)]
     padded = np.pad(intensity, pad, mode="edge")
-    f2 = (frequencies_squared(frame_y, phase.pixel_size)[:, None]
-          + frequencies_squared(frame_x, phase.pixel_size)[None, :])
-    retrieved = np.real(np.fft.ifft2(np.fft.fft2(padded) / (1 + phase.strength * f2)))
+    terms = filter_terms(frame_y, phase)[:, None] + filter_terms(frame_x, phase)[None, :]
+    retrieved = np.real(np.fft.ifft2(np.fft.fft2(padded) / (1 + terms)))
     retrieved = retrieved[..., top:top + n_rows, left:left + n_bins]
     return -np.log(np.where(retrieved > 0, retrieved, FLOOR_TRANSMISSION))
 
@@ -208,6 +231,8 @@ KERNELS = {
                        Arg("first_frame_row", "const int", "frame row of the chunk's first own row"),
                        Arg("first_bin", "const int", "frame column of bin 0"),
                        Arg("floor_value", "const float", "what a non-positive intensity becomes"),
+                       Arg("counted_first", "const int", "own rows whose replaced values"),
+                       Arg("counted_stop", "const int", "are counted (those kept)"),
                        Arg("clipped", "__global uint *", "counts the values replaced"),
                        Arg("sinograms", "__global float *", "own rows x n_angles x n_bins")),
 }
@@ -243,7 +268,7 @@ class PhaseRetrieval(Stage):
         self.shared_bytes = SCRATCH_BYTES
         flags = cl.mem_flags.READ_ONLY | cl.mem_flags.COPY_HOST_PTR
         a, b = four_step(frame_x, self.points)
-        fx2 = phase.strength * frequencies_squared(frame_x, phase.pixel_size)
+        fx2 = filter_terms(frame_x, phase)
         self.fx2 = cl.Buffer(context, flags, hostbuf=np.ascontiguousarray(  # k_a + A k_b at k_a B + k_b
             fx2.reshape(b, a).T).astype(np.float32))
         self.table = cl.Buffer(context, flags, hostbuf=np.exp(
@@ -266,8 +291,8 @@ class PhaseRetrieval(Stage):
                        for name, args in KERNELS.items()}
             table_y = cl.Buffer(self.context, flags, hostbuf=np.exp(
                 -2j * np.pi * np.arange(max(1, frame_y // 2)) / frame_y).astype(np.complex64))
-            fy2 = cl.Buffer(self.context, flags, hostbuf=(self.phase.strength * frequencies_squared(
-                frame_y, self.phase.pixel_size)).astype(np.float32))
+            fy2 = cl.Buffer(self.context, flags,
+                            hostbuf=filter_terms(frame_y, self.phase).astype(np.float32))
             pairs = max(1, SCRATCH_BYTES // (8 * frame_y * self.frame_x))
             cut = passes(frame_y, self.frame_x, self.points)
             self._heights[frame_y] = (kernels, table_y, fy2, pairs, cut)
@@ -276,7 +301,11 @@ class PhaseRetrieval(Stage):
     def enqueue(self, chunk):
         before, after = chunk.crop
         own = chunk.rows_out
-        frame_y, _, top, _ = frame(own, self.n_bins, self.margin)
+        # The frame is the grid chunk's (its rows beyond the chunk's own among the
+        # margins), so that a row's values do not depend on the rows a run takes.
+        lead, trail = chunk.grid
+        frame_y, _, top, _ = frame(lead + own + trail, self.n_bins, self.margin)
+        counted = (chunk.margins[0] - before, chunk.margins[1] - after)  # own rows not kept
         kernels, table_y, fy2, most, cut = self._height(frame_y)
         if self._scratch is None:
             self._scratch = cl.Buffer(self.context, cl.mem_flags.READ_WRITE, SCRATCH_BYTES)
@@ -294,8 +323,8 @@ class PhaseRetrieval(Stage):
             launches = [
                 kernels["rows_forward_a"](
                     q, (frame_y * (kb // a_lines) * self.items, pairs), (self.items, 1),
-                    intensity=b["intensity"], n_rows=chunk.count, row_shift=top - before,
-                    **sizes, **common),
+                    intensity=b["intensity"], n_rows=chunk.count,
+                    row_shift=top - (before - lead), **sizes, **common),
                 kernels["rows_b"](q, (frame_y * ka // b_lines * self.items, pairs),
                                   (self.items, 1), sign=-1, **common),
                 kernels["columns_filter"](
@@ -306,7 +335,9 @@ class PhaseRetrieval(Stage):
                                   (self.items, 1), sign=1, **common),
                 kernels["rows_inverse_a"](
                     q, (own * (kb // a_lines) * self.items, pairs), (self.items, 1),
-                    n_angles=self.n_angles, first_frame_row=top, floor_value=FLOOR_TRANSMISSION,
+                    n_angles=self.n_angles, first_frame_row=top + lead,
+                    floor_value=FLOOR_TRANSMISSION, counted_first=counted[0],
+                    counted_stop=own - counted[1],
                     clipped=b["clipped"], sinograms=b["sinograms"], **sizes, **common)]
             q.flush()
             pacer.launched(launches[-1], "phase", count * cost)

@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import functools
 import math
+import numbers
 
 import numpy as np
 import pyopencl as cl
@@ -27,6 +28,11 @@ from pybp.cl.kernel import Arg, ints
 
 GAUSSIAN_FLOOR = 1e-12  # frequencies where exp(-k^2 / (2 sigma^2)) is below this are left
 SCRATCH_BYTES = 512 << 20  # most bytes of wavelet coefficients at once
+# Work-groups of the transforms, by device type: on the H100 16 x 16; on CPUs wide rows
+# of work-items, which their runtimes run as vectors (a 1024^2 sinogram at level 9: 29
+# against 42-67 ms on Intel's runtime, 91-120 against 133-135 on PoCL, 2 cores; NumPy and
+# PyWavelets, tomopy's formula, 87 ms: tuning/rings_speed.py).
+GROUPS = {"cpu": (128, 2)}
 GROUP = (16, 16)
 # Parts of each column's rows summed by work-items of their own in the low-pass: with
 # one work-item per column (a few hundred per level), the low-pass took 64% of the
@@ -108,10 +114,12 @@ def defaults(n_angles: int, n_bins: int) -> dict:
 
 def check(params: dict, n_angles: int, n_bins: int):
     level, sigma = params["level"], params["sigma"]
-    if not isinstance(level, (int, np.integer)) or level < 1:
+    if isinstance(level, (bool, np.bool_)) or not isinstance(level, (int, np.integer)) or \
+            level < 1:
         raise ValueError(f"ring_options: level must be a whole number >= 1, got {level!r}")
-    if not isinstance(sigma, (int, float)) or not sigma > 0:
-        raise ValueError(f"ring_options: sigma must be a positive number, got {sigma!r}")
+    if isinstance(sigma, (bool, np.bool_)) or not isinstance(sigma, numbers.Real) or \
+            not 0 < sigma < math.inf:
+        raise ValueError(f"ring_options: sigma must be a positive, finite number, got {sigma!r}")
     if not isinstance(params["pad"], bool):
         raise ValueError(f"ring_options: pad must be True or False, got {params['pad']!r}")
     filter_bank(params["wavelet"])
@@ -124,10 +132,16 @@ def padding(n_angles: int, pad: bool) -> tuple[int, int]:
     return rows, (rows - n_angles) // 2
 
 
+def gaussian(k, sigma: float) -> np.ndarray:
+    """``exp(-k^2 / (2 sigma^2))``, written so that no sigma gives NaN: a sigma whose
+    square underflows (1e-200) keeps k = 0 alone, a huge one every k."""
+    with np.errstate(over="ignore", under="ignore"):
+        return np.exp(-0.5 * (np.asarray(k, np.float64) / sigma) ** 2)
+
+
 def damping(m: int, sigma: float) -> np.ndarray:
     """``1 - exp(-k^2 / (2 sigma^2))`` at the ``m`` frequencies of a transform."""
-    k = np.fft.fftfreq(m) * m
-    return -np.expm1(-k ** 2 / (2 * sigma ** 2))
+    return 1 - gaussian(np.fft.fftfreq(m) * m, sigma)
 
 
 def fw_numpy(sinograms, level: int, wavelet: str = "db5", sigma: float = 2.0,
@@ -158,15 +172,17 @@ KERNELS = {
     "place": (Arg("sinograms", "__global const float *", "rows x n_angles x n_bins"),
               *ints("n_angles", "n_bins", "first", "rows", "first_row"),
               Arg("out_plane", "const long"), Arg("out", "__global float *", "rows x n_bins")),
-    "dwt": (Arg("in", "__global const float *"), *ints("in_rows", "in_cols", "in_stride"),
-            Arg("in_plane", "const long"), Arg("axis", "const int", "1: within rows"),
-            Arg("lo", "__global float *"), Arg("hi", "__global float *"),
-            *ints("out_rows", "out_cols", "out_stride"), Arg("out_plane", "const long")),
-    "idwt": (Arg("lo", "__global const float *"), Arg("hi", "__global const float *"),
-             Arg("in_stride", "const int"), Arg("in_plane", "const long"),
-             Arg("m", "const int", "coefficients along the axis"), Arg("axis", "const int"),
-             Arg("out", "__global float *"), *ints("out_rows", "out_cols", "out_stride"),
-             Arg("out_plane", "const long")),
+    **{f"dwt_{name}": (Arg("in", "__global const float *"),
+                       *ints("in_rows", "in_cols", "in_stride"), Arg("in_plane", "const long"),
+                       Arg("lo", "__global float *"), Arg("hi", "__global float *"),
+                       *ints("out_rows", "out_cols", "out_stride"), Arg("out_plane", "const long"))
+       for name in ("rows", "columns")},
+    **{f"idwt_{name}": (Arg("lo", "__global const float *"), Arg("hi", "__global const float *"),
+                        Arg("in_stride", "const int"), Arg("in_plane", "const long"),
+                        Arg("m", "const int", "coefficients along the line"),
+                        Arg("out", "__global float *"),
+                        *ints("out_rows", "out_cols", "out_stride"), Arg("out_plane", "const long"))
+       for name in ("rows", "columns")},
     "damp_sums": (Arg("details", "__global const float *"), *ints("rows", "cols", "stride"),
                   Arg("plane", "const long"), Arg("n_freqs", "const int"),
                   Arg("cosines", "__global const float *", "n_freqs x rows"),
@@ -186,15 +202,10 @@ KERNELS = {
 
 
 @functools.lru_cache(maxsize=8)
-def source(wavelet: str, freqs: int) -> str:
+def source(wavelet: str, freqs: int, group: tuple = GROUP) -> str:
     dec_lo, dec_hi, rec_lo, rec_hi = filter_bank(wavelet)
     return codegen.render("stages/wavelets.cl.mako", KERNELS, dec_lo=dec_lo, dec_hi=dec_hi,
-                          rec_lo=rec_lo, rec_hi=rec_hi, freqs=freqs)
-
-
-def _grid(cols, rows, count):
-    gx, gy = GROUP
-    return (-(-cols // gx) * gx, -(-rows // gy) * gy, count), (gx, gy, 1)
+                          rec_lo=rec_lo, rec_hi=rec_hi, freqs=freqs, group=group)
 
 
 class FourierWavelet:
@@ -210,9 +221,13 @@ class FourierWavelet:
         for _ in range(level):
             r, c = self.shapes[-1]
             self.shapes.append((coefficients(r, taps), coefficients(c, taps)))
-        reach = int(math.ceil(sigma * math.sqrt(2 * math.log(1 / GAUSSIAN_FLOOR))))
+        # The frequencies where the Gaussian is not negligible, no more than the
+        # coarsest level's first (longest) transform has.
+        reach = int(math.ceil(min(sigma * math.sqrt(2 * math.log(1 / GAUSSIAN_FLOOR)),
+                                  self.shapes[1][0] // 2)))
         freqs = reach + 1
-        code = source(wavelet, freqs)
+        self.group = GROUPS.get(device.type, GROUP)
+        code = source(wavelet, freqs, self.group)
         self.kernels = {name: codegen.declared(context, device, code, name, args)
                         for name, args in KERNELS.items()}
         approximations = sum(r * c for r, c in self.shapes)
@@ -237,31 +252,43 @@ class FourierWavelet:
             k = np.arange(min(reach, r // 2) + 1)
             angle = 2 * np.pi * np.outer(k, np.arange(r)) / r
             weight = np.where((k == 0) | (2 * k == r), 1.0, 2.0)
-            gain = weight * np.exp(-k ** 2 / (2 * sigma ** 2)) / r
+            gain = weight * gaussian(k, sigma) / r
             self.tables.append((len(k), *(cl.Buffer(context, ro, hostbuf=np.ascontiguousarray(
                 table, np.float32)) for table in (np.cos(angle), np.sin(angle), gain))))
 
-    def __call__(self, queue, sinograms, first, count):
-        """Rows ``[first, first + count)`` of ``sinograms`` (at most ``block``)."""
+    def _grid(self, cols, rows, count):
+        gx, gy = self.group
+        return (-(-cols // gx) * gx, -(-rows // gy) * gy, count), (gx, gy, 1)
+
+    def __call__(self, queue, sinograms, first, count, pacer, stop=None):
+        """Rows ``[first, first + count)`` of ``sinograms`` (at most ``block``), as one
+        piece of work the ``pacer`` admits; the events."""
+        pacer.admit("rings", count * self.cost, stop)
+        events = self._launch(queue, sinograms, first, count)
+        queue.flush()
+        pacer.launched(events[-1], "rings", count * self.cost)
+        return events
+
+    def _launch(self, queue, sinograms, first, count):
         k, events = self.kernels, []
         (rows, cols), a = self.shapes[0], self.approximation
         low, high = self.temporary
         sizes = dict(n_angles=self.n_angles, n_bins=self.n_bins, first=first)
-        events.append(k["place"](queue, *_grid(cols, rows, count), sinograms=sinograms,
+        events.append(k["place"](queue, *self._grid(cols, rows, count), sinograms=sinograms,
                                  rows=rows, first_row=self.first_row, out_plane=rows * cols,
                                  out=a[0], **sizes))
         for n in range(self.level):
             (r, c), (r1, c1) = self.shapes[n], self.shapes[n + 1]
             horizontal, vertical, diagonal = self.details[n]
-            events.append(k["dwt"](queue, *_grid(c1, r, count), **{"in": a[n]}, in_rows=r,
-                                   in_cols=c, in_stride=c, in_plane=r * c, axis=1, lo=low,
-                                   hi=high, out_rows=r, out_cols=c1, out_stride=c1,
-                                   out_plane=r * c1))
+            events.append(k["dwt_rows"](queue, *self._grid(c1, r, count), **{"in": a[n]}, in_rows=r,
+                                        in_cols=c, in_stride=c, in_plane=r * c, lo=low,
+                                        hi=high, out_rows=r, out_cols=c1, out_stride=c1,
+                                        out_plane=r * c1))
             for source, approx, detail in ((low, a[n + 1], horizontal), (high, vertical, diagonal)):
-                events.append(k["dwt"](queue, *_grid(c1, r1, count), **{"in": source},
-                                       in_rows=r, in_cols=c1, in_stride=c1, in_plane=r * c1,
-                                       axis=0, lo=approx, hi=detail, out_rows=r1, out_cols=c1,
-                                       out_stride=c1, out_plane=r1 * c1))
+                events.append(k["dwt_columns"](
+                    queue, *self._grid(c1, r1, count), **{"in": source}, in_rows=r, in_cols=c1,
+                    in_stride=c1, in_plane=r * c1, lo=approx, hi=detail, out_rows=r1,
+                    out_cols=c1, out_stride=c1, out_plane=r1 * c1))
             n_freqs, cosines, sines, gain = self.tables[n]
             column = dict(details=vertical, rows=r1, cols=c1, stride=c1, plane=r1 * c1,
                           n_freqs=n_freqs, cosines=cosines, sines=sines, parts=DAMP_PARTS,
@@ -273,14 +300,14 @@ class FourierWavelet:
             (r, c), (r1, c1) = self.shapes[n], self.shapes[n + 1]
             horizontal, vertical, diagonal = self.details[n]
             for lo, hi, out in ((a[n + 1], horizontal, low), (vertical, diagonal, high)):
-                events.append(k["idwt"](queue, *_grid(c1, r, count), lo=lo, hi=hi,
-                                        in_stride=c1, in_plane=r1 * c1, m=r1, axis=0, out=out,
-                                        out_rows=r, out_cols=c1, out_stride=c1,
-                                        out_plane=r * c1))
-            events.append(k["idwt"](queue, *_grid(c, r, count), lo=low, hi=high, in_stride=c1,
-                                    in_plane=r * c1, m=c1, axis=1, out=a[n], out_rows=r,
-                                    out_cols=c, out_stride=c, out_plane=r * c))
-        events.append(k["crop"](queue, *_grid(self.n_bins, self.n_angles, count), result=a[0],
+                events.append(k["idwt_columns"](queue, *self._grid(c1, r, count), lo=lo, hi=hi,
+                                                in_stride=c1, in_plane=r1 * c1, m=r1, out=out,
+                                                out_rows=r, out_cols=c1, out_stride=c1,
+                                                out_plane=r * c1))
+            events.append(k["idwt_rows"](queue, *self._grid(c, r, count), lo=low, hi=high,
+                                         in_stride=c1, in_plane=r * c1, m=c1, out=a[n],
+                                         out_rows=r, out_cols=c, out_stride=c, out_plane=r * c))
+        events.append(k["crop"](queue, *self._grid(self.n_bins, self.n_angles, count), result=a[0],
                                 stride=cols, first_row=self.first_row, plane=rows * cols,
                                 sinograms=sinograms, **sizes))
         return events

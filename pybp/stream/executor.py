@@ -276,11 +276,14 @@ class Executor:
         before, after, beyond = span.before, span.after, self.margin
         stages = []
         for stage in self.stages:
-            # Each stage leaves out the margin rows no later stage needs.
+            # The rows beyond the chunk's own go through every stage up to the last one
+            # that reaches across rows, which leaves them out. (Each stage's own share,
+            # once: with a grid of chunks, they are the rest of the grid chunk too.)
             beyond -= stage.margin
-            crop = (before - min(before, beyond), after - min(after, beyond))
+            crop = (0, 0) if beyond else (before, after)
             chunk = Chunk(s.buffers, span.count + before + after, self.queue, self.pacer,
-                          self.memory, stop, s.uploaded, crop, (before, after))
+                          self.memory, stop, s.uploaded, crop,
+                          (before + span.skip[0], after + span.skip[1]), span.grid)
             stages += self._timed(stop, lambda: stage.enqueue(chunk))
             before, after = before - crop[0], after - crop[1]
         self.queue.flush()

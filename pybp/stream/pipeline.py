@@ -31,12 +31,17 @@ POLL_SECONDS = 0.1
 class Span:
     """The rows of one chunk: its own ``count`` rows from ``start`` (those it writes),
     read with ``before`` and ``after`` rows of margin (the stages' margins, fewer where
-    the rows that exist end): rows ``[first, first + rows)`` are read."""
+    the rows that exist end): rows ``[first, first + rows)`` are read. On a grid of
+    chunks (:class:`Rows`), ``grid``: rows of its grid chunk before and after its own,
+    outside the run (read among the margins: a stage that reaches across rows treats
+    the grid chunk as the chunk, so that its values do not depend on the run)."""
 
     start: int
     count: int
     before: int = 0
     after: int = 0
+    grid: tuple = (0, 0)
+    skip: tuple = (0, 0)  # first and last own rows not kept (computed, neither written nor counted)
 
     @property
     def first(self) -> int:
@@ -52,27 +57,48 @@ class Rows:
     (any thread). Chunks start at multiples of ``align`` (the widest pass), so slices
     group into kernel passes as they do through one device, and give the same values.
     ``before`` and ``after``: rows that exist beyond them on each side (the detector
-    rows around a slab), which margins may read."""
+    rows around a slab), which margins may read.
 
-    def __init__(self, n_slices, align=1, before=0, after=0):
+    With ``grid``, chunks are those of a grid of ``grid`` rows fixed by the detector
+    (row 0 here is its row ``origin``), cut to the rows asked for, each read with its
+    grid chunk's rows: whatever rows a run takes, a stage that reaches across rows sees
+    the chunks of the whole detector (:class:`pybp.parallel.prepare.Unit.chunk_grid`)."""
+
+    def __init__(self, n_slices, align=1, before=0, after=0, origin=0, grid=None, keep=None):
         self.n_slices, self.align = n_slices, align
         self.before, self.after = before, after
+        self.origin, self.grid = origin, grid
+        self.keep = keep or (0, n_slices)  # rows kept: the others computed, not written
         self.next, self._lock = 0, threading.Lock()
 
     def span(self, start, count, margin) -> Span:
-        """Rows ``[start, start + count)`` with ``margin`` rows each side, where they exist."""
-        return Span(start, count, min(margin, start + self.before),
-                    min(margin, self.n_slices + self.after - start - count))
+        """Rows ``[start, start + count)`` with ``margin`` rows each side (and the rest
+        of their grid chunk), where they exist."""
+        lead = trail = 0
+        if self.grid:
+            first = (self.origin + start) // self.grid * self.grid - self.origin
+            lead = start - first
+            trail = max(0, min(first + self.grid, self.n_slices + self.after) - start - count)
+        kept = (max(start, self.keep[0]), min(start + count, self.keep[1]))
+        skip = (kept[0] - start, start + count - kept[1]) if kept[0] < kept[1] else (count, 0)
+        return Span(start, count, min(lead + margin, start + self.before),
+                    min(trail + margin, self.n_slices + self.after - start - count),
+                    (lead, trail), skip)
 
     def take(self, most):
-        """The next ``(start, count)`` of at most ``most`` rows, or None when all are taken."""
+        """The next ``(start, count)`` of at most ``most`` rows (on a grid: the rest of
+        a grid chunk), or None when all are taken."""
         if most >= self.align:  # (chunks narrower than a pass cannot keep the grouping)
             most = most // self.align * self.align
         with self._lock:
             start = self.next
             if start >= self.n_slices:
                 return None
-            self.next = min(self.n_slices, start + most)
+            if self.grid:
+                stop = ((self.origin + start) // self.grid + 1) * self.grid - self.origin
+            else:
+                stop = start + most
+            self.next = min(self.n_slices, stop)
             return start, self.next - start
 
 
@@ -163,8 +189,18 @@ def stream(executor, rows, read, write, progress=None, timings=None, stop=None,
     """
     if not isinstance(rows, Rows):
         rows = Rows(rows)
-    if not executor.threads:
-        return _serial(executor, rows, read, write, progress, timings, stop, copy)
+    # The back-projection's launches move the progress line on within a long slice.
+    executor.pacer.listener = progress.work if progress is not None else None
+    try:
+        if not executor.threads:
+            return _serial(executor, rows, read, write, progress, timings, stop, copy)
+        return _threaded(executor, rows, read, write, progress, timings, stop, copy)
+    finally:
+        executor.pacer.listener = None
+
+
+def _threaded(executor, rows, read, write, progress, timings, stop, copy) -> int:
+    """:func:`stream` on a reader, the calling and a writer thread."""
     chunk, slots = executor.memory.chunk_slices, len(executor.slots)
     ready, done = queue.Queue(maxsize=slots), queue.Queue(maxsize=slots)
     input_free = [threading.Semaphore(1) for _ in range(slots)]

@@ -6,11 +6,14 @@ this process; Dask workers run one each (pybp/distributed.py).
 
 A unit is what the team asks of a geometry: ``prepare(n_slices, dtype, log,
 chunk_slices, writes, preferred)`` returns its executor with stages and slots reserved,
-``updates_per_slice()`` counts GU/s, ``device`` names it, ``close()`` frees it.
+``chunk_grid(dtype, log, chunk_slices, preferred)`` the rows of a chunk grid fixed by the
+detector (or None), ``updates_per_slice()`` counts GU/s, ``device`` names it,
+``close()`` frees it.
 """
 
 from __future__ import annotations
 
+import dataclasses
 import threading
 import time
 from concurrent.futures import Future, ThreadPoolExecutor
@@ -18,6 +21,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from pybp.cl.device import keep_ctrl_c
 from pybp.stream import pipeline, sources
 from pybp.stream.executor import WRITES
 from pybp.stream.memory import CHUNK_SLICES, FILE_CHUNK_SLICES
@@ -41,6 +45,7 @@ class Slab:
     chunk_slices: int | None = None
     progress: bool = True
     stats: dict | None = None
+    keep: tuple | None = None  # rows [a, b) of [first, stop) written and counted (None: all)
 
 
 def _check_flats_above_darks(flats, darks, first, stop):
@@ -93,13 +98,48 @@ class Pipelines:
         from_arrays = isinstance(slab.projections, np.ndarray)
         preferred = CHUNK_SLICES if from_arrays else FILE_CHUNK_SLICES
         writes = 1 if isinstance(slab.out, np.ndarray) else WRITES
+        grid = self._grid(slab, preferred)
+        if grid is not None:  # every device's chunks are those of the grid
+            slab = dataclasses.replace(slab, chunk_slices=grid)
+        slab = self._aligned(slab)
 
         def prepare(unit):
-            """On the device's own thread: its stages, memory plan and staging."""
-            return unit.prepare(slab.stop - slab.first, slab.projections.dtype, slab.log,
-                                slab.chunk_slices, writes, preferred)
+            """On the device's own thread: its stages, memory plan and staging (on a
+            grid, for whole grid chunks, however few rows the slab has)."""
+            return unit.prepare(max(slab.stop - slab.first, grid or 0), slab.projections.dtype,
+                                slab.log, slab.chunk_slices, writes, preferred)
 
-        return _stream(self._builds, prepare, slab, self.align)
+        return _stream(self._builds, prepare, slab, self.align, grid)
+
+    def _aligned(self, slab: Slab) -> Slab:
+        """``slab`` grown to rows at multiples of ``align`` of the detector, the rows
+        grown by computed but not written (nor counted): a slice is back-projected in
+        the pass of the slices beside it in a whole run, whatever rows a run takes (one
+        slice alone runs another parameter set, 1.3e-7 from the same slice in a pass
+        of four on PoCL)."""
+        a = self.align
+        first = slab.first // a * a
+        stop = min(slab.projections.shape[1], -(-slab.stop // a) * a)
+        if (first, stop) == (slab.first, slab.stop):
+            return slab
+        keep = (slab.first - first + (slab.keep or (0,))[0],
+                slab.first - first + (slab.keep or (0, slab.stop - slab.first))[1])
+        return dataclasses.replace(slab, first=first, stop=stop,
+                                   offset=slab.offset - (slab.first - first), keep=keep)
+
+    def _grid(self, slab: Slab, preferred):
+        """Rows per chunk of a grid fixed by the detector's rows, where a stage reaches
+        across rows (``unit.chunk_grid``: phase retrieval, whose values depend on where
+        a chunk starts and ends): the least any device's memory fits, so that several
+        devices cut the same chunks, and a run of any rows, resumed or not, cuts the
+        chunks of the whole run. None where no stage does."""
+        def grid(unit):
+            return unit.chunk_grid(slab.projections.dtype, slab.log, slab.chunk_slices,
+                                   preferred)
+
+        if grid(self._builds[0].result()) is None:  # (every unit has the same stages)
+            return None
+        return min(grid(unit) for unit in self.members)
 
     def close(self, wait=True):
         """Release every device's memory and staging (at once, on threads); with
@@ -144,17 +184,20 @@ def _on_threads(calls):
     return [f.result() for f in futures]
 
 
-def _stream(builds, prepare, slab: Slab, align: int):
+def _stream(builds, prepare, slab: Slab, align: int, grid=None):
     """Each device (``builds``: futures of units) prepares (``prepare(unit)`` returns
     its executor, slots reserved) and streams on a thread of its own, taking rows as
-    soon as it is ready."""
+    soon as it is ready; ``grid``: chunks of the detector's rows (see
+    :meth:`Pipelines._grid`)."""
     projections, flats, darks, first = slab.projections, slab.flats, slab.darks, slab.first
     n, out, offset, stats = slab.stop - slab.first, slab.out, slab.offset, slab.stats
     # Made on first use, the first block a chunk for each device, to start early: a
     # sources.RowBlocks for inputs that are not arrays, a sources.FlatField.
     blocks, field = [], []
     n_rows = projections.shape[1]  # margins may read the detector rows around the slab
-    rows = pipeline.Rows(n, align=align, before=first, after=n_rows - slab.stop)
+    rows = pipeline.Rows(n, align=align, before=first, after=n_rows - slab.stop, origin=first,
+                         grid=grid, keep=slab.keep)
+    kept = slab.keep or (0, n)
     stop = threading.Event()
     members = [dict(read=0.0, write=0.0, wait_device=0.0, slices=0, clipped=0, wall=0.0,
                     built=0.0, prepare=0.0, executor=None) for _ in builds]
@@ -167,7 +210,8 @@ def _stream(builds, prepare, slab: Slab, align: int):
             began = time.perf_counter()
             at, count, own = first + span.first, span.rows, (first + span.start, span.count)
             with bar_lock:
-                margin = host["executor"].margin
+                # A chunk of the grid reads its grid chunk's rows beyond its own too.
+                margin = host["executor"].margin + (grid or 0)
                 if not blocks and not isinstance(projections, np.ndarray):
                     blocks.append(sources.RowBlocks(projections, first, first + n,
                                                      count * len(builds), margin=margin,
@@ -188,7 +232,9 @@ def _stream(builds, prepare, slab: Slab, align: int):
 
         def write(start, count, slices):  # on several threads at once
             began = time.perf_counter()
-            sources.put_rows(writing, out, offset + start, slices)
+            a, b = max(start, kept[0]), min(start + count, kept[1])
+            if a < b:  # rows grown by to whole passes are not written (Pipelines._aligned)
+                sources.put_rows(writing, out, offset + a, slices[a - start:b - start])
             with bar_lock:
                 host["write"] += time.perf_counter() - began
 
@@ -263,7 +309,8 @@ def _join_all(runs, stop):
     try:
         for thread in threads:
             while thread.is_alive():
-                thread.join(0.1)  # short joins: Ctrl-C reaches this thread
+                thread.join(0.1)  # short joins: Ctrl-C reaches this thread ...
+                keep_ctrl_c()  # ... where a device thread's context took it (Intel's runtime)
     except BaseException:
         stop.set()
         for thread in threads:

@@ -5,9 +5,9 @@ then on (docs/design.md, section 8).
 Each candidate is verified first by the bench's rule (FDK against the float64
 reference: exact 1e-5, texture 1e-2), then timed as ``pybp bench --cone`` times it
 (these functions are its own): the FDK kernel alone on the RabbitCT-like case at
-``size``^3. The profile is written
-after each new best, so a search stopped by its budget or by Ctrl-C leaves a usable
-one.
+``size``^3 (on a CPU, the bench's case scaled to it). The current choice is timed first; the
+fastest is timed again beside it, in turns, and saved only where it is faster; a
+search stopped by Ctrl-C keeps the profile as it was.
 """
 
 from __future__ import annotations
@@ -31,7 +31,7 @@ from pybp.cone.prepare import Unit
 from pybp.cone.profiler import KEY, RECORD, default_params
 from pybp.geometry.cone import ConeGeometry
 from pybp.parallel.verify import TOLERANCES
-from pybp.tune.search import default_budget
+from pybp.tune.search import confirmed, default_budget
 
 SIZES = {"cpu": 64}
 SIZE = 256
@@ -100,36 +100,63 @@ def candidates(device) -> list:
     return found
 
 
+def scaled_geometry(size: int) -> ConeGeometry:
+    """The bench's case scaled to a ``size``^3 volume: its projections and detector in
+    proportion (512^3 from 496 projections of 960 x 1248), so that a CPU's 64^3 times
+    a case of its own size (the full detector took the search's whole budget there)."""
+    scale = size / 512
+    return geometry(size, max(16, round(496 * scale)),
+                    (max(8, round(960 * scale)), max(8, round(1248 * scale))))
+
+
 def tune(device=None, size=None, repeats=3, budget=None, log=print) -> ConeParams | None:
     """Time verified candidates until ``budget`` seconds (default: the parallel tuner's
-    for the device type) and save the fastest; return it."""
+    for the device type), the current choice first; the fastest, timed again beside the
+    current choice in turns, is saved only where it is faster
+    (:func:`pybp.tune.search.confirmed`). Returns the choice from then on."""
     cl_device, context, _ = open_device(device)
     d = describe(cl_device)
     size = size or SIZES.get(d.type, SIZE)
     budget = default_budget(d) if budget is None else budget
     queue = cl.CommandQueue(context, properties=cl.command_queue_properties.PROFILING_ENABLE)
-    g = geometry(size)
-    start, best = time.perf_counter(), None
+    g = scaled_geometry(size) if d.type == "cpu" else geometry(size)
+    start, current = time.perf_counter(), default_params(d)
     log(f"{d.name}: cone-beam FDK kernels, {size}^3 from {g.n_angles} projections of "
         f"{g.detector_shape[0]} x {g.detector_shape[1]}; budget {budget:.0f} s")
-    for params in candidates(d):
-        if time.perf_counter() - start > budget:
-            log("budget spent")
+
+    def speed(params):
+        return g.updates() / kernel_seconds(g, params, queue, repeats) * 1e-9
+
+    timed, best = [], None
+    for params in [current] + [p for p in candidates(d) if p != current]:
+        elapsed = time.perf_counter() - start
+        # room for the confirmation at the end: about two candidates' time
+        if timed and elapsed * (len(timed) + 3) / len(timed) > budget:
+            log(f"budget spent: {len(timed)} candidates timed")
             break
         rule, error, passed = verify(params, queue)
         if not passed:
             log(f"  {params.key()}: FAILED {rule} {error:.1e}")
             continue
         try:
-            seconds = kernel_seconds(g, params, queue, repeats)
+            gups = speed(params)
         except (cl.Error, ValueError) as exc:  # a set the device cannot run: skipped, said
             log(f"  {params.key()}: not run ({str(exc).splitlines()[0]})")
             continue
-        gups = g.updates() / seconds * 1e-9
-        log(f"  {params.key()}: {gups:.4g} GUPS ({rule} {error:.1e})")
+        timed.append(params)
+        log(f"  {params.key()}: {gups:.4g} GUPS ({rule} {error:.1e})"
+            f"{' (the current choice)' if params == current else ''}")
         if best is None or gups > best[1]:
             best = (params, gups)
-            path = profiles.update_record(d, RECORD, {KEY: {"params": asdict(params), "gups": gups,
-                                                            "size": size}})
-            log(f"  new best, saved to {path}")
-    return best[0] if best else None
+    if best is None or best[0] == current:
+        log(f"the current choice {current.key()} stays")
+        return current
+    kept, was, found = confirmed(lambda: speed(current), lambda: speed(best[0]))
+    log(f"{best[0].key()}: {found:.4g} GUPS against the current {was:.4g}, in turns: "
+        f"{'kept' if kept else 'not kept'}")
+    if not kept:
+        return current
+    path = profiles.update_record(d, RECORD, {KEY: {"params": asdict(best[0]), "gups": found,
+                                                    "size": size}})
+    log(f"saved {path}")
+    return best[0]

@@ -13,7 +13,7 @@ import pyopencl as cl
 
 from pybp.parallel import profiler
 from pybp.tune import BUDGET, BUDGETS, SIZE, SIZES
-from pybp.cl.device import describe, select_device
+from pybp.cl.device import describe, new_context, select_device
 from pybp.parallel.params import (
     CACHE_MODES,
     CONSTANT_MODES,
@@ -22,11 +22,15 @@ from pybp.parallel.params import (
     SLICES_PER_PASS,
     TEXTURE_KERNELS,
 )
-from pybp.cl.profiles import profile_path, save_profile, setting_key
+from pybp.cl.profiles import load_profile, profile_path, save_profile, setting_key
 from pybp.api.sinograms import Backprojector
 from pybp.parallel.prepare import check
 
 UNROLLS = (1, 2, 4, 8)
+# A winner replaces the current choice only where, timed again beside it in turns, it is
+# this much faster: on a 2-core CPU, 5 calls of a 256^2 case timed one candidate at 0.62
+# GU/s that then ran at 0.29-0.32 against the current choice's 0.42-0.49.
+CONFIRM_ROUNDS, CONFIRM_MARGIN = 3, 0.03
 
 
 ALU_SHAPES = (dict(square=64, items=256, items_per_row=32),  # n_q = 16
@@ -63,6 +67,18 @@ def gups(backprojector, stack, repeats=5):
 
 
 
+def confirmed(current, candidate, rounds=CONFIRM_ROUNDS, margin=CONFIRM_MARGIN) -> tuple:
+    """``(kept, current speed, candidate speed)``: ``current()`` and ``candidate()``
+    (each returns a speed) run in turns ``rounds`` times, the medians compared; the
+    candidate is kept only where it beats the current choice by ``margin``."""
+    speeds = [], []
+    for _ in range(rounds):
+        speeds[0].append(current())
+        speeds[1].append(candidate())
+    now, new = (float(np.median(s)) for s in speeds)
+    return new > now * (1 + margin), now, new
+
+
 def default_size(device) -> int:
     """Bins and slice width timed: 2048 (the paper's case), 256 on a CPU."""
     return SIZES.get(device.type, SIZE)
@@ -90,18 +106,21 @@ def schedule(settings, families, first_family="alu"):
 
 def tune(device=None, size=None, settings=None, repeats=5, families=("texture", "alu"),
          budget=None, log=print, progress=True):
-    """Search the candidates on a device within ``budget`` seconds; save the best of
-    each setting to the device's profile as they are found, and return them.
+    """Search the candidates on a device within ``budget`` seconds; return the best
+    of each setting that beats the current choice, saved to the device's profile.
 
     Every candidate is first judged against the float64 reference on the check case
     (``pybp.parallel.verify``); one that fails is reported and skipped, never timed. A device
-    that matches nothing raises ``ValueError`` before any work. Ctrl-C stops the
-    search; what was saved stays (the profile is rewritten atomically after each new
-    best). ``progress`` shows the count, the best so far and the time left.
+    that matches nothing raises ``ValueError`` before any work. Each setting's current
+    choice (its default, or what a profile chose) is timed first; when the budget is
+    spent, each setting's best is timed again beside it, in turns (:func:`confirmed`),
+    and saved only where it is faster (the profile is rewritten atomically). Ctrl-C
+    stops the search and keeps the profile as it was. ``progress`` shows the count, the
+    best so far and the time left.
     """
     cl_device = select_device(device)
     description = describe(cl_device)
-    context = cl.Context([cl_device])
+    context = new_context(cl_device)
     size = size or default_size(description)
     budget = budget or default_budget(description)
     family = "alu" if profiler.architecture(description).kernels[1] == "alu" else "texture"
@@ -112,30 +131,73 @@ def tune(device=None, size=None, settings=None, repeats=5, families=("texture", 
     winners, path = {}, profile_path(description)
     log(f"tuning {description.name}: {len(order)} candidates for {len(settings or SETTINGS)} "
         f"setting(s) at {size}x{size}, within {budget:.0f} s; saving to {path}")
-    bar = Bar(len(order), budget, enabled=progress)
+    # The budget keeps room for timing each setting's best again beside its current
+    # choice (CONFIRM_ROUNDS of each, about as long as two candidates' timing).
+    settings_count = len(settings or SETTINGS)
+    bar = Bar(len(order), budget, enabled=progress, reserve=2 * settings_count)
     log = bar.wrap(log)
+    current = {}  # setting -> (params, speed) of its current choice (the first timed)
+    existing = load_profile(description)
     try:
-        for done, ((slices, interpolation, storage), values) in enumerate(order):
+        for done, (setting, values) in enumerate(order):
             if not bar.time_for_another():
                 log(f"budget of {budget:.0f} s spent: {done} of {len(order)} candidates tried")
                 break
-            key = setting_key(slices, interpolation, storage)
-            result = _try(context, size, angles, data, repeats, slices, interpolation,
-                          storage, values, log)
-            if result is not None and (key not in winners or result[1] > winners[key]["gups"]):
-                winners[key] = {"params": result[0], "gups": float(f"{result[1]:.4g}")}
-                save_profile(description, {key: winners[key]})
-            bar.update(done + 1, key, winners.get(key))
+            key = setting_key(*setting)
+            result = _try(context, size, angles, data, repeats, *setting, values, log)
+            if values is None and result is not None:
+                current[setting] = (existing.get(key, result[0]), result[1])
+            elif result is not None and result[1] > max(
+                    current.get(setting, (None, 0.0))[1],
+                    winners.get(setting, {}).get("gups", 0.0)):
+                winners[setting] = {"params": result[0], "gups": float(f"{result[1]:.4g}")}
+            best = winners.get(setting) or (
+                {"gups": float(f"{current[setting][1]:.4g}")} if setting in current else None)
+            bar.update(done + 1, key, best)
+        bar.close()
+        kept, timed = _confirm(context, size, angles, data, repeats, winners, log)
     except KeyboardInterrupt:
         bar.close()
-        log(f"interrupted: the profile keeps the {len(winners)} best so far ({path})")
+        log(f"interrupted: the profile is as it was ({path})")
         raise
-    bar.close()
-    for key, entry in sorted(winners.items()):
-        log(f"{key}: best {entry['params']} at {entry['gups']:g} GU/s")
-    if winners:
+    # Each setting timed keeps its current choice, with the speed measured here (what
+    # slices_per_pass="auto" compares), unless a faster set was kept.
+    entries = {setting_key(*setting): {"params": params,
+                                       "gups": float(f"{timed.get(setting, speed):.4g}")}
+               for setting, (params, speed) in current.items()}
+    entries.update(kept)
+    if entries:
+        save_profile(description, entries)
+    if kept:
         log(f"saved {path}")
-    return winners
+    else:
+        log(f"nothing faster than the current choices: they stay ({path})")
+    return kept
+
+
+def _confirm(context, size, angles, data, repeats, winners, log) -> tuple:
+    """``(kept, timed)``: the profile entries of ``winners`` (setting -> best) that
+    beat their setting's current choice timed again beside them (:func:`confirmed`), by
+    setting key; the current choices' speeds timed so, by setting."""
+    kept, timed = {}, {}
+    for setting, entry in sorted(winners.items()):
+        slices, interpolation, storage = setting
+        common = dict(context=context, interpolation=interpolation, slices_per_pass=slices,
+                      precision=storage, verify=False)
+        params = entry["params"]
+        chosen = dict(common, kernel=params["kernel"],
+                      overrides={k: v for k, v in params.items() if k != "kernel"})
+        with Backprojector(size, angles, **common) as now, \
+                Backprojector(size, angles, **chosen) as new:
+            better, was, found = confirmed(lambda: gups(now, data[:slices], repeats),
+                                           lambda: gups(new, data[:slices], repeats))
+        key = setting_key(*setting)
+        log(f"{key}: {new.params.key()} {found:.4g} GU/s against the current "
+            f"{now.params.key()} {was:.4g}, in turns: {'kept' if better else 'not kept'}")
+        timed[setting] = was
+        if better:
+            kept[key] = dict(entry, gups=float(f"{found:.4g}"))
+    return kept, timed
 
 
 def _try(context, size, angles, data, repeats, slices, interpolation, storage, values, log):
@@ -164,18 +226,18 @@ class Bar:
     """The search's progress on standard error: candidates done, the best GU/s so far
     and the time left; it also decides whether another candidate fits the budget."""
 
-    def __init__(self, total, budget, enabled=True, stream=sys.stderr):
+    def __init__(self, total, budget, enabled=True, stream=sys.stderr, reserve=0):
         self.total, self.budget, self.enabled, self.stream = total, budget, enabled, stream
+        self.reserve = reserve  # candidates' time kept for after the search
         self.start, self.done = time.perf_counter(), 0
         self.line = ""  # the bar as last drawn
 
     def time_for_another(self) -> bool:
-        """Whether a candidate taking the mean time so far ends within the budget."""
+        """Whether a candidate taking the mean time so far ends within the budget, with
+        ``reserve`` candidates' time left after it."""
         elapsed = time.perf_counter() - self.start
         mean = elapsed / self.done if self.done else 0.0
-        return elapsed + mean <= self.budget
-
-        self.line = ""  # the bar as last drawn
+        return elapsed + mean * (1 + self.reserve) <= self.budget or self.done < 1
 
     def update(self, done, key, best):
         """``done`` candidates tried; the last was of setting ``key``, whose best so

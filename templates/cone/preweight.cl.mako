@@ -3,8 +3,9 @@
 ## flats and darks (in `real`: double where the device has it, as in normalisation for
 ## parallel beam); then each pixel times the cosine of its ray to the detector's normal
 ## (the source's depth over the ray's length) and its column's weight (angular weight
-## over the isocentre pitch; Parker's for short scans).
-/* pybp cone-beam FDK pre-weighting${", from counts" if flat_field else ""} */
+## over the isocentre pitch; Parker's for short scans). Not `weighted` (the plain
+## back-projection): the line integrals' check alone.
+/* pybp cone-beam ${"FDK pre-weighting" if weighted else "check of line integrals"}${", from counts" if flat_field else ""} */
 % if real == "double":
 #pragma OPENCL EXTENSION cl_khr_fp64 : enable
 % endif
@@ -15,11 +16,6 @@ ${args['cone_preweight']}
     const int c = get_global_id(0), row = get_global_id(1), q = get_global_id(2);
     if (c >= n_cols || row >= n_rows)
         return;
-    const int projection = first_projection + q;
-    __global const float *f = frames + ${frame_values} * projection;
-    const float r = first_row + row;
-    const float3 ray = (float3)(f[0], f[1], f[2]) + c * (float3)(f[3], f[4], f[5])
-                       + r * (float3)(f[6], f[7], f[8]);
     const size_t at = ((size_t)q * row_stride + row) * n_cols + c;
 % if flat_field:
     const size_t pixel = (size_t)(first_row + row) * n_cols + c;
@@ -33,10 +29,21 @@ ${args['cone_preweight']}
     const float sample = (float)(-log(value));
 % else:
     float sample = images[at];
-    if (!isfinite(sample)) {  // a NaN or Inf would spread over the volume: counted, zeroed
+    // A NaN or Inf would spread over the volume: counted (the caller refuses the data
+    // before the slab is written), zeroed.
+    if (!isfinite(sample)) {
         sample = 0.0f;
         atomic_inc(replaced);
     }
 % endif
+% if weighted:
+    const int projection = first_projection + q;
+    __global const float *f = frames + ${frame_values} * projection;
+    const float r = first_row + row;
+    const float3 ray = (float3)(f[0], f[1], f[2]) + c * (float3)(f[3], f[4], f[5])
+                       + r * (float3)(f[6], f[7], f[8]);
     images[at] = sample * (f[9] / length(ray) * column_weights[(size_t)projection * n_cols + c]);
+% else:
+    images[at] = sample;
+% endif
 }

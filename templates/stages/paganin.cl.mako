@@ -143,7 +143,8 @@ ${args['rows_inverse_a']}
             // the floor, counted, as normalisation does without phase retrieval.
             if (!(value > 0.0f)) {
                 value = floor_value;
-                atomic_inc(clipped);
+                if (own_row >= counted_first && own_row < counted_stop)  // rows kept
+                    atomic_inc(clipped);
             }
             out[(size_t)s * n_bins + bin] = -log(value);
         }
