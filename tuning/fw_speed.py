@@ -3,10 +3,12 @@
 same method in NumPy and PyWavelets (tomopy's ``remove_stripe_fw`` formula, one thread),
 on the same machine in one run.
 
-    python tuning/fw_speed.py --size 1024 --level 9 --device pthread
+    python tuning/fw_speed.py --size 1024 --level 9 --device pthread [--kernels]
 
 Prints milliseconds per sinogram: the median of 5 calls on 8 sinograms after one (wall
-clock, the queue finished), and PyWavelets' median of 5.
+clock, the queue finished), and PyWavelets' median of 5. ``--kernels``: also each
+kernel's share, each launch waited for on the wall clock (CPU runtimes' profiling
+timestamps are not to be trusted), summed over the levels.
 """
 
 import argparse
@@ -43,11 +45,33 @@ def numpy_fw(sinogram, level, wavelet, sigma, pad):
     return approximation[shift:shift + n_angles, :n_bins]
 
 
+def print_kernels(method, queue, buffer, count, runs=3):
+    """Milliseconds per sinogram of each kernel, every launch waited for."""
+    spent = {name: 0.0 for name in method.kernels}
+
+    def timed(name, kernel):
+        def launch(*args, **kw):
+            start = time.perf_counter()
+            event = kernel(*args, **kw)
+            event.wait()
+            spent[name] += time.perf_counter() - start
+            return event
+        return launch
+
+    method.kernels = {name: timed(name, k) for name, k in method.kernels.items()}
+    for _ in range(runs):
+        method._launch(queue, buffer, 0, count)
+    total = sum(spent.values())
+    for name, seconds in sorted(spent.items(), key=lambda item: -item[1]):
+        print(f"  {name:12s} {1e3 * seconds / runs / count:7.1f} ms  {100 * seconds / total:3.0f}%")
+
+
 def main():
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--size", type=int, default=1024, help="angles and bins")
     parser.add_argument("--level", type=int, default=9)
     parser.add_argument("--device", default=None)
+    parser.add_argument("--kernels", action="store_true", help="also the time of each kernel")
     args = parser.parse_args()
     cl_device, context, _ = open_device(args.device)
     device = describe(cl_device)
@@ -68,6 +92,8 @@ def main():
             times.append(time.perf_counter() - start)
     print(f"pybp on {device.name} ({device.platform}): "
           f"{1e3 * np.median(times) / count:.1f} ms per {n}^2 sinogram (level {args.level})")
+    if args.kernels:
+        print_kernels(method, queue, buffer, count)
     numpy_fw(data[0], **params)
     times = []
     for _ in range(5):

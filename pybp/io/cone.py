@@ -35,14 +35,14 @@ CIRCULAR_KEYS = ("source_origin", "origin_detector", "pixel_size", "detector_off
 
 def _load_array(path: Path, name: str, columns: int) -> np.ndarray:
     if not path.exists():
-        raise ValueError(f"geometry: {name} file {path} does not exist")
+        raise ValueError(f"{name} file {path} does not exist")
     if not path.is_file():
         what = "a folder" if path.is_dir() else "not a regular file"
-        raise ValueError(f"geometry: {name} file {path} is {what}; give a .npy or text file")
+        raise ValueError(f"{name} file {path} is {what}; give a .npy or text file")
     try:
         values = np.load(path) if path.suffix == ".npy" else np.loadtxt(path, ndmin=2)
     except (OSError, ValueError) as exc:
-        raise ValueError(f"geometry: cannot read {name} from {path}: {exc}") from None
+        raise ValueError(f"cannot read {name} from {path}: {exc}") from None
     if name == "matrices" and values.ndim == 2 and values.shape[1] == columns:
         values = values.reshape(-1, 3, 4)  # rows of 12 numbers in a text file
     return values

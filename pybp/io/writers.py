@@ -536,6 +536,7 @@ class TiffSlices:
         self.digits = max(5, len(str(first_row + n_slices - 1)))
         self.description = description
         self._pool = None
+        self._state, self._running, self._settled = threading.Condition(), 0, False
 
     def name(self, index) -> str:
         return f"slice_{self.first_row + index:0{self.digits}d}.tif"
@@ -549,12 +550,26 @@ class TiffSlices:
                 file, image, description=self.description, photometric="minisblack",
                 metadata=None))
 
+    def _counted(self, index, image):
+        """:meth:`write`, as the pool runs it: counted while it runs, refused once settled."""
+        with self._state:
+            if self._settled:
+                raise RuntimeError(f"output: {self.folder} was closed; {self.name(index)} "
+                                   "not written")
+            self._running += 1
+        try:
+            self.write(index, image)
+        finally:
+            with self._state:
+                self._running -= 1
+                self._state.notify_all()
+
     def __setitem__(self, key, slices):
         start = 0 if key.start is None else key.start
         with _POOL_LOCK:  # pieces come from several threads (pybp.stream.executor.WRITES)
             if self._pool is None:
                 self._pool = ThreadPoolExecutor(WRITE_THREADS, thread_name_prefix="pybp-tiff")
-        futures = [self._pool.submit(self.write, start + i, s) for i, s in enumerate(slices)]
+        futures = [self._pool.submit(self._counted, start + i, s) for i, s in enumerate(slices)]
         for future in futures:  # every write ends (whole or removed) before an error is raised
             future.exception()
         _sync_folder(self.folder)  # the renames of those written
@@ -562,14 +577,24 @@ class TiffSlices:
             future.result()
 
     def __getstate__(self):
-        return dict(self.__dict__, _pool=None)
+        return dict(self.__dict__, _pool=None, _state=None, _running=0)
+
+    def __setstate__(self, state):
+        self.__dict__.update(state, _state=threading.Condition())
 
     def settle(self):
-        """Let the writes that started end; drop those queued (after Ctrl-C)."""
+        """Let the writes that started end; drop those queued (after Ctrl-C); refuse any
+        later one. Counted here, not by the pool: a Ctrl-C inside ``Thread.start`` leaves
+        a worker the pool does not know of and does not wait for, which then wrote a
+        slice after the count ("interrupted after 6 of 128 planes", 7 on the disk)."""
+        with self._state:
+            self._settled = True
         with _POOL_LOCK:
             pool, self._pool = self._pool, None
         if pool is not None:
             pool.shutdown(wait=True, cancel_futures=True)
+        with self._state:
+            self._state.wait_for(lambda: self._running == 0)
 
     def close(self):
         self.settle()

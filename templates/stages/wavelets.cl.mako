@@ -4,6 +4,9 @@
 ## level of PyWavelets' symmetric-mode transforms along rows or columns of any strided
 ## plane; `damp_sums` and `damp_apply` take its Gaussian low-pass along the angles out of a level's vertical
 ## details; `crop` writes the result back into the sinograms.
+## Products are summed as `x * y + z`, which compilers contract to one FMA where the
+## hardware has it: PoCL made each mad() a call of its own, and the stage took 2.4x
+## as long on a CPU (tuning/fw_speed.py --kernels).
 ${"/* pybp Fourier-wavelet ring removal: %d taps, at most %d frequencies */" % (len(dec_lo), freqs)}
 #define TAPS ${len(dec_lo)}
 #define FREQS ${freqs}
@@ -59,14 +62,14 @@ ${args['dwt_' + name]}
     if (2 * o + 2 - TAPS >= 0 && 2 * o + 1 < n) {
         for (int j = 0; j < TAPS; j++) {
             const float v = ${at % "2 * o + 1 - j"};
-            low = mad(dec_lo[j], v, low);
-            high = mad(dec_hi[j], v, high);
+            low += dec_lo[j] * v;
+            high += dec_hi[j] * v;
         }
     } else {
         for (int j = 0; j < TAPS; j++) {
             const float v = ${at % "mirror(2 * o + 1 - j, n)"};
-            low = mad(dec_lo[j], v, low);
-            high = mad(dec_hi[j], v, high);
+            low += dec_lo[j] * v;
+            high += dec_hi[j] * v;
         }
     }
     const size_t out = get_global_id(2) * out_plane + (size_t)y * out_stride + x;
@@ -96,14 +99,14 @@ ${args['idwt_' + name]}
     if ((n + TAPS - 2 - parity) / 2 < m) {  // every coefficient it takes exists
         for (int j = parity; j < TAPS; j += 2) {
             const size_t at = line + ${"" if along else "(size_t)"}((n + TAPS - 2 - j) / 2)${"" if along else " * in_stride"};
-            sum = mad(lo[at], rec_lo[j], mad(hi[at], rec_hi[j], sum));
+            sum = lo[at] * rec_lo[j] + (hi[at] * rec_hi[j] + sum);
         }
     } else {
         for (int j = parity; j < TAPS; j += 2) {
             const int k = (n + TAPS - 2 - j) / 2;
             if (k < m) {
                 const size_t at = line + ${"" if along else "(size_t)"}k${"" if along else " * in_stride"};
-                sum = mad(lo[at], rec_lo[j], mad(hi[at], rec_hi[j], sum));
+                sum = lo[at] * rec_lo[j] + (hi[at] * rec_hi[j] + sum);
             }
         }
     }
@@ -137,8 +140,8 @@ ${args['damp_sums']}
     for (int i = first; i < stop; i++) {
         const float v = column[(size_t)i * stride];
         for (int k = 0; k < n_freqs; k++) {
-            a[k] = mad(v, cosines[k * rows + i], a[k]);
-            b[k] = mad(v, sines[k * rows + i], b[k]);
+            a[k] += v * cosines[k * rows + i];
+            b[k] += v * sines[k * rows + i];
         }
     }
     __global float *out = sums + ((get_global_id(2) * parts + part) * 2 * FREQS) * (size_t)cols + x;
@@ -171,7 +174,7 @@ ${args['damp_apply']}
     for (int i = first; i < stop; i++) {
         float low = 0.0f;
         for (int k = 0; k < n_freqs; k++)
-            low = mad(a[k], cosines[k * rows + i], mad(b[k], sines[k * rows + i], low));
+            low = a[k] * cosines[k * rows + i] + (b[k] * sines[k * rows + i] + low);
         column[(size_t)i * stride] -= low;
     }
 }
