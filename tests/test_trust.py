@@ -365,6 +365,9 @@ def write_layout(path, scan, layout):  # noqa: F811
         f.create_dataset("exchange/theta", data=scan["degrees"])
 
 
+_LAYOUT_SLICES = {}  # device name -> the slices of the first layout run
+
+
 @pytest.mark.parametrize("layout", ["contiguous", "frames", "rows", "compressed"])
 def test_every_hdf5_layout_reads_alike(scan, tmp_path, cl_device, capsys, layout):  # noqa: F811
     """Each way HDF5 stores /exchange/data (read straight at its offsets where it is
@@ -375,10 +378,14 @@ def test_every_hdf5_layout_reads_alike(scan, tmp_path, cl_device, capsys, layout
     argv = [str(path), "--center", repr(scan["center"]), "--device", cl_device.name, "--quiet"]
     assert run(argv + ["-o", str(tmp_path / "o.npy")])[0] == 0
     got = np.load(tmp_path / "o.npy")
+    first = _LAYOUT_SLICES.setdefault(cl_device.name, got)
+    np.testing.assert_array_equal(got, first)  # every layout alike, to the bit
     want = pybp.reconstruct(scan["projections"], np.radians(scan["degrees"]), scan["flats"],
                             scan["darks"], center=scan["center"], device=cl_device,
                             progress=False)
-    np.testing.assert_array_equal(got, want)
+    # The API from arrays: equal on PoCL, within rounding on Intel's runtime (which
+    # vectorises the two paths' kernels differently: 1.2e-6 of the peak here)
+    np.testing.assert_allclose(got, want, rtol=0, atol=1e-5 * np.abs(want).max())
     with h5py.File(path, "a") as f:
         del f["exchange/data_white"], f["exchange/data_dark"]
     assert_one_line(capsys, run(argv + ["-o", str(tmp_path / "counts")])[0], "raw counts")
