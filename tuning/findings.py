@@ -619,12 +619,17 @@ def main():
     parser.add_argument("--work", type=Path, help="where the inputs and outputs go "
                         "(default: a new temporary folder)")
     args = parser.parse_args()
+    if args.before and not (args.before / "pybp" / "__init__.py").is_file():
+        parser.error(f"--before: {args.before} holds no pybp/ package")
+    only = set(args.only.split(",")) if args.only else None
+    unknown = sorted((only or set()) - {item for item, _, _ in FINDINGS})
+    if unknown:
+        parser.error(f"--only: no item {', '.join(unknown)} (the issue's items are 1 to 7)")
     work = (args.work or Path(tempfile.mkdtemp(prefix="findings-"))).resolve()
     make_inputs(work / "inputs")
     trees = [Tree(HERE.parent, work, "after", work / "inputs")]
     if args.before:
         trees.insert(0, Tree(args.before, work, "before", work / "inputs"))
-    only = set(args.only.split(",")) if args.only else None
     print("| # | finding | " + " | ".join(t.folder.name for t in trees) + " |")
     print("| --- | --- |" + " --- |" * len(trees), flush=True)
     for item, words, case in FINDINGS:

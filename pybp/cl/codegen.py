@@ -127,9 +127,7 @@ def build(context, source: str, device):
     a one-shot ``pybp.fbp`` builds nothing the second time); a compiler failure becomes
     one line naming the device, the kernel and the first error of the log (``--debug``
     shows the whole)."""
-    # -w: a compiler's warnings are for pybp's developers (the tests build every kernel
-    # with them); PoCL printed its "1 warning generated." to the user's terminal itself.
-    options = ["-w", *implementations.named(device.implementation).build_options]
+    options = list(implementations.named(device.implementation).build_options)
     key = (context.int_ptr, source, tuple(options))
     with _PROGRAMS_LOCK:
         if key in _PROGRAMS:
@@ -152,7 +150,11 @@ def compiled(context, source: str, options=()) -> cl.Program:
     """``source`` built for the context's device, from pybp's cache of built binaries
     where it was built before (:func:`_cached`). Built on a thread of its own
     (:func:`interruptible`); a failed build is repeated from source so that the error
-    carries the build log."""
+    carries the build log. Built with -w: a compiler's warnings are for pybp's
+    developers, and PoCL printed its "1 warning generated." to the user's terminal
+    itself, where no Python filter reaches."""
+    options = ["-w", *options]
+
     def build():
         if implementations.identify(context.devices[0].platform.name).binaries:
             try:

@@ -229,6 +229,8 @@ __kernel void count(__global float *out, const int n)
 """
 PROBE_ITEMS = 1024
 PROBE_WALL = 0.02  # seconds a timed probe launch should last for its timers to be judged
+
+
 @dataclass(frozen=True)
 class Probe:
     """Whether a device builds and runs pybp's simplest kernel (``why`` if not), and
