@@ -27,8 +27,8 @@ import uuid
 
 import pyopencl as cl
 
-from pybp.cl.device import (all_devices, device_type_name, keep_ctrl_c, speed_rank,
-                             select_device, usable_devices)
+from pybp.cl.device import (ENV_DEVICE, all_devices, device_type_name, keep_ctrl_c,
+                             select_device, speed_rank, usable_devices)
 from pybp.io.readers import open_scan
 from pybp.parallel.prepare import Setup, team
 from pybp.stream.progress import Progress
@@ -118,13 +118,17 @@ def _device_plugin(by_name):
     return DevicePlugin(by_name)
 
 
+def default_devices() -> str:
+    """The devices where none are named: the ``PYBP_DEVICES`` variable, else
+    ``PYBP_DEVICE``, else ``"all"`` (a worker's, and ``pybp reconstruct --scheduler
+    local``'s: a volume resumed on another CPU runtime would differ in its last bits)."""
+    return os.environ.get(ENV_DEVICES) or os.environ.get(ENV_DEVICE) or "all"
+
+
 def _worker_devices(worker):
     """The devices ``worker`` runs on (see the module docstring)."""
     assigned = getattr(worker, "pybp_devices", None)
-    if assigned is not None:
-        return device_list(assigned)
-    spec = os.environ.get(ENV_DEVICES) or os.environ.get("PYBP_DEVICE") or "all"
-    return device_list(spec)
+    return device_list(assigned if assigned is not None else default_devices())
 
 
 def _team(worker, setup: Setup):
@@ -177,8 +181,9 @@ def _run_slab(source, setup, first, stop, offset, log, chunk_slices):
             projections, flats, darks, out = scan.projections, scan.flats, scan.darks, source[2]
         try:
             stats = {}
-            clipped = pipelines.run(Slab(projections, flats, darks, first, stop, out, offset,
-                                         log, chunk_slices, progress=False, stats=stats))
+            clipped = pipelines.run(Slab(projections, flats, darks, first, stop, out,
+                                         offset=offset, log=log, chunk_slices=chunk_slices,
+                                         progress=False, stats=stats))
         finally:
             if scan is not None:
                 scan.close()

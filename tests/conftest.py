@@ -1,8 +1,10 @@
 """One fixture picks the device: ``PYBP_DEVICE`` when set (the GPU machine), else the
-default (PoCL on a machine with no GPU). Results are judged by ``pybp.parallel.verify``, one rule
-and one table of tolerances for tests, ``pybp tune`` and ``pybp bench``."""
+default (PoCL on a machine with no GPU), pinned in ``PYBP_DEVICE`` for the whole session
+(:func:`pytest_configure`). Results are judged by ``pybp.parallel.verify``, one rule and
+one table of tolerances for tests, ``pybp tune`` and ``pybp bench``."""
 
 import functools
+import os
 import zlib
 
 import numpy as np
@@ -10,6 +12,34 @@ import pytest
 
 from pybp.parallel import verify
 from pybp.cl.device import describe, select_device
+
+USER_DEVICE = os.environ.get("PYBP_DEVICE", "")  # as the session was started
+
+
+def pytest_configure(config):
+    """Pin the test device in ``PYBP_DEVICE``, so that the commands, Dask workers and
+    scripts the tests start run on the device of the results they are compared with.
+    Unpinned, each process picks the fastest CPU runtime by timing them
+    (pybp/parallel/speed.py), and a test's own calls record those timings: on one CI
+    machine the workers of ``--scheduler local`` took Intel's runtime where the test
+    process had taken PoCL, and their slices differed by 1e-8 where they must be equal
+    (``--scheduler local`` now takes ``PYBP_DEVICE`` too: pybp.distributed.default_devices). On a machine with no GPU
+    the pin is PoCL where it builds kernels (what the suite's exact comparisons are
+    written for: Intel's runtime vectorises the same kernel differently on different
+    paths), else the default."""
+    if USER_DEVICE:
+        return
+    from pybp.cl import device, implementations
+    found = device.all_devices()
+    if not found:
+        return  # the tests that need a device say so
+    chosen = select_device()
+    if device.device_type_name(chosen) == "cpu":
+        cpus = [d for d in device.usable_devices(found, warn=False)
+                if device.device_type_name(d) == "cpu"]
+        chosen = min(cpus, key=lambda d: implementations.identify(d.platform.name).rank)
+    os.environ["PYBP_DEVICE"] = str(next(i for i, d in enumerate(found)
+                                         if d.int_ptr == chosen.int_ptr))
 
 
 @functools.lru_cache(maxsize=1)
@@ -23,12 +53,10 @@ def device_is_gpu():
 def cpu_runtimes():
     """``PYBP_DEVICE`` values of each CPU implementation here that builds kernels (PoCL,
     Intel's runtime with the cpu extra): what the Ctrl-C tests run on, one after the
-    other; just the test device on a GPU machine or where PYBP_DEVICE is set."""
-    import os
-
+    other; just the test device on a GPU machine or where PYBP_DEVICE was set."""
     from pybp.cl import device
-    if device_is_gpu() or os.environ.get("PYBP_DEVICE"):
-        return (os.environ.get("PYBP_DEVICE", ""),)
+    if device_is_gpu() or USER_DEVICE:
+        return (USER_DEVICE,)
     found = {}
     for d in device.usable_devices(warn=False):
         if device.device_type_name(d) == "cpu":

@@ -12,13 +12,14 @@ import subprocess
 import sys
 import time
 from pathlib import Path
+from types import SimpleNamespace
 
 import numpy as np
 import pytest
 import tifffile
 
 import pybp
-from pybp.cli import commands as cli
+from pybp.cli import commands as cli, files
 from pybp.stream import sources
 from pybp.bench.volume import make_scan
 from pybp.distributed import SLAB_ALIGN, device_list, slabs
@@ -217,6 +218,31 @@ def test_scheduler_worker_killed_mid_run(kill_scan, tmp_path):
         (output / f"slice_{i:05d}.tif").unlink()
     assert cli.main(_command(folder, output, "--resume", "--scheduler", "local")) == 0
     _assert_whole(output, expected)
+
+
+def test_a_local_scheduler_takes_the_device_the_environment_names(monkeypatch):
+    """``--scheduler local`` without ``--devices`` starts a worker per device that
+    ``PYBP_DEVICES`` or ``PYBP_DEVICE`` names, as a worker of any cluster takes, not
+    the fastest CPU runtime: resumed there, a volume would mix two runtimes' last bits
+    (they differed by 1e-8 on one CI machine)."""
+    started = []
+    monkeypatch.setattr(pybp.distributed, "local_cluster",
+                        lambda devices, processes: started.append(devices) or "cluster")
+    monkeypatch.setattr(pybp.distributed, "need_dask",
+                        lambda: SimpleNamespace(Client=lambda cluster: cluster))
+    args = SimpleNamespace(scheduler="local", devices=None)
+    monkeypatch.delenv("PYBP_DEVICES", raising=False)
+    monkeypatch.setenv("PYBP_DEVICE", "Portable")
+    assert files._cluster(args) == "cluster" and started == ["Portable"]
+    monkeypatch.setenv("PYBP_DEVICES", "0,0")
+    files._cluster(args)
+    args.devices = "1"
+    files._cluster(args)
+    monkeypatch.delenv("PYBP_DEVICES")
+    monkeypatch.delenv("PYBP_DEVICE")
+    args.devices = None
+    files._cluster(args)
+    assert started == ["Portable", "0,0", "1", "all"]
 
 
 def test_scheduler_needs_a_folder(kill_scan, tmp_path, capsys):

@@ -18,7 +18,7 @@ from pybp import __version__
 from pybp import tune as tuning
 from pybp.cli import files as cli_files
 from pybp.cli import preview, writing
-from pybp.cli.files import Parser
+from pybp.cli.parser import Parser, is_expected, one_line
 from pybp.cli.writing import EXIT_INTERRUPTED
 from pybp.cl.device import devices
 from pybp.stages.filters import FILTERS
@@ -278,9 +278,9 @@ def _main(argv):
         print(f"pybp {args.command}: interrupted", file=sys.stderr)
         return EXIT_INTERRUPTED
     except Exception as exc:
-        if getattr(args, "debug", False) or not cli_files.is_expected(exc):
+        if getattr(args, "debug", False) or not is_expected(exc):
             raise
-        print(f"pybp {args.command}: {cli_files.one_line(exc)}", file=sys.stderr)
+        print(f"pybp {args.command}: {one_line(exc)}", file=sys.stderr)
         return 2
 
 

@@ -34,35 +34,13 @@ from pybp.parallel.prepare import Setup
 from pybp.stream.team import Slab
 from pybp.api.volumes import Reconstructor
 from pybp.cli import preprocessing, writing
+from pybp.cli.parser import byte_size
 
 SHEET_TILE = 256  # pixels of one slice on the contact sheet
 MAX_SWEEP = 400   # centres one --center-sweep may try (each a PNG)
 # Data with no flats and darks whose sampled values are all at least 1 with a median
 # above this look like raw counts, not transmissions or line integrals.
 RAW_COUNTS_MEDIAN = 100
-
-
-class HelpFormatter(argparse.RawDescriptionHelpFormatter):
-    """Descriptions as written; "(default: X)" after an option's help where the text
-    does not say its default already (options whose default is None say it in words)."""
-
-    def _get_help_string(self, action):
-        text = action.help or ""
-        value = action.default
-        if ("default" in text or not action.option_strings or value is None
-                or isinstance(value, bool) or value is argparse.SUPPRESS):
-            return text
-        if isinstance(value, (list, tuple)):
-            value = " ".join(map(str, value))
-        return f"{text} (default: {value})"
-
-
-class Parser(argparse.ArgumentParser):
-    """Every ``pybp`` parser: :class:`HelpFormatter` unless told otherwise."""
-
-    def __init__(self, *args, **kwargs):
-        kwargs.setdefault("formatter_class", HelpFormatter)
-        super().__init__(*args, **kwargs)
 
 
 def _range(text, name, limit):
@@ -221,12 +199,14 @@ def _check_cluster(args):
 
 def _cluster(args):
     """A Dask client for ``--scheduler`` (None without it): ``local`` starts a cluster of
-    one worker process per device of ``--devices`` (default all)."""
+    one worker process per device of ``--devices`` (default: those ``PYBP_DEVICES`` or
+    ``PYBP_DEVICE`` name, else all)."""
     if not args.scheduler:
         return None
     dask = distributed.need_dask()
     if args.scheduler == "local":
-        return dask.Client(distributed.local_cluster(args.devices or "all", processes=True))
+        return dask.Client(distributed.local_cluster(args.devices or distributed.default_devices(),
+                                                     processes=True))
     try:
         return dask.Client(args.scheduler, timeout=30)
     except (OSError, TimeoutError, ValueError) as exc:
@@ -363,7 +343,7 @@ def _on_cluster(args, client, scan, output, rows, a, b, options):
     """Rows ``a..b`` of the output by the workers of ``client``, which open the scan and
     write the TIFF slices themselves."""
     setup = Setup(scan.shape[2], scan.angles, **options)
-    slab = Slab(None, None, None, rows[0] + a, rows[0] + b, output.writer(), a,
+    slab = Slab(None, None, None, rows[0] + a, rows[0] + b, output.writer(), offset=a,
                 log=not args.no_log, chunk_slices=args.chunk_slices, progress=not args.quiet)
     try:
         distributed.reconstruct_on_cluster(client, setup, slab, scan=scan.opened_with)
@@ -404,24 +384,6 @@ def _center_options(parser):
     parser.add_argument("--center-search", metavar="A:B",
                         help="with --center auto: search the axis between detector columns "
                              "A and B (default: all but 10%% at each edge)")
-
-
-BYTE_UNITS = {"": 1, "k": 1 << 10, "m": 1 << 20, "g": 1 << 30, "t": 1 << 40}
-
-
-def byte_size(text):
-    """``BYTES`` as the options take it: a number, with K, M, G or T (powers of 1024)."""
-    number, unit = text.strip().rstrip("bB"), ""
-    if number and number[-1].lower() in BYTE_UNITS:
-        number, unit = number[:-1], number[-1].lower()
-    try:
-        value = float(number) * BYTE_UNITS[unit]
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"expected bytes, such as 2G or 512M, got {text!r}") \
-            from None
-    if not 1 <= value < float("inf"):
-        raise argparse.ArgumentTypeError(f"expected a positive size, got {text!r}")
-    return int(value)
 
 
 def _slices_per_pass(text):
@@ -500,7 +462,8 @@ traceback), 130 interrupted.""")
                      help="a Dask scheduler (tcp://host:8786) whose workers reconstruct slabs "
                           "of rows on their GPUs, reading the input and writing TIFF slices "
                           "on a shared file system; local: one worker process per device of "
-                          "--devices (needs Dask: pip install distributed; default: none)")
+                          "--devices (else of PYBP_DEVICES or PYBP_DEVICE, else all) (needs "
+                          "Dask: pip install distributed; default: none)")
     rec.add_argument("--chunk-slices", type=int, default=None,
                      help="slices per chunk through the device (default: from its memory)")
     rec.add_argument("--memory-limit", type=byte_size, metavar="BYTES",
@@ -522,18 +485,3 @@ traceback), 130 interrupted.""")
     _input_options(cen)
     _center_options(cen)
     cen.set_defaults(func=cmd_center, quiet=False)
-
-
-def is_expected(exc) -> bool:
-    """Mistakes a user can act on, and what an OpenCL implementation refused: one line,
-    no traceback (``--debug`` shows it)."""
-    import pyopencl as cl
-
-    return isinstance(exc, (ValueError, TypeError, OSError, RuntimeError, cl.Error)) and \
-        not isinstance(exc, (NotImplementedError, RecursionError))
-
-
-def one_line(exc) -> str:
-    """An error as one line: an OpenCL error's first (a build log follows it)."""
-    lines = [line.strip() for line in str(exc).splitlines() if line.strip()]
-    return lines[0] if lines else type(exc).__name__
