@@ -286,8 +286,8 @@ def find_center(data, angles, flats=None, darks=None, rows=None, search=None, lo
     if np.ndim(data) != 3:
         raise ValueError(f"data: expected a sinogram (n_angles, n_bins) or projections "
                          f"(n_angles, n_rows, n_bins), got shape {np.shape(data)}")
-    return estimate_center(data, angles, flats, darks, rows, search, log, refine,
-                           device)["center"]
+    return estimate_center(data, angles, flats, darks, rows=rows, search=search, log=log,
+                           refine=refine, device=device)["center"]
 
 
 def _checked_angles(angles, n_angles):

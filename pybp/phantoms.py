@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from pybp.cone.weights import frames
+from pybp.geometry.cone_weights import frames
 from pybp.geometry.cone import ConeGeometry
 from pybp.geometry.parallel import Geometry
 

@@ -8,7 +8,8 @@ import pytest
 
 import pybp
 from pybp import phantoms
-from pybp.cone import reference, slabs, weights
+from pybp.cone import prepare, reference, slabs
+from pybp.geometry import cone_weights as weights
 from pybp.cone.params import ConeParams
 from pybp.geometry.cone import ConeGeometry
 from pybp.parallel.verify import TOLERANCES
@@ -180,20 +181,27 @@ def test_three_constructors_give_one_volume(cl_device, rng):
 
 
 # ---- slabs ----------------------------------------------------------------------------------
+@pytest.mark.parametrize("store", ["host", "device", None])
 @pytest.mark.parametrize("family", ["exact", "texture"])
-def test_slabs_and_row_windows_equal_one_pass_bit_for_bit(cl_device, rng, family, tmp_path):
+def test_slabs_and_row_windows_equal_one_pass_bit_for_bit(cl_device, rng, family, store,
+                                                          tmp_path, monkeypatch):
     """A memory limit a quarter of the volume: at least 4 slabs, each reading only
     its detector rows, into a float64 array and a memmap, FDK and the plain
-    back-projection alike; odd detector rows (the FFT's pairs at the last row)."""
+    back-projection alike; odd detector rows (the FFT's pairs at the last row). The
+    projections filtered once into a store in host memory, or on the device (the limit
+    a quarter of the volume and the store), or (no store fits) filtered again per slab."""
     g = full_circle(n=14, volume=(48, 40, 40), detector=(41, 64), voxel_size=0.6)
     projections = rng.standard_normal((14, 41, 64)).astype(np.float32)
     params = ConeParams(family=family, voxels_per_item=4, projections_per_pass=2, group=(8, 4))
     volume_bytes = 48 * 40 * 40 * 4
+    limit = volume_bytes // 4 + (14 * 42 * 64 * 4 if store == "device" else 0)
+    if store is None:
+        monkeypatch.setattr(prepare, "STORE_HOST_SHARE", 0.0)
     for filter in ("ramp", None):
         one = pybp.ConeBackprojector(g, params, filter=filter, device=cl_device)(projections)
-        with pybp.ConeBackprojector(g, params, filter=filter, memory_limit=volume_bytes // 4,
+        with pybp.ConeBackprojector(g, params, filter=filter, memory_limit=limit,
                                     device=cl_device) as bp:
-            assert len(bp.plan.slabs) >= 4
+            assert len(bp.plan.slabs) >= 4 and bp.store == store
             windows = [w for slab in bp.plan.slabs for w in slab.windows]
             assert max(rows for _, rows in windows) < 41  # rows left out
             out = np.lib.format.open_memmap(tmp_path / f"v{filter}.npy", "w+", np.float32,
@@ -202,6 +210,26 @@ def test_slabs_and_row_windows_equal_one_pass_bit_for_bit(cl_device, rng, family
             assert np.array_equal(out, one)
             wide = bp(projections.astype(np.float64), out=np.zeros(g.volume_shape))
             assert np.array_equal(wide, one)
+
+
+def test_slabs_from_counts_and_their_nan_are_one_volume_or_refused(cl_device, rng):
+    """Counts with flats and darks normalised once into the store give the volume of
+    one piece; line integrals with a NaN are refused before any slab is written."""
+    g = full_circle(n=14, volume=(48, 40, 40), detector=(41, 64), voxel_size=0.6)
+    line = np.abs(rng.standard_normal((14, 41, 64))).astype(np.float32) * 0.1
+    counts, flats, darks = phantoms.detector_counts(line, 3)
+    one = pybp.fdk(counts, g, flats=flats, darks=darks, params=EXACT, device=cl_device)
+    with pybp.ConeBackprojector(g, EXACT, filter="ramp", flats=flats, darks=darks,
+                                memory_limit=48 * 40 * 40, device=cl_device) as bp:
+        assert len(bp.plan.slabs) >= 4 and bp.store == "host"
+        assert np.array_equal(bp(counts), one)
+    line[3, 20, 30] = np.nan
+    out = np.full(g.volume_shape, 7.0, np.float32)
+    with pybp.ConeBackprojector(g, EXACT, filter="ramp", memory_limit=48 * 40 * 40,
+                                device=cl_device) as bp:
+        with pytest.raises(ValueError, match="^projections: 1 values are NaN or Inf"):
+            bp(line, out=out)
+    assert (out == 7.0).all()  # no slab written
 
 
 def test_windows_hold_every_row_a_slab_reads(rng):

@@ -21,6 +21,7 @@ from test_files_errors import assert_one_line
 
 import pybp
 from pybp.io import writers
+from pybp.io.output import disk
 from pybp.io.demo import write_dxchange
 
 
@@ -178,7 +179,7 @@ def test_too_little_space_and_odd_names_make_nothing(scan, dx, tmp_path, monkeyp
                                                      capsys):  # noqa: F811
     before = snapshot(tmp_path)
     with monkeypatch.context() as patch:
-        patch.setattr(writers.shutil, "disk_usage", lambda _: type("U", (), {"free": 1000})())
+        patch.setattr(disk.shutil, "disk_usage", lambda _: type("U", (), {"free": 1000})())
         for kind in ("s", "r.h5", "r.npy"):
             assert_one_line(capsys, run([dx, "-o", str(tmp_path / kind), "--center", "50"])[0],
                             "free")
@@ -219,9 +220,9 @@ def test_a_full_disk_is_one_line_and_resume_finishes(scan, dx, tmp_path, cl_devi
     output, the slices complete and --resume; no crash; --resume completes the volume."""
     calls = {"n": 0}
     if kind == "s":
-        site, name = writers, "_atomic_write"
+        site, name = disk, "atomic_write"
     elif kind == "r.npy":
-        site, name = writers, "_write_all"
+        site, name = disk, "write_all"
     else:
         site, name = writers.Hdf5File, "_sync"
     real = getattr(site, name)
@@ -278,7 +279,7 @@ def test_a_kill_during_the_final_rename_resumes(scan, dx, tmp_path, cl_device, m
     out = tmp_path / "r.h5"
     argv = [dx, "-o", str(out)] + device_args(cl_device, scan["center"])
     with monkeypatch.context() as patch:
-        patch.setattr(writers.os, "replace", lambda a, b: (_ for _ in ()).throw(
+        patch.setattr(disk.os, "replace", lambda a, b: (_ for _ in ()).throw(
             KeyboardInterrupt()) if str(a).endswith(".partial") else os.rename(a, b))
         assert run(argv)[0] == 130
     assert (tmp_path / "r.h5.partial").exists() and not out.exists()

@@ -4,6 +4,7 @@ imported across modules, no import hidden inside a function, and the geometry-ne
 floors (stream, stages, cl) import no geometry's package; and the wheel's lists."""
 
 import configparser
+import re
 import sys
 from pathlib import Path
 
@@ -22,6 +23,22 @@ def test_the_stream_knows_no_geometry():
         if module_graph.package_of(source) in neutral:
             reached = {module_graph.package_of(t) for t in targets}
             assert not reached & {"parallel", "api", "geometry", "io", "centre"}, source
+
+
+def test_the_geometries_stand_side_by_side_above_the_stream():
+    """parallel/ and cone/ on one floor: neither reaches the other through any import;
+    both stand on stream/; what both use (geometry/, phantoms, stages/) reaches neither."""
+    packages = module_graph.package_edges(module_graph.graph()[0])
+    parallel, cone = module_graph.GEOMETRIES
+    assert cone not in module_graph.reaches(packages, parallel)
+    assert parallel not in module_graph.reaches(packages, cone)
+    for package in GEOMETRY_FREE_FLOORS:
+        assert not set(module_graph.GEOMETRIES) & module_graph.reaches(packages, package), package
+    for geometry in module_graph.GEOMETRIES:
+        assert "stream" in module_graph.reaches(packages, geometry)
+
+
+GEOMETRY_FREE_FLOORS = ("stream", "stages", "geometry", "phantoms", "cl", "io")
 
 
 def test_the_graph_finds_a_circle_and_a_private_import(tmp_path, monkeypatch):
@@ -52,3 +69,18 @@ def test_the_wheel_lists_every_package_and_template_folder():
                (root / "templates").rglob("*.mako")}
     wanted = {"*.mako" if f == "." else f"{f}/*.mako" for f in folders}
     assert wanted <= patterns, f"setup.cfg lacks {sorted(wanted - patterns)}"
+
+
+def test_docs_and_comments_name_only_files_that_exist():
+    """Every path of this repository that the README, docs/, the code, the templates and
+    tuning/ name (``pybp/parallel/verify.py``, ``templates/stages/fft.cl.mako``) is
+    there: a file moved or removed leaves no reader looking for it."""
+    root = Path(__file__).resolve().parents[1]
+    named = re.compile(r"(?<![\w/.-])((?:pybp|templates|tuning|docs|tests|\.ci)/[\w./-]*\w)")
+    texts = [root / "README.md", *root.glob("docs/*.md"), *root.glob("pybp/**/*.py"),
+             *root.glob("templates/**/*.mako"), *root.glob("tuning/*.py")]
+    missing = [f"{text.relative_to(root)}:{i}: {path}"
+               for text in texts for i, line in enumerate(text.read_text().splitlines(), 1)
+               for path in named.findall(line)
+               if "*" not in path and "{" not in path and not (root / path).exists()]
+    assert missing == []

@@ -23,6 +23,7 @@ from pybp.cli import writing
 from pybp.cli.commands import main
 from pybp.cl import codegen, pacing
 from pybp.io import writers
+from pybp.io.output import disk
 from pybp.io.demo import cone_scan, write_dxchange
 from pybp.stages import rings, wavelets
 
@@ -136,14 +137,14 @@ def test_settle_waits_for_writes_the_pool_does_not_know_of(tmp_path, monkeypatch
     (1 in 6 aimed tries: "interrupted after 6 of 128 planes", 7 on the disk): settle
     waits for every write it counted, and refuses any that comes after it."""
     slices = writers.TiffSlices(tmp_path, 0, 4, np.float32, "")
-    started, write = threading.Event(), writers._atomic_write
+    started, write = threading.Event(), disk.atomic_write
 
     def slow(path, data):
         started.set()
         time.sleep(0.3)
         write(path, data)
 
-    monkeypatch.setattr(writers, "_atomic_write", slow)
+    monkeypatch.setattr(disk, "atomic_write", slow)
     orphan = threading.Thread(target=slices._counted, args=(0, np.ones((4, 4), np.float32)))
     orphan.start()
     started.wait()
@@ -184,7 +185,7 @@ def test_a_short_write_says_the_disk_is_full(tmp_path):
     """NumPy's tofile reports a full disk as "4096 requested and 952 written", with no
     error number ("[Errno None]"): it is a full disk."""
     with pytest.raises(writers.WriteError) as caught:
-        with writers._writing(tmp_path / "slice.tif"):
+        with disk.writing(tmp_path / "slice.tif"):
             raise OSError("4096 requested and 952 written")
     assert caught.value.errno == errno.ENOSPC
     output = writers.open_output(tmp_path / "out", (2, 4, 4), metadata={"command": "test"})

@@ -19,8 +19,20 @@ ROOT = Path(__file__).resolve().parents[1]
 ALLOWED_INNER = {"pybp.__main__"}  # imports the command lazily so Ctrl-C is one line
 # Packages from the top floor down (docs/architecture.md); single modules sit where
 # they are used.
-FLOORS = ("cli", "bench", "tune", "api", "distributed", "centre", "parallel", "stream",
-          "stages", "cl", "io", "phantoms", "geometry", "checks")
+FLOORS = ("cli", "bench", "tune", "api", "distributed", "centre", "parallel", "cone", "io",
+          "stream", "phantoms", "stages", "geometry", "cl", "checks")
+GEOMETRIES = ("parallel", "cone")  # side by side: neither imports the other
+
+
+def reaches(packages: dict, start: str) -> set:
+    """The packages ``start`` imports, directly or through others."""
+    seen, todo = set(), [start]
+    while todo:
+        for b in packages.get(todo.pop(), ()):
+            if b not in seen:
+                seen.add(b)
+                todo.append(b)
+    return seen
 
 
 def module_name(path: Path) -> str:

@@ -32,7 +32,11 @@ class ConeBackprojector:
     ``memory_limit``: bytes of device memory for the volume and the projections in
     flight (None: 75% of the device's): a larger volume is reconstructed in slabs of z
     planes, each from the detector rows it projects onto, with the same result bit for
-    bit. ``planes``: ``(first, stop)``, the z planes to reconstruct (None: all; from a
+    bit; the projections are then pre-weighted and filtered once, into a store that
+    ``store`` names (``"device"`` where it fits the limit beside a slab, else ``"host"``:
+    page-locked memory the size of the projections as float32, kept with the
+    back-projector; None where neither fits, and each slab filters its rows again).
+    ``planes``: ``(first, stop)``, the z planes to reconstruct (None: all; from a
     multiple of 16 they equal the whole volume's bit for bit). ``flats`` and ``darks``
     (frames or their means), with a filter: the projections are detector counts,
     normalised and ``-log`` taken on the device. ``device``, ``context``
@@ -51,11 +55,13 @@ class ConeBackprojector:
         self.geometry, self.progress = geometry, progress
         if device is None and context is None and queue is None:
             speed.choose_cpu_runtime()  # where several CPU runtimes work: the fastest here
-        self._unit = Unit(geometry, params, device, context, queue, filter, padding, short_scan,
-                          memory_limit, planes, flats, darks)
+        self._unit = Unit(geometry, params, device=device, context=context, queue=queue,
+                          filter=filter, padding=padding, short_scan=short_scan,
+                          memory_limit=memory_limit, planes=planes, flats=flats, darks=darks)
         self._lock = threading.Lock()  # one call at a time: they share the device buffers
         self.shape = (len(self._unit.planes),) + geometry.volume_shape[1:]
         self.params, self.device, self.plan = self._unit.params, self._unit.device, self._unit.plan
+        self.store = self._unit.store
 
     def __call__(self, projections, out=None, progress=None):
         """The volume ``(nz, ny, nx)`` (or its ``planes``) of ``projections`` ``(n_angles,

@@ -74,12 +74,15 @@ class Backprojector:
         angles = in_radians(angles, angle_unit)
         if device is None and context is None and queue is None:
             speed.choose_cpu_runtime()  # where several CPU runtimes work: the fastest here
-        setup = Setup(n_bins, angles, center, slice_shape, slice_offset, angle_weights,
-                      interpolation, slices_per_pass, precision, kernel, filter, padding,
-                      filter_method, circle, overrides, piece_shape, verify)
+        setup = Setup(n_bins, angles, center=center, slice_shape=slice_shape,
+                      slice_offset=slice_offset, angle_weights=angle_weights,
+                      interpolation=interpolation, slices_per_pass=slices_per_pass,
+                      precision=precision, kernel=kernel, filter=filter, padding=padding,
+                      filter_method=filter_method, circle=circle, overrides=overrides,
+                      piece_shape=piece_shape, verify=verify)
         self._closed = True  # until made
         self._lock = threading.Lock()  # one call at a time: they share the device buffers
-        self.unit = Unit(setup, device, context, queue)
+        self.unit = Unit(setup, device=device, context=context, queue=queue)
         self._closed = False
         self.progress = progress
         self.geometry, self.plan, self.device = self.unit.geometry, self.unit.plan, self.unit.device

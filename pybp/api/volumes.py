@@ -192,8 +192,8 @@ class Reconstructor:
             chunk_slices = checks.positive_int(chunk_slices, "chunk_slices")
         out, offset = _output(out, g, first, stop, n_rows,
                               dict(projections=projections, flats=flats, darks=darks))
-        slab = Slab(projections, flats, darks, first, stop, out, offset, log, chunk_slices,
-                    progress, stats)
+        slab = Slab(projections, flats, darks, first, stop, out, offset=offset, log=log,
+                    chunk_slices=chunk_slices, progress=progress, stats=stats)
         if self._client is not None:
             clipped = distributed.reconstruct_on_cluster(self._client, self.setup, slab,
                                                          release=False)

@@ -218,15 +218,6 @@ def devices():
 
 # ---- probing: does a device build and run a kernel, and do its timers tell the truth --
 PROBE_VERSION = 2  # 2: the CPU speed
-_COUNT_SOURCE = """
-__kernel void count(__global float *out, const int n)
-{
-    float value = (float)get_global_id(0);
-    for (int k = 0; k < n; k++)
-        value = mad(value, 0.5f, 1.0f);     /* exact: halving, then adding 1 */
-    out[get_global_id(0)] = value;
-}
-"""
 PROBE_ITEMS = 1024
 PROBE_WALL = 0.02  # seconds a timed probe launch should last for its timers to be judged
 
@@ -256,7 +247,7 @@ def _run_probe(cl_device) -> Probe:
     try:
         context = new_context(cl_device)
         try:
-            program = codegen.compiled(context, _COUNT_SOURCE)
+            program = codegen.compiled(context, codegen.render("device_probe.cl.mako"))
         except cl.Error as exc:
             return Probe(False, f"cannot build kernels ({codegen.first_error(exc)})")
         queue = cl.CommandQueue(context, properties=cl.command_queue_properties.PROFILING_ENABLE)
@@ -412,26 +403,6 @@ def select_device(device=None) -> cl.Device:
     raise TypeError(f"{source}: expected a pyopencl.Device, an index or a name, got {type(device).__name__}")
 
 
-_PROBE_SOURCE = """
-__constant sampler_t nearest = CLK_NORMALIZED_COORDS_FALSE | CLK_ADDRESS_CLAMP | CLK_FILTER_NEAREST;
-__kernel void sample(__read_only image2d_t image, __global float *out)
-{
-    const int x = get_global_id(0), y = get_global_id(1);
-    const float4 texel = read_imagef(image, nearest, (float2)(x + 0.5f, y + 0.5f));
-    __global float *to = out + (y * get_global_size(0) + x) * CHANNELS;
-    /* Only the image's channels: Oclgrind's checker takes the others for undefined. */
-    to[0] = texel.x;
-#if CHANNELS > 1
-    to[1] = texel.y;
-#endif
-#if CHANNELS > 2
-    to[2] = texel.z;
-    to[3] = texel.w;
-#endif
-}
-"""
-
-
 def _format_usable(context, channels, storage):
     """Whether an image of this format can be made and sampled by a kernel.
 
@@ -447,7 +418,7 @@ def _format_usable(context, channels, storage):
                                 shape=(8, 4), hostbuf=data)
         sampled = np.empty((4, 8, channels), np.float32)
         out = cl.Buffer(context, cl.mem_flags.WRITE_ONLY, sampled.nbytes)
-        program = codegen.compiled(context, f"#define CHANNELS {channels}\n" + _PROBE_SOURCE)
+        program = codegen.compiled(context, codegen.render("image_probe.cl.mako", channels=channels))
         with cl.CommandQueue(context) as queue:
             program.sample(queue, (8, 4), None, image, out)
             cl.enqueue_copy(queue, sampled, out)

@@ -30,7 +30,7 @@ QUEUED_SECONDS = 0.3  # device work enqueued ahead of what has finished
 FIRST_RATE = {"cpu": 0.05e9, "gpu": 20e9, "simulator": 1e5}
 OTHER_RATE = 1e9
 MAX_SLEEP = 0.0005  # the longest sleep between two looks at an event (2 ms overshot
-# short launches: 40 ms of the 0.35 s reconstruction of a tiny scan on PoCL, issue 24)
+# short launches: 40 ms of the 0.35 s reconstruction of a tiny scan on PoCL)
 
 
 class Stopped(Exception):

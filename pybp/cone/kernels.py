@@ -5,7 +5,7 @@ from __future__ import annotations
 from pybp.cl import codegen
 from pybp.cl.kernel import Arg, ints
 from pybp.cone.params import ConeParams
-from pybp.cone.weights import FRAME_VALUES
+from pybp.geometry.cone_weights import FRAME_VALUES
 
 MATRIX_VALUES = 12  # one 3x4 matrix, row by row
 
@@ -44,7 +44,7 @@ def preweight_args(flat_field: bool, weighted: bool = True) -> tuple:
     means = (Arg("flat", "__global const float *", "the flats' mean, n_rows x n_cols of the detector"),
              Arg("dark", "__global const float *", "the darks' mean")) if flat_field else ()
     weights = (Arg("frames", "__global const float *", f"per projection: {FRAME_VALUES} values "
-                   "(pybp/cone/weights.py)"),
+                   "(pybp/geometry/cone_weights.py)"),
                Arg("column_weights", "__global const float *", "per projection: n_cols weights"),
                Arg("first_projection", "const int", "the pass's first projection"),
                Arg("first_row", "const int", "the detector row of the images' first row")) \

@@ -9,6 +9,14 @@ previous pass, and the compute queue then pre-weights and filters it (FDK), copi
 into an image array (texture family) and back-projects it into the slab, each voxel
 read and written once per pass. Two of everything, so that copying, uploading and
 computing overlap. Each slab is read back when its passes are done.
+
+A volume in several slabs is filtered once: the projections go through the
+pre-weighting and the filter whole, a few at a time, into a store of filtered
+projections (on the device where it fits the memory limit beside a slab, else in
+page-locked host memory), and each slab's passes then take their windows of rows from
+the store (a copy of a box of rows, no host copies and no filtering again). Filtered
+whole or in windows, a row's values are the same, so slabs equal one piece bit for bit.
+Where the store fits neither, each slab's windows are read and filtered again.
 """
 
 from __future__ import annotations
@@ -18,10 +26,12 @@ import operator
 import numpy as np
 import pyopencl as cl
 
+from pybp import checks
 from pybp.cl import codegen, pacing
 from pybp.cl.device import describe, open_device
 from pybp.cl.staging import Staging
-from pybp.cone import kernels, slabs, weights
+from pybp.cone import kernels, slabs
+from pybp.geometry import cone_weights as weights
 from pybp.cone.params import ConeParams
 from pybp.cone.profiler import default_params
 from pybp.geometry.cone import ConeGeometry
@@ -31,6 +41,7 @@ from pybp.stream.sources import copy_blocks, put_rows
 
 DEFAULT_MEMORY_SHARE = 0.75  # of the device's memory, for the slab and the pass buffers
 PREWEIGHT_GROUP = (64, 4, 1)
+STORE_HOST_SHARE = 0.5  # of the host's memory, the most a page-locked store may take
 
 
 def _round_up(n, step):
@@ -83,7 +94,7 @@ class Unit:
     """``geometry`` on one device (``device``, ``context`` or ``queue``) with ``params``
     (None: :func:`pybp.cone.profiler.default_params`). ``filter`` (a name of
     :data:`pybp.stages.filters.FILTERS`): FDK with that filter, ``padding`` and
-    ``short_scan`` (:func:`pybp.cone.weights.column_weights`); None: the plain
+    ``short_scan`` (:func:`pybp.geometry.cone_weights.column_weights`); None: the plain
     back-projection. ``memory_limit``: bytes of device memory for the volume and the
     pass buffers (None: 75% of the device's); smaller volumes go in slabs. ``planes``:
     the z planes ``(first, stop)`` to reconstruct (None: all); starting on a multiple
@@ -152,7 +163,7 @@ class Unit:
         per_pass_buffers = 2 * (1 + (p.family == "texture")) + \
             (self._filter is not None and not self._filter.in_place)
         self.planes = _planes(planes, geometry.volume_shape[0])
-        self.plan = self._plan(memory_limit, per_pass_buffers)
+        self.plan, self.store = self._plan(memory_limit, per_pass_buffers)
         stride = self.plan.row_stride
         pass_bytes = self.plan.pass_bytes(n_cols, per_pass)
         if pass_bytes > d.max_allocation:
@@ -185,6 +196,9 @@ class Unit:
         self._scratch = None
         if self._filter is not None and not self._filter.in_place:
             self._scratch = cl.Buffer(self.context, rw, pass_bytes)
+        self._stored = None  # the store (a device buffer, or page-locked host memory)
+        if self.store == "device":
+            self._stored = cl.Buffer(self.context, rw, self._store_bytes())
 
     def _prepare_fdk(self, padding, short_scan, flats, darks):
         """The pre-weighting kernel (from counts where ``flats`` are given), its
@@ -211,6 +225,10 @@ class Unit:
                                      np.ones(1), padding)
 
     def _plan(self, memory_limit, per_pass_buffers):
+        """The slab plan, and where the filtered projections are kept between slabs:
+        None (one slab, or no store fits: each slab filters its windows), ``"device"``
+        (where the store and slabs fit the budget together: the tallest such slabs) or
+        ``"host"`` (page-locked, within :data:`STORE_HOST_SHARE` of the host's memory)."""
         d = self.device
         if memory_limit is None:
             budget = int(d.global_memory * DEFAULT_MEMORY_SHARE)
@@ -221,22 +239,63 @@ class Unit:
                 raise ValueError(f"memory_limit: expected a positive, finite number of bytes, "
                                  f"got {memory_limit!r}")
             budget = min(int(memory_limit), int(d.global_memory * DEFAULT_MEMORY_SHARE))
-        return slabs.plan(self.geometry, self.params.projections_per_pass,
-                          self.params.voxels_per_item, budget, d.max_allocation, per_pass_buffers,
-                          self.planes)
+
+        def plan(limit):
+            return slabs.plan(self.geometry, self.params.projections_per_pass,
+                              self.params.voxels_per_item, limit, d.max_allocation,
+                              per_pass_buffers, self.planes)
+
+        whole = plan(budget)
+        if len(whole.slabs) == 1:
+            return whole, None
+        store = self._store_bytes()
+        if store <= d.max_allocation and store < budget:
+            try:
+                return plan(budget - store), "device"
+            except ValueError:
+                pass  # no slab fits beside the store
+        if store <= STORE_HOST_SHARE * checks.host_memory():
+            return whole, "host"
+        return whole, None
+
+    def _store_bytes(self) -> int:
+        """The filtered projections, whole: ``(n_angles, even rows, n_cols)`` float32."""
+        n_rows, n_cols = self.geometry.detector_shape
+        return self.geometry.n_angles * slabs.even(n_rows) * n_cols * 4
+
+    def _store_groups(self) -> list:
+        """The blocks filtered at once into the store, each what a pass buffer holds:
+        ``(first, count, (first_row, n_rows), stride)``, ``count`` projections from
+        ``first``, their rows from ``first_row`` in images of ``stride`` rows. Whole
+        projections where one fits, else a pass's projections in bands of rows (from
+        even rows, in even numbers: the FFT's pairs of rows are those of a whole
+        projection)."""
+        n_rows = self.geometry.detector_shape[0]
+        per, n = slabs.even(n_rows), self.geometry.n_angles
+        capacity = self.params.projections_per_pass * self.plan.row_stride  # rows of a buffer
+        if capacity >= per:
+            most = capacity // per
+            return [(a, min(most, n - a), (0, n_rows), per) for a in range(0, n, most)]
+        most, band = self.params.projections_per_pass, self.plan.row_stride
+        return [(a, min(most, n - a), (r, min(band, n_rows - r)), band)
+                for a in range(0, n, most) for r in range(0, n_rows, band)]
 
     def global_size(self, n_planes) -> tuple:
         _, ny, nx = self.geometry.volume_shape
         (gx, gy), vpi = self.params.group, self.params.voxels_per_item
         return (_round_up(nx, gx), _round_up(ny, gy), -(-n_planes // vpi))
 
-    def _stage(self, s, projections, first, count, window, pool):
-        """Host: the pass's window of rows into staging set ``s``, zeros after it (the
-        FFT pairs an odd last row with the next; textures read the next at the edge)."""
+    def _stage(self, s, projections, first, count, window, pool, stride=None):
+        """Host: the pass's window of rows into staging set ``s`` (images of ``stride``
+        rows; None: the plan's), zeros after it (the FFT pairs an odd last row with the
+        next; textures read the next at the edge)."""
         first_row, n_rows = window
         if s["uploaded"] is not None:
             self._wait(s["uploaded"])
         staging = s["staging"]
+        if stride is not None:
+            n_cols = self.geometry.detector_shape[1]
+            staging = staging.reshape(-1)[:count * stride * n_cols].reshape(count, stride, n_cols)
         rows = slice(first_row, first_row + n_rows)
         source = projections[first:first + count, rows] if isinstance(projections, np.ndarray) \
             else _Window(projections, first, count, rows)
@@ -253,13 +312,15 @@ class Unit:
         else:
             pacing.wait(event)
 
-    def _pass(self, s, first, count, window, slab, accumulate):
+    def _pass(self, s, first, count, window, slab, accumulate, stride=None):
         """Device: upload set ``s`` (transfer queue), then pre-weight and filter it (FDK),
-        fill its images (texture) and back-project it into the slab (compute queue)."""
+        fill its images (texture) and back-project it into the slab (compute queue);
+        with no ``slab``, keep the filtered rows (images of ``stride`` rows) in the
+        store instead."""
         q = self.queue
         first_row, n_rows = window
         n_cols = self.geometry.detector_shape[1]
-        stride = self.plan.row_stride
+        stride = stride or self.plan.row_stride
         waits = [s["computed"]] if s["computed"] is not None else None
         values = count * stride * n_cols
         s["uploaded"] = cl.enqueue_copy(self.transfer, s["rows"], s["staging"].reshape(-1)[:values],
@@ -283,24 +344,84 @@ class Unit:
         else:
             event = self._preweight(q, grid, PREWEIGHT_GROUP, [s["uploaded"], matrices], **sizes)
         waits = [event]
-        s["computed"] = self._backproject(s, rows, first, count, window, slab, accumulate, waits)
+        if slab is None:
+            s["computed"] = self._keep(rows, first, count, window, stride, waits)
+        else:
+            s["computed"] = self._backproject(s, rows, first, count, window, slab, accumulate,
+                                              waits)
         q.flush()
 
-    def _backproject(self, s, rows, first, count, window, slab, accumulate, waits):
-        """The back-projection of a pass's ``rows`` (texture: through set ``s``'s
-        images) into the slab; the last event."""
+    def _keep(self, rows, first, count, window, stride, waits):
+        """``count`` filtered projections from ``first`` (their rows of ``window``, in
+        images of ``stride`` rows) from ``rows`` into the store, as a box of rows: a
+        copy, or a download into host memory, on the compute queue; its event."""
+        # On the compute queue, in order: the next pass's filter may write ``rows`` (a
+        # shared scratch), and a download on another queue waiting for this pass's
+        # filter would hold up the host thread until then (NVIDIA's OpenCL blocks an
+        # enqueue that waits on another queue's event), so that the host could not
+        # copy the next projections meanwhile.
+        row = self.geometry.detector_shape[1] * 4
+        per = slabs.even(self.geometry.detector_shape[0])
+        box = dict(region=(row, slabs.even(window[1]), count), wait_for=waits)
+        if self.store == "device":
+            return cl.enqueue_copy(self.queue, self._stored, rows, src_origin=(0, 0, 0),
+                                   dst_origin=(0, window[0], first), src_pitches=(row, stride * row),
+                                   dst_pitches=(row, per * row), **box)
+        return cl.enqueue_copy(self.queue, self._stored, rows, buffer_origin=(0, 0, 0),
+                               host_origin=(0, window[0], first), buffer_pitches=(row, stride * row),
+                               host_pitches=(row, per * row), is_blocking=False, **box)
+
+    def _from_store(self, s, first, count, window, slab, accumulate):
+        """A pass of a slab from the store: its window of rows copied as a box into set
+        ``s`` (images of the window's even rows), then back-projected as :meth:`_pass`
+        does."""
+        first_row, n_rows = window
+        n_cols = self.geometry.detector_shape[1]
+        per, stride, row = slabs.even(self.geometry.detector_shape[0]), slabs.even(n_rows), n_cols * 4
+        box = dict(region=(row, stride, count))  # with the zero row after an odd last one
+        waits = [s["computed"]] if s["computed"] is not None else None
+        if self.store == "device":
+            fill = cl.enqueue_copy(self.queue, s["rows"], self._stored, src_origin=(0, first_row, first),
+                                   dst_origin=(0, 0, 0), src_pitches=(row, per * row),
+                                   dst_pitches=(row, stride * row), wait_for=waits, **box)
+        else:
+            fill = cl.enqueue_copy(self.transfer, s["rows"], self._stored, buffer_origin=(0, 0, 0),
+                                   host_origin=(0, first_row, first), buffer_pitches=(row, stride * row),
+                                   host_pitches=(row, per * row), wait_for=waits, is_blocking=False,
+                                   **box)
+        matrices = cl.enqueue_copy(self.transfer, s["matrices"], self.matrices[first:first + count],
+                                   wait_for=waits, is_blocking=False)
+        self.transfer.flush()
+        s["uploaded"] = fill
+        s["computed"] = self._backproject(s, s["rows"], first, count, window, slab, accumulate,
+                                          [fill, matrices], stride)
+        self.queue.flush()
+
+    def _backproject(self, s, rows, first, count, window, slab, accumulate, waits, stride=None):
+        """The back-projection of a pass's ``rows`` (images of ``stride`` rows; None:
+        the plan's) (texture: through set ``s``'s images) into the slab; the last event."""
         source = rows
+        stride = stride or self.plan.row_stride
         if self.params.family == "texture":
-            source, waits = s["images"], [self._fill_images(s, rows, count, waits)]
-        return self._launch(source, s["matrices"], count, window, slab, accumulate, waits)[-1]
+            source, waits = s["images"], [self._fill_images(s, rows, count, waits, stride)]
+            if stride < self.plan.row_stride and sum(window) >= self.geometry.detector_shape[0]:
+                # Past the detector's last row, voxels sample zeros: the image's rows
+                # below the window's (a longer window's, before) are cleared.
+                waits = [cl.enqueue_fill_image(
+                    self.queue, s["images"], np.zeros(4, np.float32), origin=(0, stride, 0),
+                    region=(self.geometry.detector_shape[1], self.plan.row_stride - stride,
+                            count), wait_for=waits)]
+        return self._launch(source, s["matrices"], count, window, slab, accumulate, waits,
+                            stride)[-1]
 
-    def _fill_images(self, s, rows, count, waits):
-        """Set ``s``'s image array from ``count`` images of ``rows`` (on the device)."""
+    def _fill_images(self, s, rows, count, waits, stride=None):
+        """Set ``s``'s image array from ``count`` images of ``stride`` rows (None: the
+        plan's) of ``rows`` (on the device)."""
         return cl.enqueue_copy(self.queue, s["images"], rows, offset=0, origin=(0, 0, 0),
-                               region=(self.geometry.detector_shape[1], self.plan.row_stride,
-                                       count), wait_for=waits)
+                               region=(self.geometry.detector_shape[1],
+                                       stride or self.plan.row_stride, count), wait_for=waits)
 
-    def _launch(self, source, matrices, count, window, slab, accumulate, waits):
+    def _launch(self, source, matrices, count, window, slab, accumulate, waits, stride=None):
         """The back-projection of a pass into the slab, in launches of about
         ``pacing.LAUNCH_SECONDS`` (blocks of columns of voxels, each computed as in one
         launch: Ctrl-C stays prompt on a CPU); their events."""
@@ -313,7 +434,7 @@ class Unit:
             event = self.kernel(
                 self.queue, (gx, gy, n), self.params.group + (1,), waits, (0, 0, first),
                 projections=source, matrices=matrices, n_projections=count, first_row=window[0],
-                n_rows=window[1], row_stride=self.plan.row_stride,
+                n_rows=window[1], row_stride=stride or self.plan.row_stride,
                 n_cols=self.geometry.detector_shape[1], nx=nx, ny=ny,
                 first_plane=slab.first_plane, n_planes=slab.n_planes,
                 accumulate=int(accumulate), volume=self._volume)
@@ -351,26 +472,63 @@ class Unit:
         voxel updates of each pass."""
         _, ny, nx = self.geometry.volume_shape
         cl.enqueue_copy(self.queue, self._replaced, np.zeros(1, np.uint32))
+        if self.store is not None:
+            self._fill_store(projections, pool)
+            if not self.counts:
+                self._refuse_non_finite()  # every value is counted: before any slab
+        direct = isinstance(out, np.ndarray) and out.dtype == np.float32 and \
+            out.flags.c_contiguous
+        pending = None  # the last slab's read-back, waited for once the next is enqueued
         for slab in self.plan.slabs:
             for n, ((first, count), window) in enumerate(zip(self.plan.passes, slab.windows)):
                 s = self._sets[n % 2]
-                self._stage(s, projections, first, count, window, pool)
-                self._pass(s, first, count, window, slab, n > 0)
+                if self.store is not None:
+                    self._from_store(s, first, count, window, slab, n > 0)
+                else:
+                    self._stage(s, projections, first, count, window, pool)
+                    self._pass(s, first, count, window, slab, n > 0)
                 if progress is not None:
                     progress(slab.n_planes * ny * nx * count)
-            if not self.counts:
+            if not self.counts and self.store is None:
                 self._refuse_non_finite()  # before the slab is written
             at = slab.first_plane - self.planes.start
-            planes = slice(at, at + slab.n_planes)
-            direct = isinstance(out, np.ndarray) and out.dtype == np.float32 and \
-                out.flags.c_contiguous
-            target = out[planes] if direct else np.empty((slab.n_planes, ny, nx), np.float32)
-            self._wait(cl.enqueue_copy(self.queue, target, self._volume, is_blocking=False))
-            self.pacer.clear()
-            if not direct:
-                put_rows(pool, out, at, target)
+            target = out[at:at + slab.n_planes] if direct else \
+                np.empty((slab.n_planes, ny, nx), np.float32)
+            # On the compute queue: the next slab's first pass overwrites the slab
+            # buffer only after it is read.
+            event = cl.enqueue_copy(self.queue, target, self._volume, is_blocking=False)
+            self.queue.flush()
+            if pending is not None:
+                self._written(pending, out, pool)
+            pending = (event, at, None if direct else target)
+        self._written(pending, out, pool)
+        self.pacer.clear()
         self.replaced = self._count()
         return out
+
+    def _written(self, pending, out, pool):
+        """Wait for a slab's read-back ``(event, at, rows)``; put ``rows`` (read into
+        memory of its own, where ``out`` is not a float32 array) into ``out`` at plane
+        ``at``."""
+        event, at, rows = pending
+        self._wait(event)
+        if rows is not None:
+            put_rows(pool, out, at, rows)
+
+    def _fill_store(self, projections, pool):
+        """Every projection pre-weighted and filtered, whole, into the store, a few at a
+        time through the pass buffers (page-locked host memory made on the first call
+        and kept); returns when the store is complete."""
+        if self.store == "host" and self._stored is None:
+            self._stored = self._staging.array(self._store_bytes() // 4, np.float32)
+        for n, (first, count, window, stride) in enumerate(self._store_groups()):
+            s = self._sets[n % 2]
+            self._stage(s, projections, first, count, window, pool, stride)
+            self._pass(s, first, count, window, None, False, stride)
+        for s in self._sets:  # the passes that follow take the sets from here
+            if s["computed"] is not None:
+                self._wait(s["computed"])
+            s["uploaded"] = s["computed"] = None
 
     def _count(self) -> int:
         """Values replaced so far in this call (pybp/cone/kernels.py's pre-weighting)."""
@@ -394,4 +552,5 @@ class Unit:
         if self._staging is not None:
             self._staging.release()
         self._staging = self._sets = self._volume = self._scratch = self._weights = None
+        self._stored = None
         self._replaced = None

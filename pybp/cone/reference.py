@@ -1,14 +1,14 @@
 """The float64 NumPy references of the cone-beam back-projection and of FDK
 (docs/design.md, section 8): each voxel centre projected by its matrix, the projection
 sampled bilinearly with zeros beyond its edge pixels, summed over projections; FDK
-first weights and filters each projection (pybp/cone/weights.py) and weights each
+first weights and filters each projection (pybp/geometry/cone_weights.py) and weights each
 sample by ``1 / w^2``."""
 
 from __future__ import annotations
 
 import numpy as np
 
-from pybp.cone import weights
+from pybp.geometry import cone_weights as weights
 from pybp.geometry.cone import ConeGeometry
 from pybp.stages.filters import filter_numpy
 

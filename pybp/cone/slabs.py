@@ -74,7 +74,8 @@ def _gib(n_bytes: int) -> str:
     return f"{n_bytes} bytes"
 
 
-def _even(n: int) -> int:
+def even(n: int) -> int:
+    """``n``, or the next even number."""
     return n + n % 2
 
 
@@ -105,7 +106,7 @@ def plan(geometry: ConeGeometry, projections_per_pass: int, voxels_per_item: int
 
     def made(count):
         slabs = _slabs(geometry, passes, count, planes)
-        stride = _even(max(rows for slab in slabs for _, rows in slab.windows))
+        stride = even(max(rows for slab in slabs for _, rows in slab.windows))
         return SlabPlan(passes, slabs, stride, count)
 
     def fits(p: SlabPlan):

@@ -35,7 +35,6 @@ class Backproject(Stage):
         self.needs = (Need("sinograms", g.n_angles * g.n_bins * 4), Need("scales", 4),
                       Need("slices", ny * nx * 4))
         self.shared_bytes = 2 * plan.texel_bytes  # the texels, and their image
-        self.widths = tuple(sorted(plan.passes, reverse=True))
 
     def _build(self, params):
         """The ``pack`` and ``backproject`` kernels of a parameter set (a build error
@@ -105,7 +104,7 @@ class Circle(Stage):
     """Zero the pixels outside the reconstruction circle of ``radius`` pixels about the
     axis (None: the circle every projection sees; pybp.geometry.parallel.Geometry.circle_columns)."""
 
-    name = "backproject"
+    name = "circle"
 
     def __init__(self, context, device, geometry, radius=None):
         self.slice_shape = geometry.slice_shape
@@ -119,6 +118,6 @@ class Circle(Stage):
     def enqueue(self, chunk):
         ny, nx = self.slice_shape
         items = kernels.CIRCLE_ITEMS
-        return [("backproject", self.kernel(
+        return [(self.name, self.kernel(
             chunk.queue, (-(-nx // items) * items, ny, chunk.count), (items, 1, 1),
             slices=chunk.buffers["slices"], nx=nx, ny=ny, inside=self._inside))]

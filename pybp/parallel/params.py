@@ -33,7 +33,6 @@ LOCAL_CONSTANTS = 256  # projection constants cached per round in local memory (
 ZORDER_SIDE = 4  # 4x4 pixel squares walked along a Z-order curve (Sect. 5.5, 6.3)
 OVERSAMPLING = 4  # samples cached per bin in `oversample` mode (Sect. 7.2)
 HYBRID_PERIOD = 8  # hybrid mode: texture_groups of every 8 work-groups (Sect. 7.1)
-PACK_ITEMS = 16  # work-items per row of the packing kernel
 # Floats per angle in the projection table: texture kernels read (cos, sin, base, base
 # residual) as one 128-bit load (Sect. 5.7); the ALU kernel also reads the residuals of
 # cos and sin, so that the square origin is exact at any detector width (docs/design.md, section 6).

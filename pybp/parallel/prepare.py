@@ -108,8 +108,9 @@ class Unit:
                                                             setup.precision)
         self.slices_per_pass = slices_per_pass
         self.plan = Plan.create(self.geometry, self.device, self.formats, slices_per_pass,
-                                setup.interpolation, setup.precision, setup.kernel,
-                                setup.overrides, setup.piece_shape)
+                                interpolation=setup.interpolation, storage=setup.precision,
+                                kernel=setup.kernel, overrides=setup.overrides,
+                                piece_shape=setup.piece_shape)
         if setup.verify:
             self.plan = self._verified(self.plan, setup.kernel != "auto" or bool(setup.overrides))
         g = self.geometry
@@ -283,8 +284,8 @@ class Unit:
             for kernel in profiler.fallbacks(params.kernel):
                 try:
                     other = Plan.create(plan.geometry, self.device, self.formats, width,
-                                        s.interpolation, s.precision, kernel, None,
-                                        s.piece_shape)
+                                        interpolation=s.interpolation, storage=s.precision,
+                                        kernel=kernel, piece_shape=s.piece_shape)
                 except ValueError:
                     continue
                 replacement = other.passes[width].params

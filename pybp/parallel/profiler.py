@@ -90,7 +90,7 @@ ARCHITECTURES = (
                                                 cached_projections=16)),
                                ((4, "nearest", None), dict(unroll=4)),
                                # Not the half pair cache for half storage: its conversions
-                               # cost more than its narrower loads save (issue 24: v1 2502
+                               # cost more than its narrower loads save (H100: 2502
                                # against 3308 GU/s for float values in the cache).
                                ((4, "linear", None), dict(cache="plain", rounding="native"))),
                  slices_per_pass={"float": 4, "half": 4}, source="docs/benchmarks.md"),

@@ -5,7 +5,7 @@ by :func:`pybp.cl.device.select_device` from the record.
 
 No fixed order holds: on one 2-core machine PoCL ran the ALU kernel at 1.40 GU/s against
 Intel's runtime's 0.93 (docs/portability.md), on another Intel's ran ``pybp demo`` at
-0.86 against PoCL's 0.50 (issue 36). A small kernel of its own timed in the probe ranked
+0.86 against PoCL's 0.50. A small kernel of its own timed in the probe ranked
 them 3:1 where pybp's kernels ran them 1:1: the kernel timed is pybp's, with the
 parameters the profiler gives it.
 """

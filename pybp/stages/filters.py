@@ -361,7 +361,7 @@ def device_filter(context, device, name, n_bins, weights, padding="zero", method
     local memory, else FFT through global memory; ``method`` ("fft", "global-fft" or
     "convolution") forces one. (The global FFT takes 2.6x less device time at 2048
     bins on the H100, yet 1024 slices of 2048^2 streamed from memory 3% slower with it:
-    2.91 s against 2.81-2.84 s, the same call, issue 24; the cause is not found.)"""
+    2.91 s against 2.81-2.84 s, the same call; the cause is not found.)"""
     if method == "auto":
         method = "fft" if FftFilter.fits(device, n_bins) else "global-fft"
     if method == "fft":

@@ -282,8 +282,9 @@ class Executor:
             beyond -= stage.margin
             crop = (0, 0) if beyond else (before, after)
             chunk = Chunk(s.buffers, span.count + before + after, self.queue, self.pacer,
-                          self.memory, stop, s.uploaded, crop,
-                          (before + span.skip[0], after + span.skip[1]), span.grid)
+                          self.memory, stop=stop, uploaded=s.uploaded, crop=crop,
+                          margins=(before + span.skip[0], after + span.skip[1]),
+                          grid=span.grid)
             stages += self._timed(stop, lambda: stage.enqueue(chunk))
             before, after = before - crop[0], after - crop[1]
         self.queue.flush()

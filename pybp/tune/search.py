@@ -9,7 +9,6 @@ import sys
 import time
 
 import numpy as np
-import pyopencl as cl
 
 from pybp.parallel import profiler
 from pybp.tune import BUDGET, BUDGETS, SIZE, SIZES

@@ -1,4 +1,4 @@
-## The local-memory ceiling (`pybp bench`, issue 24): loads of ${width} bytes per second
+## The local-memory ceiling (`pybp bench`): loads of ${width} bytes per second
 ## that local memory serves when nothing else limits them. Each work-item reads its own
 ## element and the ${loads - 1} after it, consecutive work-items reading consecutive
 ## elements (no bank conflicts), from a start that moves each round so that no load can
