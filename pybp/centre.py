@@ -24,6 +24,7 @@ import numpy as np
 
 from pybp.geometry.angles import in_radians
 from pybp.parallel import prepare
+from pybp.stages.normalize import line_integrals_numpy
 
 COARSE_BINS = 256      # detector columns of the coarse search
 MAX_ANGLES = 720       # sinogram rows used by the metric (more are averaged in groups)
@@ -343,16 +344,18 @@ AGREE_PIXELS = 0.25     # Vo's estimate and the refined one further apart are bo
 
 def normalised_rows(projections, flats, darks, first, stop, frames=slice(None), log=True):
     """``-log((p - dark) / (flat - dark))`` of detector rows ``[first, stop)`` of the
-    ``frames`` asked for, in float64 on the host: ``(n_frames, stop - first, n_bins)``."""
+    ``frames`` asked for, in float64 on the host: ``(n_frames, stop - first, n_bins)``;
+    the rule of every path (:func:`pybp.stages.normalize.line_integrals_numpy`)."""
     data = np.asarray(projections[frames, first:stop] if isinstance(frames, slice)
                       else np.stack([projections[i][first:stop] for i in frames]), np.float64)
     if flats is not None:
         mean = lambda f: np.asarray(f[:, first:stop] if len(f.shape) == 3  # noqa: E731
                                     else np.asarray(f)[None, first:stop], np.float64).mean(0)
         dark = mean(darks)
-        data = (data - dark) / np.maximum(mean(flats) - dark, 1e-6)
+        with np.errstate(divide="ignore", invalid="ignore"):  # the rule says what follows
+            data = (data - dark) / (mean(flats) - dark)
     if log:
-        data = -np.log(np.clip(data, 1e-6, None))
+        data = line_integrals_numpy(data)
     return data
 
 

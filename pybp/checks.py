@@ -21,6 +21,17 @@ def positive_int(value, name):
     return int(value)
 
 
+def memory_limit(value):
+    """``value`` as bytes of device memory (None: the default), or ``ValueError``."""
+    if value is None:
+        return None
+    if isinstance(value, (bool, np.bool_)) or not isinstance(
+            value, (int, float, np.integer, np.floating)) or not 1 <= value < float("inf"):
+        raise ValueError(f"memory_limit: expected a positive, finite number of bytes, got "
+                         f"{value!r}")
+    return int(value)
+
+
 def distinct_angles(angles) -> int:
     """How many distinct angles, counted up to two (enough to reconstruct). Not
     ``np.unique``: it imports numpy.ma, 8 ms of every start-up."""

@@ -187,6 +187,42 @@ def test_shared_work_buffers_make_chunks_larger(cl_device):
         assert plan.slots * plan.slot_bytes + plan.work_bytes <= MEMORY_SHARE * small.global_memory
 
 
+def test_one_memory_limit_for_both_geometries(cl_device):
+    """``memory_limit`` is one rule for both geometries (pybp.stream.memory.budget):
+    parallel beam's chunks are cut to fit it, with the same slices bit for bit, and a
+    limit that holds no slice is one error naming it; bad values are refused alike."""
+    rng = np.random.default_rng(3)
+    angles = np.linspace(0, np.pi, 96, endpoint=False)
+    sinograms = rng.standard_normal((8, 96, 128)).astype(np.float32)
+
+    def kept(bp):  # device bytes of the run: the slots, the work buffers, what stages share
+        m = bp.executor.memory
+        return m.slots * m.slot_bytes + m.work_bytes + sum(
+            stage.shared_bytes for stage in bp.executor.stages)
+
+    with pybp.Backprojector(128, angles, filter="ramp", device=cl_device) as bp:
+        whole = bp(sinograms)
+        default, plan = kept(bp), bp.executor.memory
+    # Room for one slot of the same chunks (narrower chunks would take narrower kernel
+    # passes, whose values differ in their last bits on a GPU).
+    limit = default - (plan.slots - 1) * plan.slot_bytes
+    with pybp.Backprojector(128, angles, filter="ramp", device=cl_device,
+                            memory_limit=limit) as bp:
+        assert np.array_equal(bp(sinograms), whole)
+        assert kept(bp) <= limit < default and bp.executor.memory.slots < plan.slots
+    with pytest.raises(ValueError, match=r"^memory_limit: 1.0 KiB hold no chunk of one 128x128"):
+        pybp.Backprojector(128, angles, device=cl_device, memory_limit=1024)
+    small = pybp.ConeGeometry.circular(np.linspace(0, 2 * np.pi, 8, endpoint=False), (8, 8),
+                                       1.0, volume_shape=(8, 8, 8), voxel_size=0.5,
+                                       source_origin=50.0, origin_detector=50.0)
+    for bad in (True, -1, 0.5, float("inf"), "2G"):
+        for make in (lambda: pybp.Backprojector(128, angles, memory_limit=bad,
+                                                device=cl_device),
+                     lambda: pybp.ConeBackprojector(small, memory_limit=bad, device=cl_device)):
+            with pytest.raises(ValueError, match="^memory_limit: expected a positive, finite"):
+                make()
+
+
 def test_row_blocks_with_margins_drop_each_block_once_read():
     """Files are read a block of rows at a time (sources.RowBlocks); with margins a
     chunk reads rows of its neighbours' blocks, and a block is dropped only once every

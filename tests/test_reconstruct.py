@@ -351,3 +351,40 @@ def test_inputs_from_files_take_larger_chunks(cl_device):
         pybp.reconstruct(source, angles, flats, darks, device=cl_device, progress=False,
                          phase=phase, stats=stats)
         assert stats["chunk_slices"] > memory.FILE_CHUNK_SLICES
+
+
+def test_every_path_takes_one_flat_field_rule(cl_device):
+    """Parallel beam's normalisation, cone beam's pre-weighting and the centre finder
+    make counts the same line integrals (templates/stages/flat_field.cl.mako and its
+    float64 twin): a pixel whose flat equals its dark is transparent (0), one below its
+    dark takes the floor (-log 1e-6), each counted in one warning."""
+    from pybp.centre import normalised_rows
+    from pybp.stages.normalize import line_integrals_numpy
+
+    rng = np.random.default_rng(11)
+    n_angles, n_rows, n_bins = 24, 6, 32
+    flats = rng.uniform(900, 1100, (2, n_rows, n_bins)).astype(np.float32)
+    darks = rng.uniform(90, 110, (2, n_rows, n_bins)).astype(np.float32)
+    counts = rng.uniform(300, 900, (n_angles, n_rows, n_bins)).astype(np.float32)
+    flats[:, 2, 5] = darks[:, 2, 5] = 100.0  # flat equals dark: not a number
+    counts[3, 4, 7] = 10.0                   # below the dark: not positive
+    with np.errstate(divide="ignore", invalid="ignore"):
+        dark, flat = darks.mean(0, np.float64), flats.mean(0, np.float64)
+        t = (counts.astype(np.float64) - dark) / (flat - dark)
+    want = line_integrals_numpy(t)
+    assert want[0, 2, 5] == 0 and want[3, 4, 7] == pytest.approx(-np.log(1e-6))
+    np.testing.assert_array_equal(normalised_rows(counts, flats, darks, 0, n_rows), want)
+
+    angles = np.linspace(0, np.pi, n_angles, endpoint=False)
+    with pytest.warns(RuntimeWarning, match="^projections: 25 of 4608 normalised values"):
+        got = pybp.reconstruct(counts, angles, flats, darks, device=cl_device, progress=False)
+    given = pybp.reconstruct(want.astype(np.float32), angles, log=False, device=cl_device,
+                             progress=False)
+    assert np.abs(got - given).max() <= 1e-6 * np.abs(given).max()
+
+    g = pybp.ConeGeometry.circular(np.linspace(0, 2 * np.pi, n_angles, endpoint=False),
+                                   (n_rows, n_bins), 1.0, 200.0, 100.0, (4, 16, 16), 1.0)
+    with pytest.warns(RuntimeWarning, match="1e-6"):
+        got = pybp.fdk(counts, g, flats=flats, darks=darks, device=cl_device, progress=False)
+    given = pybp.fdk(want.astype(np.float32), g, device=cl_device, progress=False)
+    assert np.abs(got - given).max() <= 1e-6 * np.abs(given).max()

@@ -84,6 +84,19 @@ def test_phase_rows_and_resume_are_bit_for_bit(scan, tmp_path, cl_device):  # no
         np.testing.assert_array_equal(tifffile.imread(resumed / f.name), tifffile.imread(f))
 
 
+def test_resume_with_phase_refuses_another_memory_limit(scan, tmp_path, cl_device,  # noqa: F811
+                                                        capsys):
+    """With phase retrieval the memory limit sets the chunks' grid, so their values'
+    last bits: --resume with another --memory-limit is refused, naming both."""
+    argv = make_input("dxchange", scan, tmp_path) + [
+        "--center", repr(scan["center"]), "--device", cl_device.name, "--quiet"] + PHASE
+    out = tmp_path / "r"
+    assert run(argv + ["-o", str(out), "--memory-limit", "512M"])[0] == 0
+    line = assert_one_line(capsys, run(argv + ["-o", str(out), "--memory-limit", "400M",
+                                               "--resume"])[0], "memory_limit=536870912")
+    assert "419430400" in line
+
+
 def test_resume_refuses_other_kernels_and_devices(scan, tmp_path, cl_device, capsys):  # noqa: F811
     argv = make_input("dxchange", scan, tmp_path) + [
         "--center", repr(scan["center"]), "--device", cl_device.name, "--quiet"]
@@ -417,8 +430,14 @@ def test_cli_paths_that_were_wrong_or_silent(scan, tmp_path, capsys):  # noqa: F
     assert_one_line(capsys, run(argv + ["-o", str(tmp_path / "no" / "such" / "out")])[0],
                     "does not exist")
     assert not (tmp_path / "no").exists()
-    assert_one_line(capsys, run(argv + ["-o", str(tmp_path / "o"), "--memory-limit", "1G"])[0],
-                    "--memory-limit", "cone-beam")
+    # --memory-limit is both geometries' (it was cone beam's alone): too little is one
+    # line naming it, nothing made; enough for chunks of one slice gives the same slices.
+    assert_one_line(capsys, run(argv + ["-o", str(tmp_path / "o"), "--memory-limit", "8K"])[0],
+                    "memory_limit: 8.0 KiB hold no chunk")
+    assert not (tmp_path / "o").exists()
+    assert run(argv + ["-o", str(tmp_path / "a.npy"), "--quiet"])[0] == 0
+    assert run(argv + ["-o", str(tmp_path / "b.npy"), "--quiet", "--memory-limit", "3M"])[0] == 0
+    assert np.array_equal(np.load(tmp_path / "a.npy"), np.load(tmp_path / "b.npy"))
 
 
 def test_fdk_shows_progress_and_previews_show_three_sections(cone, tmp_path, capsys,

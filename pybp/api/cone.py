@@ -5,7 +5,6 @@
 from __future__ import annotations
 
 import threading
-import warnings
 
 import numpy as np
 
@@ -13,7 +12,7 @@ from pybp import checks
 from pybp.cone.prepare import Unit
 from pybp.geometry.cone import ConeGeometry
 from pybp.parallel import speed
-from pybp.stages.normalize import FLOOR_TRANSMISSION
+from pybp.stages.normalize import warn_replaced
 from pybp.stream.progress import Progress
 from pybp.stream.sources import copy_pools
 
@@ -99,10 +98,8 @@ class ConeBackprojector:
         finally:
             if bar is not None:
                 bar.close()
-        if self._unit.replaced:  # counts (line integrals with NaN or Inf are refused)
-            warnings.warn(f"projections: {self._unit.replaced} transmissions were not "
-                          f"positive (or flat equals dark); taken as {FLOOR_TRANSMISSION:g} "
-                          "(or 1) before -log", stacklevel=2)
+        # Counts only: line integrals with NaN or Inf were refused.
+        warn_replaced(self._unit.replaced, int(np.prod(np.shape(projections))), stacklevel=2)
         return out
 
     def close(self):

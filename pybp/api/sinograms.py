@@ -47,7 +47,9 @@ class Backprojector:
     call runs longer than 2 s. ``device``, ``context`` or ``queue`` (then the compute
     queue) choose the device; ``filter_method`` (default ``"auto"``: the FFT in local
     memory where a padded row fits, else through global memory) forces ``"fft"``,
-    ``"global-fft"`` or ``"convolution"``.
+    ``"global-fft"`` or ``"convolution"``. ``memory_limit``: the most bytes of device
+    memory a call keeps (None: 75% of the device's, the rule of both geometries):
+    chunks of slices are cut to fit, and a slice that does not fit is refused.
 
     ``verify`` (default True): the first time a parameter set runs on a device and
     driver, it is checked on a small reference case (:data:`pybp.parallel.verify.FIRST_USE`,
@@ -70,7 +72,7 @@ class Backprojector:
                  kernel="auto", filter=None, slice_offset=None, overrides=None,
                  piece_shape=None, progress=False, padding="zero", angle_weights=None,
                  context=None, queue=None, filter_method="auto", circle=False, verify=True,
-                 angle_unit=None):
+                 angle_unit=None, memory_limit=None):
         angles = in_radians(angles, angle_unit)
         if device is None and context is None and queue is None:
             speed.choose_cpu_runtime()  # where several CPU runtimes work: the fastest here
@@ -79,7 +81,7 @@ class Backprojector:
                       interpolation=interpolation, slices_per_pass=slices_per_pass,
                       precision=precision, kernel=kernel, filter=filter, padding=padding,
                       filter_method=filter_method, circle=circle, overrides=overrides,
-                      piece_shape=piece_shape, verify=verify)
+                      piece_shape=piece_shape, verify=verify, memory_limit=memory_limit)
         self._closed = True  # until made
         self._lock = threading.Lock()  # one call at a time: they share the device buffers
         self.unit = Unit(setup, device=device, context=context, queue=queue)

@@ -15,7 +15,6 @@ of rows (:mod:`pybp.distributed`).
 from __future__ import annotations
 
 import time
-import warnings
 
 import numpy as np
 
@@ -25,15 +24,8 @@ from pybp.geometry.angles import in_radians
 from pybp.parallel import speed
 from pybp.parallel.prepare import Setup, team
 from pybp.stages import filters
+from pybp.stages.normalize import warn_replaced
 from pybp.stream.team import Slab
-
-
-def _warn_clipped(clipped, n_values):
-    if clipped:
-        warnings.warn(f"projections: {clipped} of {n_values} normalised values had "
-                      "no transmission to take the log of (not positive, or flat equal to "
-                      "dark); they were set to 1e-6 (not positive) or 1 (not a number)",
-                      RuntimeWarning, stacklevel=3)
 
 
 def reconstruct(projections, angles, flats=None, darks=None, center=None, rows=None, out=None,
@@ -73,7 +65,9 @@ def reconstruct(projections, angles, flats=None, darks=None, center=None, rows=N
       :func:`pybp.distributed.local_cluster`); workers in other processes or on other
       hosts read files: ``pybp reconstruct --scheduler``.
     - ``chunk_slices``: the most rows per chunk (default: 4 from arrays, 16 from files;
-      fewer where the device's memory asks).
+      fewer where the device's memory, or ``memory_limit``, asks).
+    - ``memory_limit`` (in ``options``): the most bytes of each device's memory a call
+      keeps (default: 75% of the device's; the same rule as cone beam's).
     - ``progress``: rows done, GU/s and time left on standard error for work longer
       than 2 s.
     - ``stats``: a dict to fill with timings (wall, device time per stage, host copies;
@@ -107,7 +101,7 @@ def reconstruct(projections, angles, flats=None, darks=None, center=None, rows=N
     made.close(wait=False)  # unpinning on a thread of its own, after the caller goes on
     if stats is not None and client is None:
         stats.update(setup_plan=setup_plan, setup_release=time.perf_counter() - released)
-    _warn_clipped(clipped, n_values)
+    warn_replaced(clipped, n_values)
     return volume
 
 
@@ -175,7 +169,7 @@ class Reconstructor:
         inputs = checks.projection_inputs(projections, flats, darks, rows)
         volume, clipped, n_values = self._reconstruct(projections, inputs, out, log, progress,
                                                       chunk_slices, stats)
-        _warn_clipped(clipped, n_values)
+        warn_replaced(clipped, n_values)
         return volume
 
     def _reconstruct(self, projections, inputs, out, log, progress, chunk_slices, stats):

@@ -149,8 +149,10 @@ def _metadata(args, scan, rows, center, steps, rec):
                 devices=rec.kernels() if rec is not None else "dask workers",
                 log=not args.no_log, command=args.command_line, pybp=__version__,
                 source=scan.source, **({"circle": True} if args.circle else {}),
-                # chunks of a grid the chunk size sets, where phase retrieval reaches across rows
-                **({"chunk_slices": args.chunk_slices} if steps["phase"] else {}),
+                # chunks of a grid the chunk size and the memory limit set, where phase
+                # retrieval reaches across rows
+                **({"chunk_slices": args.chunk_slices, "memory_limit": args.memory_limit}
+                   if steps["phase"] else {}),
                 **{key: value for key, value in steps.items() if value is not None})
 
 
@@ -249,9 +251,6 @@ def cmd_reconstruct(args):
         # The cone-beam modules load only for a cone-beam scan (0.03 s of every start-up).
         cone_cli = importlib.import_module("pybp.cli.cone")
         return cone_cli.reconstruct(args, check_output_path, _check_counts)
-    if args.memory_limit is not None:
-        raise ValueError("--memory-limit: a cone-beam option (with --geometry); parallel beam "
-                         "sizes its chunks from the device's memory (--chunk-slices caps them)")
     inputs = (args.input, args.flats, args.darks, args.angles)
     if not args.center_sweep:
         check_output_path(args.output, args.overwrite, args.resume, inputs)
@@ -279,7 +278,8 @@ def cmd_reconstruct(args):
         n = rows[1] - rows[0]
         options = dict(filter=args.filter, padding=args.padding,
                        interpolation=args.interpolation, precision=args.precision,
-                       slices_per_pass=args.slices_per_pass, circle=args.circle, **steps)
+                       slices_per_pass=args.slices_per_pass, circle=args.circle,
+                       memory_limit=args.memory_limit, **steps)
         client = _cluster(args)
         rec = None
         try:
@@ -467,9 +467,10 @@ traceback), 130 interrupted.""")
     rec.add_argument("--chunk-slices", type=int, default=None,
                      help="slices per chunk through the device (default: from its memory)")
     rec.add_argument("--memory-limit", type=byte_size, metavar="BYTES",
-                     help="with --geometry: device memory for the volume and the projections "
-                          "in flight, e.g. 2G (default: 75%% of the device's); a larger volume "
-                          "goes through in slabs of z planes, with the same values")
+                     help="the most device memory a run keeps, e.g. 2G (default: 75%% of the "
+                          "device's): chunks of slices cut to fit; with --geometry the volume, "
+                          "the projections in flight and their filtered store, a larger "
+                          "volume going through in slabs of z planes, with the same values")
     rec.add_argument("--overwrite", action="store_true", help="replace an existing output")
     rec.add_argument("--resume", action="store_true",
                      help="finish an interrupted run: reconstruct only the slices missing")

@@ -40,9 +40,11 @@ def backproject_source(p: ConeParams, distance_weight: bool = False,
                           shared_column=shared_column)
 
 
-def preweight_args(flat_field: bool, weighted: bool = True) -> tuple:
-    means = (Arg("flat", "__global const float *", "the flats' mean, n_rows x n_cols of the detector"),
-             Arg("dark", "__global const float *", "the darks' mean")) if flat_field else ()
+def preweight_args(flat_field: bool, weighted: bool = True, real: str = "float") -> tuple:
+    """The pre-weighting's arguments; the flat and dark means in ``real`` (as parallel
+    beam's normalisation takes them)."""
+    means = (Arg("flat", f"__global const {real} *", "the flats' mean, n_rows x n_cols of the detector"),
+             Arg("dark", f"__global const {real} *", "the darks' mean")) if flat_field else ()
     weights = (Arg("frames", "__global const float *", f"per projection: {FRAME_VALUES} values "
                    "(pybp/geometry/cone_weights.py)"),
                Arg("column_weights", "__global const float *", "per projection: n_cols weights"),
@@ -53,7 +55,7 @@ def preweight_args(flat_field: bool, weighted: bool = True) -> tuple:
         Arg("images", "__global float *", "the pass's images, row_stride x n_cols each, in place"),
         *means, *weights,
         *ints("n_rows", "row_stride", "n_cols"),
-        Arg("replaced", "volatile __global uint *", "values replaced (not positive, not finite)"),
+        Arg("replaced_count", "volatile __global uint *", "values replaced (not positive, not finite)"),
     )
 
 
@@ -62,6 +64,6 @@ def preweight_source(flat_field: bool, real: str, floor: float, weighted: bool =
     a non-positive transmission becomes), in ``real`` arithmetic. Not ``weighted`` (the
     plain back-projection): only the line integrals' check, NaN and Inf counted."""
     return codegen.render("cone/preweight.cl.mako",
-                          {"cone_preweight": preweight_args(flat_field, weighted)},
+                          {"cone_preweight": preweight_args(flat_field, weighted, real)},
                           frame_values=FRAME_VALUES, flat_field=flat_field, real=real,
                           floor=repr(float(floor)), weighted=weighted)

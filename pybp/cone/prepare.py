@@ -37,9 +37,9 @@ from pybp.cone.profiler import default_params
 from pybp.geometry.cone import ConeGeometry
 from pybp.stages.filters import FILTERS, PADDINGS, device_filter
 from pybp.stages.normalize import FLOOR_TRANSMISSION
+from pybp.stream import memory
 from pybp.stream.sources import copy_blocks, put_rows
 
-DEFAULT_MEMORY_SHARE = 0.75  # of the device's memory, for the slab and the pass buffers
 PREWEIGHT_GROUP = (64, 4, 1)
 STORE_HOST_SHARE = 0.5  # of the host's memory, the most a page-locked store may take
 
@@ -95,8 +95,9 @@ class Unit:
     (None: :func:`pybp.cone.profiler.default_params`). ``filter`` (a name of
     :data:`pybp.stages.filters.FILTERS`): FDK with that filter, ``padding`` and
     ``short_scan`` (:func:`pybp.geometry.cone_weights.column_weights`); None: the plain
-    back-projection. ``memory_limit``: bytes of device memory for the volume and the
-    pass buffers (None: 75% of the device's); smaller volumes go in slabs. ``planes``:
+    back-projection. ``memory_limit``: bytes of device memory for the volume, the pass
+    buffers and a store (None: :data:`pybp.stream.memory.MEMORY_SHARE` of the
+    device's, the rule of both geometries); larger volumes go in slabs. ``planes``:
     the z planes ``(first, stop)`` to reconstruct (None: all); starting on a multiple
     of 16, they equal those of the whole volume bit for bit. ``flats`` and ``darks``
     (frames ``(n, n_rows, n_cols)`` or their means; darks None: zero), with FDK: the
@@ -212,15 +213,17 @@ class Unit:
         self._weights = {
             "frames": cl.Buffer(self.context, flags, hostbuf=as_float(weights.frames(g).packed())),
             "columns": cl.Buffer(self.context, flags, hostbuf=as_float(columns))}
-        if flats is not None:
+        real = "double" if "cl_khr_fp64" in d.extensions else "float"
+        if flats is not None:  # the means in ``real``, as parallel beam's normalisation has them
             flat = _mean(flats, "flats", g.detector_shape)
             dark = np.zeros_like(flat) if darks is None else _mean(darks, "darks", g.detector_shape)
-            self._weights.update(flat=cl.Buffer(self.context, flags, hostbuf=as_float(flat)),
-                                 dark=cl.Buffer(self.context, flags, hostbuf=as_float(dark)))
-        real = "double" if "cl_khr_fp64" in d.extensions else "float"
+            as_real = lambda values: np.ascontiguousarray(  # noqa: E731
+                values, np.float64 if real == "double" else np.float32)
+            self._weights.update(flat=cl.Buffer(self.context, flags, hostbuf=as_real(flat)),
+                                 dark=cl.Buffer(self.context, flags, hostbuf=as_real(dark)))
         self._preweight = codegen.declared(
             self.context, d, kernels.preweight_source(flats is not None, real, FLOOR_TRANSMISSION),
-            "cone_preweight", kernels.preweight_args(flats is not None))
+            "cone_preweight", kernels.preweight_args(flats is not None, real=real))
         self._filter = device_filter(self.context, d, self.filter, g.detector_shape[1],
                                      np.ones(1), padding)
 
@@ -230,15 +233,7 @@ class Unit:
         (where the store and slabs fit the budget together: the tallest such slabs) or
         ``"host"`` (page-locked, within :data:`STORE_HOST_SHARE` of the host's memory)."""
         d = self.device
-        if memory_limit is None:
-            budget = int(d.global_memory * DEFAULT_MEMORY_SHARE)
-        else:
-            if isinstance(memory_limit, bool) or not isinstance(
-                    memory_limit, (int, float, np.integer, np.floating)) or \
-                    not 1 <= memory_limit < float("inf"):
-                raise ValueError(f"memory_limit: expected a positive, finite number of bytes, "
-                                 f"got {memory_limit!r}")
-            budget = min(int(memory_limit), int(d.global_memory * DEFAULT_MEMORY_SHARE))
+        budget = memory.budget(d, memory_limit)
 
         def plan(limit):
             return slabs.plan(self.geometry, self.params.projections_per_pass,
@@ -331,7 +326,7 @@ class Unit:
         rows = s["rows"]
         grid = (_round_up(n_cols, PREWEIGHT_GROUP[0]), _round_up(n_rows, PREWEIGHT_GROUP[1]), count)
         sizes = dict(images=rows, n_rows=n_rows, row_stride=stride, n_cols=n_cols,
-                     replaced=self._replaced)
+                     replaced_count=self._replaced)
         if self._filter is not None:
             means = {k: self._weights[k] for k in ("flat", "dark") if k in self._weights}
             event = self._preweight(

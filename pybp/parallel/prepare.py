@@ -58,8 +58,10 @@ class Setup:
     phase: object = None
     rings: object = None
     ring_options: object = None
+    memory_limit: object = None
 
     def __post_init__(self):
+        object.__setattr__(self, "memory_limit", checks.memory_limit(self.memory_limit))
         checks.choice("interpolation", self.interpolation, INTERPOLATIONS)
         checks.choice("precision", self.precision, STORAGES)
         checks.choice("kernel", self.kernel, ("auto",) + KERNELS)
@@ -186,6 +188,7 @@ class Unit:
         return MemoryPlan.create(
             stages or self.stages, self.device, n_slices, widths=tuple(self.plan.passes),
             chunk_slices=chunk_slices, own=(layout.input, layout.output), preferred=preferred,
+            memory_limit=self.setup.memory_limit,
             subject=f"slice_shape: one {ny}x{nx} slice from {g.n_angles}x{g.n_bins} sinograms",
             advice="reconstruct a smaller slice_shape, or a region of it with slice_offset")
 

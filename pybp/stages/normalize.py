@@ -2,9 +2,12 @@
 device: ``(p - dark) / (flat - dark)``, ``-log``, and the transpose from projections
 ``(angle, row, bin)`` to sinograms ``(row, angle, bin)``; or, before phase retrieval
 (pybp/stages/phase.py), to the normalised intensity in the projections' layout
-(templates/stages/normalize.cl.mako)."""
+(templates/stages/normalize.cl.mako). The flat-field rule itself is the one every path
+shares (templates/stages/flat_field.cl.mako; cone beam's pre-weighting calls it too)."""
 
 from __future__ import annotations
+
+import warnings
 
 import numpy as np
 import pyopencl as cl
@@ -22,6 +25,24 @@ FLOOR_TRANSMISSION = 1e-6  # what a non-positive normalised value becomes before
 BIN_ITEMS = 64  # work-items along the bins of a projection row
 
 
+def line_integrals_numpy(transmission) -> np.ndarray:
+    """The flat-field rule's ``-log`` in float64 on the host, as the device does it
+    (templates/stages/flat_field.cl.mako): a transmission that is not positive becomes
+    :data:`FLOOR_TRANSMISSION`, one that is not finite 1 (transparent)."""
+    t = np.asarray(transmission, np.float64)
+    finite = np.isfinite(t)
+    return -np.log(np.where(finite & (t > 0), t, np.where(finite, FLOOR_TRANSMISSION, 1.0)))
+
+
+def warn_replaced(count: int, n_values: int, stacklevel=2):
+    """The one warning of every path for values the flat-field rule replaced."""
+    if count:
+        warnings.warn(f"projections: {count} of {n_values} normalised values had no "
+                      "transmission to take the log of (not positive, or flat equal to "
+                      "dark); they were set to 1e-6 (not positive: FLOOR_TRANSMISSION) or "
+                      "1 (not a number)", RuntimeWarning, stacklevel=stacklevel + 1)
+
+
 def raw_dtype(dtype) -> np.dtype:
     """The dtype projections of ``dtype`` travel to the device in."""
     dtype = np.dtype(dtype)
@@ -36,7 +57,6 @@ def arguments(raw_type: str, real: str, intensity: bool = False) -> tuple:
         *ints("n_angles", "n_rows", "n_bins"),
         Arg("flat_field", "const int", "0: the data are already normalised"),
         Arg("take_log", "const int", "0: back-project the values as they are"),
-        Arg("floor_value", "const float", "what a non-positive transmission becomes"),
         Arg("counted_first", "const int", "rows counted in clipped: the chunk's own,"),
         Arg("counted_stop", "const int", "not the margins of later stages"),
         Arg("clipped", "__global uint *", "counts the values replaced"),
@@ -48,7 +68,8 @@ def arguments(raw_type: str, real: str, intensity: bool = False) -> tuple:
 def source(raw_type: str, real: str, intensity: bool = False) -> str:
     return codegen.render("stages/normalize.cl.mako",
                           {"sinograms_from_projections": arguments(raw_type, real, intensity)},
-                          raw_type=raw_type, real=real, intensity=intensity)
+                          raw_type=raw_type, real=real, intensity=intensity,
+                          floor=repr(float(FLOOR_TRANSMISSION)))
 
 
 class Normalize(Stage):
@@ -91,7 +112,7 @@ class Normalize(Stage):
                     (BIN_ITEMS, 1, 1), projections=b["raw"], dark=b["dark"], flat=b["flat"],
                     n_angles=self.n_angles, n_rows=chunk.count, n_bins=self.n_bins,
                     flat_field="dark" in chunk.uploaded, take_log=self.log,
-                    floor_value=FLOOR_TRANSMISSION, counted_first=chunk.margins[0],
+                    counted_first=chunk.margins[0],
                     counted_stop=chunk.count - chunk.margins[1], clipped=b["clipped"],
                     out=b[self.output]))]
 

@@ -32,7 +32,7 @@ from pybp.cl import codegen
 from pybp.cl.kernel import Arg, ints
 from pybp.stages.base import Need, Stage
 from pybp.stages.filters import four_step, local_points
-from pybp.stages.normalize import FLOOR_TRANSMISSION
+from pybp.stages.normalize import FLOOR_TRANSMISSION, line_integrals_numpy
 
 PLANCK_EV_M = 1.2398419843320026e-6  # h c in eV m: wavelength = h c / E
 MARGIN_TOLERANCE = 1e-5  # of the kernel's weight: what a margin leaves out at most
@@ -184,7 +184,7 @@ def filter_terms(n: int, phase: Paganin) -> np.ndarray:
 def paganin_numpy(intensity, phase: Paganin) -> np.ndarray:
     """Float64 reference: projections ``(..., n_rows, n_bins)`` of flat-field normalised
     intensity, each padded whole (:func:`frame`), filtered, cropped; then ``-log``
-    (values not positive become ``FLOOR_TRANSMISSION`` first)."""
+    (the rule of :func:`pybp.stages.normalize.line_integrals_numpy`)."""
     intensity = np.asarray(intensity, np.float64)
     n_rows, n_bins = intensity.shape[-2:]
     frame_y, frame_x, top, left = frame(n_rows, n_bins, phase.margin_rows())
@@ -194,7 +194,7 @@ def paganin_numpy(intensity, phase: Paganin) -> np.ndarray:
     terms = filter_terms(frame_y, phase)[:, None] + filter_terms(frame_x, phase)[None, :]
     retrieved = np.real(np.fft.ifft2(np.fft.fft2(padded) / (1 + terms)))
     retrieved = retrieved[..., top:top + n_rows, left:left + n_bins]
-    return -np.log(np.where(retrieved > 0, retrieved, FLOOR_TRANSMISSION))
+    return line_integrals_numpy(retrieved)
 
 
 def passes(frame_y: int, frame_x: int, points: int) -> dict:
@@ -210,7 +210,7 @@ def passes(frame_y: int, frame_x: int, points: int) -> dict:
 @functools.lru_cache(maxsize=16)
 def source(frame_y: int, frame_x: int, points: int, items: int) -> str:
     return codegen.render("stages/paganin.cl.mako", KERNELS, frame_y=frame_y, items=items,
-                          **passes(frame_y, frame_x, points))
+                          floor=repr(float(FLOOR_TRANSMISSION)), **passes(frame_y, frame_x, points))
 
 
 TABLE = Arg("table", "__global const float2 *", "FRAME_X/2: exp(-2 pi i m / FRAME_X)")
@@ -230,7 +230,6 @@ KERNELS = {
                        Arg("stop_angle", "const int", "the block's end"),
                        Arg("first_frame_row", "const int", "frame row of the chunk's first own row"),
                        Arg("first_bin", "const int", "frame column of bin 0"),
-                       Arg("floor_value", "const float", "what a non-positive intensity becomes"),
                        Arg("counted_first", "const int", "own rows whose replaced values"),
                        Arg("counted_stop", "const int", "are counted (those kept)"),
                        Arg("clipped", "__global uint *", "counts the values replaced"),
@@ -336,7 +335,7 @@ class PhaseRetrieval(Stage):
                 kernels["rows_inverse_a"](
                     q, (own * (kb // a_lines) * self.items, pairs), (self.items, 1),
                     n_angles=self.n_angles, first_frame_row=top + lead,
-                    floor_value=FLOOR_TRANSMISSION, counted_first=counted[0],
+                    counted_first=counted[0],
                     counted_stop=own - counted[1],
                     clipped=b["clipped"], sinograms=b["sinograms"], **sizes, **common)]
             q.flush()

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from pybp import checks
 from pybp.stages.base import Need
 
 SLOTS = 3           # chunks in flight: one uploading, one computing, one downloading
@@ -22,10 +23,23 @@ CHUNK_SLICES = 4
 # --code); from arrays in memory, chunks of 16 took 0.1 s longer, all of it in making
 # the larger device buffers (pybp bench --pipeline --rows 512).
 FILE_CHUNK_SLICES = 16
-MEMORY_SHARE = 0.5  # of the device's global memory, for the chunks in flight
+# Of the device's global memory, the most a run keeps there unless ``memory_limit`` says
+# less: the chunks in flight of parallel beam, the slab, pass buffers and store of cone
+# beam (pybp/cone/prepare.py). One rule for both geometries.
+MEMORY_SHARE = 0.75
+
+
+def budget(device, memory_limit=None) -> int:
+    """Bytes of ``device``'s memory a run may keep: :data:`MEMORY_SHARE` of it, or
+    ``memory_limit`` (checked: :func:`pybp.checks.memory_limit`) where that is less."""
+    most = int(device.global_memory * MEMORY_SHARE)
+    limit = checks.memory_limit(memory_limit)
+    return most if limit is None else min(limit, most)
 
 
 def _size(n_bytes) -> str:
+    if n_bytes < 2 ** 20:
+        return f"{n_bytes / 2 ** 10:.1f} KiB"
     return f"{n_bytes / 2 ** 30:.2f} GiB" if n_bytes >= 2 ** 28 else f"{n_bytes / 2 ** 20:.1f} MiB"
 
 
@@ -60,12 +74,12 @@ class MemoryPlan:
     @classmethod
     def create(cls, stages, device, n_slices: int, widths=(1,), chunk_slices=None,
                slots=SLOTS, subject="one slice", advice="", own=None,
-               preferred=CHUNK_SLICES) -> "MemoryPlan":
+               preferred=CHUNK_SLICES, memory_limit=None) -> "MemoryPlan":
         """Largest chunks (at most ``preferred`` slices, :data:`CHUNK_SLICES` or for
         inputs read from files :data:`FILE_CHUNK_SLICES`, or the most rows a stage
         prefers: :attr:`pybp.stages.base.Stage.chunk_rows`; no more than ``n_slices`` needs)
-        whose ``slots`` copies of the ``stages``' buffers fit ``MEMORY_SHARE`` of global
-        memory beside what they share, each buffer within the device's largest
+        whose ``slots`` copies of the ``stages``' buffers fit :func:`budget` (with
+        ``memory_limit``) beside what they share, each buffer within the device's largest
         allocation. Chunks are cut in passes of one of ``widths`` slices, the widest
         that fits (one 12000^2 slice fits PoCL's 2 GiB buffers; four do not); where
         none fits, ``ValueError`` names ``subject`` (``"argument: what one slice
@@ -87,26 +101,37 @@ class MemoryPlan:
         per_work, fixed_work = size(work)
         per_slice = per_slot + per_work
         shared = sum(stage.shared_bytes for stage in stages) + fixed_work
-        budget = device.global_memory * MEMORY_SHARE - shared - slots * fixed
+        allowed = budget(device, memory_limit)
+        free = allowed - shared - slots * fixed
         # The most slices per chunk each buffer's largest allocation allows.
         most = min(device.max_allocation // n.per_slice - extra.get(name, 0)
                    for name, n in needs.items() if n.per_slice)
         largest = max(n.per_slice * (1 + extra.get(name, 0)) for name, n in needs.items())
-        widths = [w for w in sorted(widths, reverse=True) if w <= most and per_slice * w <= budget]
+
+        def fitting(room):
+            return [w for w in sorted(widths, reverse=True) if w <= most and per_slice * w <= room]
+
+        if not fitting(free) and fitting(budget(device) - shared - slots * fixed):
+            raise ValueError(  # the limit, not the device, leaves no room
+                f"memory_limit: {_size(allowed)} hold no chunk of {subject.split(': ', 1)[-1]} "
+                f"({_size(per_slice + fixed + shared)} of device memory with what the stages "
+                f"share); allow more, at most {_size(budget(device))} on {device.name}")
+        widths = fitting(free)
         if not widths:
             raise ValueError(
                 f"{subject} needs a buffer of {_size(largest)} and "
                 f"{_size(per_slice + fixed + shared)} of device memory; {device.name} allows "
-                f"buffers of {_size(device.max_allocation)} and "
-                f"{_size(device.global_memory * MEMORY_SHARE)} in all ({MEMORY_SHARE:.0%} of "
-                f"its memory){': ' + advice if advice else ''}")
+                f"buffers of {_size(device.max_allocation)} and {_size(allowed)} in all ("
+                + ("memory_limit" if memory_limit is not None else
+                   f"{MEMORY_SHARE:.0%} of its memory")
+                + f"){': ' + advice if advice else ''}")
         width = min(w for w in widths if w >= min(n_slices, widths[0]))  # no wider than needed
         preferred = max([preferred] + [stage.chunk_rows for stage in stages])
         wanted = -(-min(n_slices, chunk_slices or preferred) // width) * width
-        fits = min(budget // (slots * per_slot + per_work), most)
+        fits = min(free // (slots * per_slot + per_work), most)
         chunk = max(width, min(wanted, int(fits) // width * width))
         slots = max(1, min(slots, -(-n_slices // chunk),
-                           int((budget - chunk * per_work) // (chunk * per_slot))))
+                           int((free - chunk * per_work) // (chunk * per_slot))))
         return cls(chunk, slots, chunk * per_slot + fixed, width, sum_margins(stages),
                    tuple(sorted(extra.items())), work, chunk * per_work + fixed_work)
 

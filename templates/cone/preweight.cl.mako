@@ -10,6 +10,9 @@
 #pragma OPENCL EXTENSION cl_khr_fp64 : enable
 % endif
 
+<%namespace file="/stages/flat_field.cl.mako" import="functions"/>
+${functions(real, floor)}
+
 __kernel void cone_preweight(
 ${args['cone_preweight']}
 {
@@ -17,25 +20,18 @@ ${args['cone_preweight']}
     if (c >= n_cols || row >= n_rows)
         return;
     const size_t at = ((size_t)q * row_stride + row) * n_cols + c;
+    bool replaced = false;
 % if flat_field:
     const size_t pixel = (size_t)(first_row + row) * n_cols + c;
-    ${real} value = (images[at] - dark[pixel]) / ((${real})flat[pixel] - dark[pixel]);
-    // No transmission to take the log of: not positive (noise on a dark beam), or not
-    // a number (a pixel whose flat equals its dark, taken as transparent). Counted.
-    if (!isfinite(value) || value <= 0) {
-        value = isfinite(value) ? ${floor} : 1;
-        atomic_inc(replaced);
-    }
-    const float sample = (float)(-log(value));
+    const float sample = line_integral(transmission(images[at], dark[pixel], flat[pixel]),
+                                       &replaced);
 % else:
-    float sample = images[at];
-    // A NaN or Inf would spread over the volume: counted (the caller refuses the data
-    // before the slab is written), zeroed.
-    if (!isfinite(sample)) {
-        sample = 0.0f;
-        atomic_inc(replaced);
-    }
+    // Line integrals as given: a NaN or Inf is counted, and the caller refuses the data
+    // before a slab is written.
+    const float sample = given(images[at], &replaced);
 % endif
+    if (replaced)
+        atomic_inc(replaced_count);
 % if weighted:
     const int projection = first_projection + q;
     __global const float *f = frames + ${frame_values} * projection;

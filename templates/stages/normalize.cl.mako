@@ -10,6 +10,9 @@ ${"/* pybp projections to %s: %s input, %s arithmetic */" % ("intensity" if inte
 #pragma OPENCL EXTENSION cl_khr_fp64 : enable
 % endif
 
+<%namespace file="/stages/flat_field.cl.mako" import="functions"/>
+${functions(real, floor)}
+
 __kernel void sinograms_from_projections(
 ${args['sinograms_from_projections']}
 {
@@ -22,35 +25,23 @@ ${args['sinograms_from_projections']}
     const bool counted = row >= counted_first && row < counted_stop;
     ${real} value = projections[((size_t)angle * n_rows + row) * n_bins + bin];
     if (flat_field)
-        value = (value - dark[pixel]) / (flat[pixel] - dark[pixel]);
+        value = transmission(value, dark[pixel], flat[pixel]);
+    bool replaced = false;
 % if intensity:
     // For phase retrieval (paganin.cl.mako), which takes the log after its filter: the
     // intensity in the projections' own layout. A value that is not a number (a pixel
     // whose flat equals its dark) is taken as transparent and counted.
     if (!isfinite(value)) {
         value = 1;
-        if (counted)
-            atomic_inc(clipped);
+        replaced = true;
     }
     out[((size_t)angle * n_rows + row) * n_bins + bin] = (float)value;
 % else:
-    if (take_log) {
-        // No transmission to take the log of: not positive (noise on a dark beam), or
-        // not a number (a pixel whose flat equals its dark, taken as transparent).
-        // Count them (in the chunk's own rows); the caller warns once.
-        if (!isfinite(value) || value <= 0) {
-            value = isfinite(value) ? floor_value : 1;
-            if (counted)
-                atomic_inc(clipped);
-        }
-        value = -log(value);
-    } else if (!isfinite(value)) {
-        // Values as given: a NaN or Inf would spread over the slice. Count them; the
-        // caller refuses the chunk before any slice of it is written.
-        value = 0;
-        if (counted)
-            atomic_inc(clipped);
-    }
-    out[((size_t)row * n_angles + angle) * n_bins + bin] = (float)value;
+    // Counted in the chunk's own rows (not the margins of later stages); the caller
+    // warns once (taking the log), or refuses the chunk (values as given).
+    const float sample = take_log ? line_integral(value, &replaced) : given((float)value, &replaced);
+    out[((size_t)row * n_angles + angle) * n_bins + bin] = sample;
 % endif
+    if (replaced && counted)
+        atomic_inc(clipped);
 }

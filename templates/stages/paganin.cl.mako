@@ -11,6 +11,7 @@
 ## one pass, which also applies H (its fx table permuted to that order) and the
 ## inverse. Five kernels, each a pass through the complex frames in `scratch`.
 <%namespace name="fft" file="fft_lines.cl.mako"/>
+<%namespace name="flat_field" file="flat_field.cl.mako"/>
 ${"/* pybp Paganin phase retrieval: frames of %d x %d = %d x (%d x %d) points */" % (frame_y, a * b, frame_y, a, b)}
 #define FRAME_Y ${frame_y}
 #define FRAME_X ${a * b}
@@ -19,6 +20,7 @@ ${"/* pybp Paganin phase retrieval: frames of %d x %d = %d x (%d x %d) points */
 #define FRAME ((size_t)FRAME_Y * FRAME_X)
 
 ${fft.complex_helpers()}
+${flat_field.functions("float", floor)}
 ${fft.local_fft("fft_a", a, a_lines, items, a * b)}
 ${fft.local_fft("fft_b", b, b_lines, items, a * b)}
 ${fft.local_fft("fft_y", frame_y, y_lines, items, frame_y)}
@@ -138,15 +140,12 @@ ${args['rows_inverse_a']}
             continue;
         const float2 v = ${fft.result_buffer(a, "x", "y")}[line * A + i];
         for (int s = 0; s < 1 + has_b; s++) {
-            float value = s == 0 ? v.x : v.y;
             // No transmission left to take the log of (noise at a dark edge, say):
-            // the floor, counted, as normalisation does without phase retrieval.
-            if (!(value > 0.0f)) {
-                value = floor_value;
-                if (own_row >= counted_first && own_row < counted_stop)  // rows kept
-                    atomic_inc(clipped);
-            }
-            out[(size_t)s * n_bins + bin] = -log(value);
+            // the rule of normalisation without phase retrieval, counted in rows kept.
+            bool replaced = false;
+            out[(size_t)s * n_bins + bin] = line_integral(s == 0 ? v.x : v.y, &replaced);
+            if (replaced && own_row >= counted_first && own_row < counted_stop)
+                atomic_inc(clipped);
         }
     }
 }

@@ -23,7 +23,8 @@ MARK = "pybp"  # the metadata key (pybp's version) that says pybp made an output
 RESUME_KEYS = ("input", "input_sha1", "shape", "first_row", "dtype", "center", "angles_sha1",
                "log", "filter", "padding", "interpolation", "precision", "slice_shape",
                "circle", "voxel_size", "volume_offset", "matrices_sha1", "rings",
-               "ring_options", "phase", "chunk_slices", "slices_per_pass", "devices")
+               "ring_options", "phase", "chunk_slices", "memory_limit", "slices_per_pass",
+               "devices")
 
 
 def partial_path(path: Path) -> Path:
