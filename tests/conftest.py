@@ -29,17 +29,26 @@ def pytest_configure(config):
     paths), else the default."""
     if USER_DEVICE:
         return
+    chosen = pinned_device()
+    if chosen is not None:
+        from pybp.cl import device
+        os.environ["PYBP_DEVICE"] = str(next(i for i, d in enumerate(device.all_devices())
+                                             if d.int_ptr == chosen.int_ptr))
+
+
+def pinned_device():
+    """The device the suite runs on where ``PYBP_DEVICE`` is not set: the default
+    where it is a GPU, else the CPU runtime of the lowest rank that builds kernels
+    (PoCL before Intel's: pybp.cl.implementations); None where there is none.
+    .ci/implementations runs a subset on the other CPU runtime."""
     from pybp.cl import device, implementations
-    found = device.all_devices()
-    if not found:
-        return  # the tests that need a device say so
+    if not device.all_devices():
+        return None  # the tests that need a device say so
     chosen = select_device()
-    if device.device_type_name(chosen) == "cpu":
-        cpus = [d for d in device.usable_devices(found, warn=False)
-                if device.device_type_name(d) == "cpu"]
-        chosen = min(cpus, key=lambda d: implementations.identify(d.platform.name).rank)
-    os.environ["PYBP_DEVICE"] = str(next(i for i, d in enumerate(found)
-                                         if d.int_ptr == chosen.int_ptr))
+    if device.device_type_name(chosen) != "cpu":
+        return chosen
+    cpus = [d for d in device.usable_devices(warn=False) if device.device_type_name(d) == "cpu"]
+    return min(cpus, key=lambda d: implementations.identify(d.platform.name).rank)
 
 
 @functools.lru_cache(maxsize=1)
