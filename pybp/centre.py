@@ -25,6 +25,7 @@ import numpy as np
 from pybp.geometry.angles import in_radians
 from pybp.parallel import prepare
 from pybp.stages.normalize import line_integrals_numpy
+from pybp.stream.sources import frame_mean
 
 COARSE_BINS = 256      # detector columns of the coarse search
 MAX_ANGLES = 720       # sinogram rows used by the metric (more are averaged in groups)
@@ -349,11 +350,9 @@ def normalised_rows(projections, flats, darks, first, stop, frames=slice(None), 
     data = np.asarray(projections[frames, first:stop] if isinstance(frames, slice)
                       else np.stack([projections[i][first:stop] for i in frames]), np.float64)
     if flats is not None:
-        mean = lambda f: np.asarray(f[:, first:stop] if len(f.shape) == 3  # noqa: E731
-                                    else np.asarray(f)[None, first:stop], np.float64).mean(0)
-        dark = mean(darks)
+        dark = frame_mean(darks, first, stop)
         with np.errstate(divide="ignore", invalid="ignore"):  # the rule says what follows
-            data = (data - dark) / (mean(flats) - dark)
+            data = (data - dark) / (frame_mean(flats, first, stop) - dark)
     if log:
         data = line_integrals_numpy(data)
     return data

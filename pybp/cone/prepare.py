@@ -38,7 +38,7 @@ from pybp.geometry.cone import ConeGeometry
 from pybp.stages.filters import FILTERS, PADDINGS, device_filter
 from pybp.stages.normalize import FLOOR_TRANSMISSION
 from pybp.stream import memory
-from pybp.stream.sources import copy_blocks, put_rows
+from pybp.stream.sources import copy_blocks, frame_mean, put_rows
 
 PREWEIGHT_GROUP = (64, 4, 1)
 STORE_HOST_SHARE = 0.5  # of the host's memory, the most a page-locked store may take
@@ -62,13 +62,13 @@ def _planes(planes, nz) -> range:
 
 
 def _mean(frames, name, detector_shape) -> np.ndarray:
-    """The mean of ``frames`` ``(n, n_rows, n_cols)`` (or one frame) in float64."""
-    values = np.asarray(frames[...] if not isinstance(frames, np.ndarray) else frames, np.float64)
-    mean = values.mean(axis=0) if values.ndim == 3 else values
-    if mean.shape != tuple(detector_shape):
+    """The mean of ``frames`` ``(n, n_rows, n_cols)`` (or one frame) in float64
+    (:func:`pybp.stream.sources.frame_mean`), checked against the detector."""
+    shape = np.shape(frames)
+    if len(shape) not in (2, 3) or tuple(shape[-2:]) != tuple(detector_shape):
         raise ValueError(f"{name}: expected frames of the detector's {tuple(detector_shape)}, got "
-                         f"shape {np.shape(frames)}")
-    return mean
+                         f"shape {shape}")
+    return frame_mean(frames)
 
 
 class _Window:

@@ -64,6 +64,15 @@ def _frame_rows(frames, first, stop):
         np.asarray(frames[:, first:stop])
 
 
+def frame_mean(frames, first=0, stop=None) -> np.ndarray:
+    """The mean in float64 of rows ``[first, stop)`` (None: to the last) of flats or
+    darks (frames ``(n, n_rows, n_bins)``, or one frame): the one place every path
+    (parallel beam's chunks, cone beam's whole detector, the centre finder) takes its
+    means from."""
+    stop = frames.shape[-2] if stop is None else stop
+    return _frame_rows(frames, first, stop).mean(axis=0, dtype=np.float64)
+
+
 class RowBlocks:
     """Rows ``[first, stop)`` of a ``(n_angles, n_rows, n_bins)`` input that is not a
     NumPy array (an h5py dataset, TIFF files), read in large blocks of rows, the next
@@ -168,6 +177,5 @@ class FlatField(RowBlocks):
                          flats.shape[-2])
 
     def _read(self, first, stop):
-        return np.stack([_frame_rows(f, first, stop).mean(axis=0, dtype=np.float64)
-                         for f in self.frames])
+        return np.stack([frame_mean(f, first, stop) for f in self.frames])
 
