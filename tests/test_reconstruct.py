@@ -17,6 +17,8 @@ import pytest
 
 import pybp
 from pybp import phantoms
+from pybp.centre import normalised_rows
+from pybp.stages.normalize import line_integrals_numpy
 from pybp.stream import executor, sources
 from pybp.geometry.parallel import Geometry
 from pybp.stream.progress import Progress
@@ -358,9 +360,6 @@ def test_every_path_takes_one_flat_field_rule(cl_device):
     make counts the same line integrals (templates/stages/flat_field.cl.mako and its
     float64 twin): a pixel whose flat equals its dark is transparent (0), one below its
     dark takes the floor (-log 1e-6), each counted in one warning."""
-    from pybp.centre import normalised_rows
-    from pybp.stages.normalize import line_integrals_numpy
-
     rng = np.random.default_rng(11)
     n_angles, n_rows, n_bins = 24, 6, 32
     flats = rng.uniform(900, 1100, (2, n_rows, n_bins)).astype(np.float32)

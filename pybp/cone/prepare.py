@@ -62,13 +62,9 @@ def _planes(planes, nz) -> range:
 
 
 def _mean(frames, name, detector_shape) -> np.ndarray:
-    """The mean of ``frames`` ``(n, n_rows, n_cols)`` (or one frame) in float64
-    (:func:`pybp.stream.sources.frame_mean`), checked against the detector."""
-    shape = np.shape(frames)
-    if len(shape) not in (2, 3) or tuple(shape[-2:]) != tuple(detector_shape):
-        raise ValueError(f"{name}: expected frames of the detector's {tuple(detector_shape)}, got "
-                         f"shape {shape}")
-    return frame_mean(frames)
+    """The mean of ``frames`` ``(n, n_rows, n_cols)`` (or one frame) in float64,
+    checked against the detector as parallel beam's are."""
+    return frame_mean(checks.frames(frames, name, tuple(detector_shape)))
 
 
 class _Window:
@@ -348,42 +344,25 @@ class Unit:
 
     def _keep(self, rows, first, count, window, stride, waits):
         """``count`` filtered projections from ``first`` (their rows of ``window``, in
-        images of ``stride`` rows) from ``rows`` into the store, as a box of rows: a
-        copy, or a download into host memory, on the compute queue; its event."""
+        images of ``stride`` rows) from ``rows`` into the store; its event."""
         # On the compute queue, in order: the next pass's filter may write ``rows`` (a
         # shared scratch), and a download on another queue waiting for this pass's
         # filter would hold up the host thread until then (NVIDIA's OpenCL blocks an
         # enqueue that waits on another queue's event), so that the host could not
         # copy the next projections meanwhile.
-        row = self.geometry.detector_shape[1] * 4
-        per = slabs.even(self.geometry.detector_shape[0])
-        box = dict(region=(row, slabs.even(window[1]), count), wait_for=waits)
-        if self.store == "device":
-            return cl.enqueue_copy(self.queue, self._stored, rows, src_origin=(0, 0, 0),
-                                   dst_origin=(0, window[0], first), src_pitches=(row, stride * row),
-                                   dst_pitches=(row, per * row), **box)
-        return cl.enqueue_copy(self.queue, self._stored, rows, buffer_origin=(0, 0, 0),
-                               host_origin=(0, window[0], first), buffer_pitches=(row, stride * row),
-                               host_pitches=(row, per * row), is_blocking=False, **box)
+        return self._box(self.queue, rows, True, first, count, window[0],
+                         slabs.even(window[1]), stride, waits)
 
     def _from_store(self, s, first, count, window, slab, accumulate):
         """A pass of a slab from the store: its window of rows copied as a box into set
-        ``s`` (images of the window's even rows), then back-projected as :meth:`_pass`
-        does."""
-        first_row, n_rows = window
-        n_cols = self.geometry.detector_shape[1]
-        per, stride, row = slabs.even(self.geometry.detector_shape[0]), slabs.even(n_rows), n_cols * 4
-        box = dict(region=(row, stride, count))  # with the zero row after an odd last one
+        ``s`` (images of the window's even rows, with the zero row after an odd last
+        one), then back-projected as :meth:`_pass` does."""
+        stride = slabs.even(window[1])
         waits = [s["computed"]] if s["computed"] is not None else None
-        if self.store == "device":
-            fill = cl.enqueue_copy(self.queue, s["rows"], self._stored, src_origin=(0, first_row, first),
-                                   dst_origin=(0, 0, 0), src_pitches=(row, per * row),
-                                   dst_pitches=(row, stride * row), wait_for=waits, **box)
-        else:
-            fill = cl.enqueue_copy(self.transfer, s["rows"], self._stored, buffer_origin=(0, 0, 0),
-                                   host_origin=(0, first_row, first), buffer_pitches=(row, stride * row),
-                                   host_pitches=(row, per * row), wait_for=waits, is_blocking=False,
-                                   **box)
+        # From host memory by DMA on the transfer queue; within the device on the
+        # compute queue.
+        queue = self.queue if self.store == "device" else self.transfer
+        fill = self._box(queue, s["rows"], False, first, count, window[0], stride, stride, waits)
         matrices = cl.enqueue_copy(self.transfer, s["matrices"], self.matrices[first:first + count],
                                    wait_for=waits, is_blocking=False)
         self.transfer.flush()
@@ -391,6 +370,25 @@ class Unit:
         s["computed"] = self._backproject(s, s["rows"], first, count, window, slab, accumulate,
                                           [fill, matrices], stride)
         self.queue.flush()
+
+    def _box(self, queue, buffer, into_store, first, count, first_row, n_rows, stride, waits):
+        """Copy rows ``[first_row, first_row + n_rows)`` of ``count`` projections from
+        ``first`` between the store and ``buffer`` (images of ``stride`` rows), either
+        way (``into_store``), as one rectangular copy; its event."""
+        row = self.geometry.detector_shape[1] * 4
+        per = slabs.even(self.geometry.detector_shape[0])
+        store, other = ((0, first_row, first), (row, per * row)), ((0, 0, 0), (row, stride * row))
+        (src, src_pitches), (dst, dst_pitches) = (other, store) if into_store else (store, other)
+        target, source = (self._stored, buffer) if into_store else (buffer, self._stored)
+        box = dict(region=(row, n_rows, count), wait_for=waits)
+        if self.store == "device":
+            return cl.enqueue_copy(queue, target, source, src_origin=src, dst_origin=dst,
+                                   src_pitches=src_pitches, dst_pitches=dst_pitches, **box)
+        # Host memory: its side is the host's, whichever way the copy goes.
+        (host, host_pitches), (device, device_pitches) = store, other
+        return cl.enqueue_copy(queue, target, source, buffer_origin=device, host_origin=host,
+                               buffer_pitches=device_pitches, host_pitches=host_pitches,
+                               is_blocking=False, **box)
 
     def _backproject(self, s, rows, first, count, window, slab, accumulate, waits, stride=None):
         """The back-projection of a pass's ``rows`` (images of ``stride`` rows; None:
@@ -511,9 +509,9 @@ class Unit:
             put_rows(pool, out, at, rows)
 
     def _fill_store(self, projections, pool):
-        """Every projection pre-weighted and filtered, whole, into the store, a few at a
-        time through the pass buffers (page-locked host memory made on the first call
-        and kept); returns when the store is complete."""
+        """Every projection pre-weighted and filtered into the store, a pass buffer at a
+        time (:meth:`_store_groups`: whole projections, or bands of rows), page-locked
+        host memory made on the first call and kept; returns when the store is complete."""
         if self.store == "host" and self._stored is None:
             self._stored = self._staging.array(self._store_bytes() // 4, np.float32)
         for n, (first, count, window, stride) in enumerate(self._store_groups()):
