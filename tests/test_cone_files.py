@@ -146,8 +146,9 @@ def test_tune_cone_saves_what_the_profiler_then_uses(capsys, cl_device, tmp_path
     assert profiler.default_params(d).key() == best
     if "saved" in captured.out:  # a set faster than the current choice, timed in turns
         assert profiler.tuned(d).key() == best
-    else:
-        assert "stays" in captured.out and profiler.tuned(d) is None
+    else:  # the current choice was fastest, or the faster set was not faster in turns
+        assert ("stays" in captured.out or "in turns: not kept" in captured.out) and \
+            profiler.tuned(d) is None
 
 
 def test_tune_cone_keeps_only_what_beats_the_current_choice_in_turns(cl_device, tmp_path,
