@@ -29,6 +29,7 @@ import pyopencl as cl
 
 from pybp.cl.device import (ENV_DEVICE, all_devices, device_type_name, keep_ctrl_c,
                              select_device, speed_rank, usable_devices)
+from pybp.cone import run as cone_run
 from pybp.io.readers import open_scan
 from pybp.parallel.prepare import Setup, team
 from pybp.stream.progress import Progress
@@ -37,6 +38,7 @@ from pybp.stream.team import Slab
 ENV_DEVICES = "PYBP_DEVICES"
 SLABS_PER_WORKER = 4  # tasks per worker: few enough that set-up stays small, enough to balance
 SLAB_ALIGN = 8        # slab edges: a multiple of every pass width and of the usual chunk
+PLANE_ALIGN = 16      # cone beam's tasks start on a multiple of the widest column of voxels
 
 _SHARED = {}          # token -> arrays of one run, for workers in this process
 _WORKER_LOCK = threading.Lock()
@@ -191,12 +193,12 @@ def _run_slab(source, setup, first, stop, offset, log, chunk_slices):
                 wall=stats["wall"], devices=[unit.device.name for unit in pipelines.members])
 
 
-def slabs(first, stop, n_workers):
-    """Row ranges of about equal size, ``SLABS_PER_WORKER`` per worker, edges at
-    multiples of ``SLAB_ALIGN`` from ``first``."""
+def slabs(first, stop, n_workers, align=SLAB_ALIGN):
+    """Row (or plane) ranges of about equal size, ``SLABS_PER_WORKER`` per worker, edges
+    at multiples of ``align`` from ``first``."""
     n = stop - first
-    count = max(1, min(-(-n // SLAB_ALIGN), SLABS_PER_WORKER * max(1, n_workers)))
-    size = -(-(-(-n // count)) // SLAB_ALIGN) * SLAB_ALIGN
+    count = max(1, min(-(-n // align), SLABS_PER_WORKER * max(1, n_workers)))
+    size = -(-(-(-n // count)) // align) * align
     return [(a, min(stop, a + size)) for a in range(first, stop, size)]
 
 
@@ -213,16 +215,11 @@ def release_workers(client, background=False):
     client.run(_release, background=background)
 
 
-def reconstruct_on_cluster(client, setup: Setup, slab: Slab, scan=None, release=True) -> int:
-    """Reconstruct ``slab`` on the workers of ``client``, a task per slab of rows;
-    return how many values normalisation replaced. ``scan``: the arguments of
-    ``open_scan`` for workers to read the projections themselves (``slab``'s
-    projections, flats and darks then None), with ``slab.out`` a picklable writer;
-    else the arrays of ``slab`` are shared with workers in this process. ``release``: the
-    workers free their pipelines when the last slab is done (False: they keep them
-    for the next call with the same ``setup``, until :func:`release_workers`)."""
-    distributed = need_dask()
-
+def _prepared(client, scan, arrays):
+    """The workers of ``client`` waited for and told their devices; the source tasks
+    read (``("scan", scan)``, or arrays shared in this process under a token) and the
+    resources each task takes."""
+    need_dask()
     if not client.scheduler_info()["workers"]:
         client.wait_for_workers(1, timeout=60)
     workers = client.scheduler_info()["workers"]
@@ -237,25 +234,26 @@ def reconstruct_on_cluster(client, setup: Setup, slab: Slab, scan=None, release=
                              "-o FOLDER --scheduler ADDRESS`), or use workers in this process "
                              "(pybp.distributed.local_cluster())")
         token = uuid.uuid4().hex
-        _SHARED[token] = {k: getattr(slab, k) for k in ("projections", "flats", "darks", "out")}
+        _SHARED[token] = arrays
         source = ("shared", token)
     else:
-        source = ("scan", scan, slab.out)
-    first, stop = slab.first, slab.stop
-    bar = Progress(stop - first, setup.geometry().updates(), slab.progress)
+        source = ("scan", scan)
     resources = {"GPU": 1} if all("GPU" in w.get("resources", {}) for w in workers.values()) \
         else None
-    futures = [client.submit(_run_slab, source, setup, a, b, slab.offset + a - first,
-                             slab.log, slab.chunk_slices, pure=False, resources=resources,
-                             key=f"pybp-slab-{a}-{b}-{uuid.uuid4().hex[:8]}")
-               for a, b in slabs(first, stop, len(workers))]
-    clipped, done = 0, []
+    return source, token, resources, len(workers)
+
+
+def _gather(client, futures, bar, token, release):
+    """The results of ``futures`` as they complete, the progress ``bar`` moved by each
+    task's ``stop - first``; Ctrl-C cancels the tasks not started (those running go on
+    to their end), any other error all of them and frees the workers' devices."""
+    distributed = need_dask()
+    done = []
     try:
         keep_ctrl_c()
         for future in distributed.as_completed(futures):
             keep_ctrl_c()  # workers in this process make contexts (Intel's runtime takes it)
             result = future.result()
-            clipped += result["clipped"]
             done.append(result)
             bar.update(result["stop"] - result["first"])
     except KeyboardInterrupt:  # slabs running go on to their end; the rest are dropped
@@ -272,6 +270,94 @@ def reconstruct_on_cluster(client, setup: Setup, slab: Slab, scan=None, release=
             _SHARED.pop(token, None)
     if release:
         release_workers(client, background=True)
+    return sorted(done, key=lambda r: r["first"])
+
+
+def reconstruct_on_cluster(client, setup: Setup, slab: Slab, scan=None, release=True) -> int:
+    """Reconstruct ``slab`` on the workers of ``client``, a task per slab of rows;
+    return how many values normalisation replaced. ``scan``: the arguments of
+    ``open_scan`` for workers to read the projections themselves (``slab``'s
+    projections, flats and darks then None), with ``slab.out`` a picklable writer;
+    else the arrays of ``slab`` are shared with workers in this process. ``release``: the
+    workers free their pipelines when the last slab is done (False: they keep them
+    for the next call with the same ``setup``, until :func:`release_workers`)."""
+    arrays = {k: getattr(slab, k) for k in ("projections", "flats", "darks", "out")}
+    source, token, resources, n_workers = _prepared(client, scan, arrays)
+    if scan is not None:
+        source = source + (slab.out,)
+    first, stop = slab.first, slab.stop
+    bar = Progress(stop - first, setup.geometry().updates(), slab.progress)
+    futures = [client.submit(_run_slab, source, setup, a, b, slab.offset + a - first,
+                             slab.log, slab.chunk_slices, pure=False, resources=resources,
+                             key=f"pybp-slab-{a}-{b}-{uuid.uuid4().hex[:8]}")
+               for a, b in slabs(first, stop, n_workers)]
+    done = _gather(client, futures, bar, token, release)
     if slab.stats is not None:
-        slab.stats.update(slabs=sorted(done, key=lambda r: r["first"]))
-    return clipped
+        slab.stats.update(slabs=done)
+    return sum(result["clipped"] for result in done)
+
+
+class _Planes:
+    """``out`` seen from plane ``first``: a task's planes ``[0, n)`` are the volume's
+    ``[first, first + n)``."""
+
+    def __init__(self, out, first):
+        self.out, self.first = out, first
+
+    def __setitem__(self, key: slice, planes):
+        start = self.first + (key.start or 0)
+        self.out[start:start + len(planes)] = planes
+
+
+def _run_planes(source, geometry, options, first, stop):
+    """A task: planes ``[first, stop)`` of a cone-beam volume through this worker's
+    devices (the detector rows they project onto filtered into a store, then the
+    slabs: pybp/cone/run.py), written by the worker; returns what it did."""
+    from distributed import get_worker
+
+    worker = get_worker()
+    scan = None
+    with _worker_lock(worker):  # one task at a time uses the worker's devices
+        if source[0] == "shared":
+            arrays = _SHARED[source[1]]
+            projections, flats, darks, out = (arrays[k] for k in
+                                              ("projections", "flats", "darks", "out"))
+        else:
+            scan = open_scan(**source[1])
+            projections, flats, darks, out = scan.projections, scan.flats, scan.darks, source[2]
+        try:
+            devices = _worker_devices(worker)
+            replaced = cone_run.reconstruct(
+                projections, geometry, _Planes(out, first),
+                [dict(device=d) for d in devices], flats=flats, darks=darks,
+                planes=(first, stop), progress=False, **options)
+        finally:
+            if scan is not None:
+                scan.close()
+    return dict(first=first, stop=stop, clipped=replaced, worker=worker.name,
+                devices=[d.name for d in devices])
+
+
+def cone_on_cluster(client, projections, geometry, out, planes, flats=None, darks=None,
+                    scan=None, progress=True, **options) -> int:
+    """FDK of z ``planes`` ``(first, stop)`` of ``geometry``'s volume on the workers of
+    ``client``, a task per run of planes (from multiples of ``PLANE_ALIGN``: bit for
+    bit the volume of one device), each on the worker's devices
+    (:func:`pybp.cone.run.reconstruct`, with ``options``); ``out`` takes the volume's
+    planes (a picklable writer where ``scan``, the arguments of ``open_scan``, has the
+    workers read the projections themselves; else the arrays are shared with workers
+    in this process). Returns how many values the flat-field rule replaced."""
+    arrays = dict(projections=projections, flats=flats, darks=darks, out=out)
+    source, token, resources, n_workers = _prepared(client, scan, arrays)
+    if scan is not None:
+        source = source + (out,)
+    first, stop = planes
+    _, ny, nx = geometry.volume_shape
+    bar = Progress(stop - first, ny * nx * geometry.n_angles, progress, what="planes",
+                   rate="GUPS")
+    futures = [client.submit(_run_planes, source, geometry, options, a, b, pure=False,
+                             resources=resources,
+                             key=f"pybp-planes-{a}-{b}-{uuid.uuid4().hex[:8]}")
+               for a, b in slabs(first, stop, n_workers, PLANE_ALIGN)]
+    done = _gather(client, futures, bar, token, release=True)
+    return sum(result["clipped"] for result in done)

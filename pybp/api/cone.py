@@ -8,8 +8,9 @@ import threading
 
 import numpy as np
 
-from pybp import checks
-from pybp.cone.prepare import Unit
+from pybp import checks, distributed
+from pybp.cone import run
+from pybp.cone.prepare import Unit, plane_range
 from pybp.geometry.cone import ConeGeometry
 from pybp.parallel import speed
 from pybp.stages.normalize import warn_replaced
@@ -127,7 +128,8 @@ def cone_backproject(projections, geometry: ConeGeometry, out=None, progress=Tru
 
 
 def fdk(projections, geometry: ConeGeometry, filter="ramp", padding="zero", short_scan=None,
-        out=None, flats=None, darks=None, progress=True, **options):
+        out=None, flats=None, darks=None, progress=True, rings=None, ring_options=None,
+        phase=None, devices=None, **options):
     """Feldkamp-Davis-Kress reconstruction of line integrals ``projections`` ``(n_angles,
     n_rows, n_cols)`` (``-log`` of normalised counts) in ``geometry``: the volume
     ``(nz, ny, nx)`` in attenuation per unit of the geometry's lengths. With ``flats``
@@ -150,9 +152,71 @@ def fdk(projections, geometry: ConeGeometry, filter="ramp", padding="zero", shor
     :meth:`ConeGeometry.from_astra` or :meth:`~ConeGeometry.from_matrices`) the same
     weights are applied per projection, and FDK is a further approximation. A progress
     line shows on calls longer than 2 s (``progress=False``: none). Other options as for
-    :class:`ConeBackprojector`."""
+    :class:`ConeBackprojector`.
+
+    Through the stream of parallel beam (pybp/cone/run.py): ``rings`` (``"sort"`` or
+    ``"fw"``, with ``ring_options``) removes rings from each detector row's sinogram,
+    ``phase`` (a dict of ``delta_beta``, ``energy`` in keV, ``distance`` and
+    ``pixel_size`` in metres, as :func:`pybp.reconstruct` takes it) retrieves the phase
+    of each projection by Paganin's method before ``-log``; in cone beam ``distance``
+    is the effective propagation distance (source to sample times sample to detector
+    over source to detector) and ``pixel_size`` the detector's pixel at the sample
+    (over the magnification). ``devices`` (``"all"``, or a list as for
+    :func:`pybp.reconstruct`) share the rows and the slabs out; the volume is the same
+    bit for bit on one device or several. The filtered projections are then kept in
+    page-locked host memory, 4 bytes a detector pixel."""
     if filter is None:
         raise ValueError("filter: FDK needs a filter; use pybp.cone_backproject for none")
+    if (rings, ring_options, phase, devices) != (None, None, None, None):
+        return _streamed(projections, geometry, filter, padding, short_scan, out, flats, darks,
+                         progress, rings, ring_options, phase, devices, options)
     with ConeBackprojector(geometry, filter=filter, padding=padding, short_scan=short_scan,
                            flats=flats, darks=darks, progress=progress, **options) as bp:
         return bp(projections, out)
+
+
+STREAM_OPTIONS = ("params", "memory_limit", "planes", "device", "context", "queue")
+
+
+def _streamed(projections, geometry, filter, padding, short_scan, out, flats, darks, progress,
+              rings, ring_options, phase, devices, options):
+    """:func:`fdk` through the stream (pybp/cone/run.py), its arguments checked first."""
+    if not isinstance(geometry, ConeGeometry):
+        raise TypeError(f"geometry: expected a pybp.ConeGeometry, got {type(geometry).__name__}")
+    unknown = sorted(set(options) - set(STREAM_OPTIONS))
+    if unknown:
+        raise TypeError(f"{unknown[0]}: not an option of pybp.fdk with rings, phase or devices")
+    targets = {k: options.pop(k) for k in ("device", "context", "queue") if k in options}
+    if devices is not None and any(v is not None for v in targets.values()):
+        raise ValueError("devices: give devices, or one of device, context or queue")
+    checks.array_like(projections, "projections", (3,))
+    expected = (geometry.n_angles,) + geometry.detector_shape
+    if tuple(projections.shape) != expected:
+        raise ValueError(f"projections: expected (n_angles, n_rows, n_cols) = {expected} "
+                         f"(the geometry's), got {tuple(projections.shape)}")
+    if flats is None and darks is not None:
+        raise ValueError("darks: given without flats; give both, or flats alone")
+    if flats is not None:
+        flats = checks.frames(flats, "flats", geometry.detector_shape)
+        darks = None if darks is None else checks.frames(darks, "darks", geometry.detector_shape)
+    if phase is not None and flats is None:
+        raise ValueError("phase: retrieval works on the transmission, before -log; give "
+                         "flats (and darks) with the detector counts")
+    planes = plane_range(options.get("planes"), geometry.volume_shape[0])
+    shape = (len(planes),) + geometry.volume_shape[1:]
+    if out is None:
+        checks.check_volume_memory(shape)
+        out = np.empty(shape, np.float32)
+    checks.check_output(out, shape, inputs=dict(projections=projections))
+    if devices is not None:
+        targets = [dict(device=d) for d in distributed.device_list(devices)]
+    else:
+        if not any(v is not None for v in targets.values()):
+            speed.choose_cpu_runtime()  # where several CPU runtimes work: the fastest here
+        targets = [targets]
+    replaced = run.reconstruct(projections, geometry, out, targets, filter=filter,
+                               padding=padding, short_scan=short_scan, flats=flats, darks=darks,
+                               rings=rings, ring_options=ring_options, phase=phase,
+                               progress=progress, **options)
+    warn_replaced(replaced, int(np.prod(np.shape(projections))), stacklevel=3)
+    return out

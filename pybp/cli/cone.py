@@ -12,14 +12,14 @@ from pathlib import Path
 
 import numpy as np
 
-from pybp import __version__, checks, phantoms
+from pybp import __version__, checks, distributed, phantoms
 from pybp.api.cone import ConeBackprojector
 from pybp.cl import store
 from pybp.cl.device import describe, select_device
-from pybp.cli import writing
+from pybp.cli import preprocessing, writing
 from pybp.cli.preview import sections, write_preview
 from pybp.cli.writing import EXIT_INTERRUPTED
-from pybp.cone import kernels
+from pybp.cone import kernels, run
 from pybp.cone.params import ConeParams
 from pybp.cone.profiler import default_params
 from pybp.geometry.cone import ConeGeometry
@@ -29,14 +29,13 @@ from pybp.io.demo import cone_circular, cone_scan, write_dxchange
 from pybp.io.images import SLICE_SUFFIXES, write_png, write_slice
 from pybp.io.readers import HDF5_SUFFIXES, open_scan
 from pybp.io.writers import check_output_file, open_output, output_kind, stored_metadata
+from pybp.stages.normalize import warn_replaced
 
 PLANE_ALIGN = 16  # runs of planes start on a multiple of the widest column: bit for bit
 # Parallel-beam options and their defaults: given with --geometry, they are refused.
 PARALLEL_ONLY = {"center": "auto", "center_search": None, "center_sweep": None, "rows": None,
                  "interpolation": "linear", "precision": "float", "slices_per_pass": "auto",
-                 "circle": False, "devices": None, "scheduler": None, "chunk_slices": None,
-                 "rings": None, "ring_options": None, "phase": None, "delta_beta": None,
-                 "energy": None, "distance": None, "pixel_size": None, "phase_margin": None}
+                 "circle": False, "scheduler": None, "chunk_slices": None}
 
 
 # The API's names in its errors, as this command's options say them.
@@ -77,11 +76,17 @@ def reconstruct(args, check_output_path, check_counts):
         n_angles, n_rows, n_cols = scan.shape
         geometry = read_geometry(args.geometry, scan.angles, (n_rows, n_cols))
         check_counts(args, scan)
-        if args.device is None:
-            speed.choose_cpu_runtime()  # where several CPU runtimes work: the fastest here
-        device = select_device(args.device)
-        described = describe(device)
-        params = default_params(described)
+        steps = preprocessing.options(args, n_angles, n_cols)
+        streamed = args.devices is not None or any(v is not None for v in steps.values())
+        if args.devices is not None:
+            devices = distributed.device_list(args.devices)
+            _say(args, f"devices: {len(devices)} ({', '.join(d.name for d in devices)})")
+        else:
+            if args.device is None:
+                speed.choose_cpu_runtime()  # where several CPU runtimes work: the fastest
+            devices = [select_device(args.device)]
+        described = [describe(d) for d in devices]
+        params = default_params(described[0])
         nz, ny, nx = geometry.volume_shape
         _say(args, f"input: {scan.source['projections']} ({scan.source['format']}): {n_angles} "
                    f"projections of {n_rows} x {n_cols}; cone beam ({args.geometry}) to "
@@ -96,15 +101,21 @@ def reconstruct(args, check_output_path, check_counts):
                         volume_offset=[float(v) for v in geometry.volume_offset],
                         matrices_sha1=writing.sha1(geometry.matrices), filter=args.filter,
                         padding=args.padding, log=not args.no_log, command=args.command_line,
-                        devices=[dict(device=described.identity, name=described.name,
-                                      kernels=[params.key()])],
-                        pybp=__version__, source=scan.source)
+                        devices=[dict(device=d.identity, name=d.name, kernels=[params.key()])
+                                 for d in described],
+                        pybp=__version__, source=scan.source,
+                        **{key: value for key, value in steps.items() if value is not None})
         flats, darks = scan.flats, scan.darks
         if flats is None and not args.no_log:  # transmissions: -log of the values
             flats, darks = np.ones((n_rows, n_cols)), None
         # The kernels, buffers and slabs of the whole volume are made before the output
         # is: a volume the device cannot take is one line, and nothing is made.
-        backprojector = partial(_backprojector, args, geometry, params, flats, darks, device)
+        if streamed:  # through the stream: rings, phase, several devices
+            backprojector = partial(_streamed, args, geometry, params, flats, darks, devices,
+                                    steps)
+        else:
+            backprojector = partial(_backprojector, args, geometry, params, flats, darks,
+                                    devices[0])
         whole = backprojector((0, nz))
         try:
             output = open_output(args.output, geometry.volume_shape, args.dtype, metadata,
@@ -146,6 +157,42 @@ def _backprojector(args, geometry, params, flats, darks, device, planes):
                                  memory_limit=args.memory_limit, progress=not args.quiet)
     except ValueError as exc:
         raise _as_options(exc) from exc
+
+
+class _Streamed:
+    """The stream's FDK of z ``planes`` (pybp/cone/run.py) as :func:`_run` calls a
+    back-projector: ``with made as bp: bp(data, out=...)``."""
+
+    def __init__(self, args, geometry, params, flats, darks, devices, steps, planes):
+        self.args, self.geometry, self.params = args, geometry, params
+        self.flats, self.darks, self.devices, self.steps = flats, darks, devices, steps
+        self.planes = planes
+
+    def __call__(self, data, out):
+        args = self.args
+        try:
+            replaced = run.reconstruct(
+                data, self.geometry, out, [dict(device=d) for d in self.devices],
+                filter=args.filter, padding=args.padding, flats=self.flats, darks=self.darks,
+                memory_limit=args.memory_limit, params=self.params, planes=self.planes,
+                progress=not args.quiet, **self.steps)
+        except ValueError as exc:
+            raise _as_options(exc) from exc
+        warn_replaced(replaced, int(np.prod(data.shape)))
+        return out
+
+    def close(self):
+        pass
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc):
+        self.close()
+
+
+def _streamed(args, geometry, params, flats, darks, devices, steps, planes):
+    return _Streamed(args, geometry, params, flats, darks, devices, steps, planes)
 
 
 def _run(args, geometry, data, output, whole, backprojector) -> int:

@@ -16,13 +16,16 @@ PHASE_METHODS = ("paganin",)
 PAGANIN_OPTIONS = (("delta_beta", "", "ratio of the refractive index decrement to the "
                                       "absorption index (> 0)"),
                    ("energy", "keV", "photon energy"),
-                   ("distance", "m", "sample to detector"),
-                   ("pixel_size", "m", "detector pixel at the sample"))
+                   ("distance", "m", "sample to detector (cone beam: the effective "
+                                     "distance, source to sample times sample to detector "
+                                     "over source to detector)"),
+                   ("pixel_size", "m", "detector pixel at the sample (cone beam: over the "
+                                       "magnification)"))
 
 
 def add_options(parser):
     group = parser.add_argument_group(
-        "pre-processing on the device (parallel beam)",
+        "pre-processing on the device",
         "Ring removal on the sinograms after -log; Paganin phase retrieval on the "
         "flat-field normalised projections before it.")
     group.add_argument("--rings", choices=rings.METHODS,

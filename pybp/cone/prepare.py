@@ -48,7 +48,7 @@ def _round_up(n, step):
     return -(-n // step) * step
 
 
-def _planes(planes, nz) -> range:
+def plane_range(planes, nz) -> range:
     if planes is None:
         return range(nz)
     try:
@@ -103,7 +103,7 @@ class Unit:
 
     def __init__(self, geometry: ConeGeometry, params: ConeParams | None = None, device=None,
                  context=None, queue=None, filter=None, padding="zero", short_scan=None,
-                 memory_limit=None, planes=None, flats=None, darks=None):
+                 memory_limit=None, planes=None, flats=None, darks=None, filtered=False):
         self.geometry = geometry
         self.cl_device, self.context, queue = open_device(device, context, queue)
         self.device = d = describe(self.cl_device)
@@ -150,7 +150,12 @@ class Unit:
                              "(pybp.fdk), or line integrals to the plain back-projection")
         self.counts = flats is not None
         self._replaced = cl.Buffer(self.context, cl.mem_flags.READ_WRITE, 4)
-        if filter is not None:
+        self.filtered = filtered
+        if filtered:  # the caller fills the store (pybp/cone/run.py): passes only
+            if filter is None or flats is not None:
+                raise ValueError("filtered: the store holds FDK's filtered line integrals; "
+                                 "give a filter and no flats")
+        elif filter is not None:
             self._prepare_fdk(padding, short_scan, flats, darks)
         else:  # the line integrals' check alone
             self._preweight = codegen.declared(
@@ -159,7 +164,7 @@ class Unit:
                 "cone_preweight", kernels.preweight_args(False, weighted=False))
         per_pass_buffers = 2 * (1 + (p.family == "texture")) + \
             (self._filter is not None and not self._filter.in_place)
-        self.planes = _planes(planes, geometry.volume_shape[0])
+        self.planes = plane_range(planes, geometry.volume_shape[0])
         self.plan, self.store = self._plan(memory_limit, per_pass_buffers)
         stride = self.plan.row_stride
         pass_bytes = self.plan.pass_bytes(n_cols, per_pass)
@@ -222,6 +227,8 @@ class Unit:
             "cone_preweight", kernels.preweight_args(flats is not None, real=real))
         self._filter = device_filter(self.context, d, self.filter, g.detector_shape[1],
                                      np.ones(1), padding)
+        self._zeros = cl.Buffer(self.context, flags, hostbuf=np.zeros(
+            self.params.projections_per_pass * g.detector_shape[1], np.float32))
 
     def _plan(self, memory_limit, per_pass_buffers):
         """The slab plan, and where the filtered projections are kept between slabs:
@@ -237,6 +244,8 @@ class Unit:
                               per_pass_buffers, self.planes)
 
         whole = plan(budget)
+        if self.filtered:
+            return whole, "host"
         if len(whole.slabs) == 1:
             return whole, None
         store = self._store_bytes()
@@ -332,6 +341,15 @@ class Unit:
             target = rows if self._filter.in_place else self._scratch
             event = self._filter(q, rows, target, count * stride, wait_for=[event])
             rows = target
+            if n_rows % 2:
+                # The FFT pairs an odd last row with the zero row after it and writes
+                # its rounding there: zero again, as the detector is beyond its rows
+                # (and as the stream's filter, which writes no partner, leaves it).
+                row = n_cols * 4
+                event = cl.enqueue_copy(q, rows, self._zeros, src_origin=(0, 0, 0),
+                                        dst_origin=(0, n_rows, 0), region=(row, 1, count),
+                                        src_pitches=(row, row), dst_pitches=(row, stride * row),
+                                        wait_for=[event])
         else:
             event = self._preweight(q, grid, PREWEIGHT_GROUP, [s["uploaded"], matrices], **sizes)
         waits = [event]
@@ -463,16 +481,34 @@ class Unit:
         into ``out`` (an array of the planes' shape, a memmap or a dataset), slab by
         slab. ``pool``: threads for the host copies; ``progress``: called with the
         voxel updates of each pass."""
-        _, ny, nx = self.geometry.volume_shape
         cl.enqueue_copy(self.queue, self._replaced, np.zeros(1, np.uint32))
         if self.store is not None:
             self._fill_store(projections, pool)
             if not self.counts:
                 self._refuse_non_finite()  # every value is counted: before any slab
+        slabs_left = iter(self.plan.slabs)
+        self._slabs(lambda: next(slabs_left, None), projections, out, pool, progress)
+        self.replaced = self._count()
+        return out
+
+    def from_store(self, stored, out, take, pool=None, progress=None):
+        """Back-project slabs from ``stored``, filtered line integrals ``(n_angles,
+        even rows, n_cols)`` float32 in host memory (a ``filtered`` unit: filled by the
+        stream, pybp/cone/run.py), each slab that ``take()`` gives (None: no more; with
+        several devices, each takes the next) into ``out`` (the planes of this unit's
+        ``planes``), as :meth:`backproject` does."""
+        self._stored = stored
+        self._slabs(take, None, out, pool, progress)
+        return out
+
+    def _slabs(self, take, projections, out, pool, progress):
+        """Each slab ``take()`` gives, pass by pass (from the store, or from
+        ``projections``), read back into ``out``."""
+        _, ny, nx = self.geometry.volume_shape
         direct = isinstance(out, np.ndarray) and out.dtype == np.float32 and \
             out.flags.c_contiguous
         pending = None  # the last slab's read-back, waited for once the next is enqueued
-        for slab in self.plan.slabs:
+        while (slab := take()) is not None:
             for n, ((first, count), window) in enumerate(zip(self.plan.passes, slab.windows)):
                 s = self._sets[n % 2]
                 if self.store is not None:
@@ -494,10 +530,9 @@ class Unit:
             if pending is not None:
                 self._written(pending, out, pool)
             pending = (event, at, None if direct else target)
-        self._written(pending, out, pool)
+        if pending is not None:
+            self._written(pending, out, pool)
         self.pacer.clear()
-        self.replaced = self._count()
-        return out
 
     def _written(self, pending, out, pool):
         """Wait for a slab's read-back ``(event, at, rows)``; put ``rows`` (read into
@@ -545,5 +580,6 @@ class Unit:
         if self._staging is not None:
             self._staging.release()
         self._staging = self._sets = self._volume = self._scratch = self._weights = None
+        self._zeros = None
         self._stored = None
         self._replaced = None

@@ -24,12 +24,12 @@ from pybp.parallel.backproject import Backproject, Circle
 from pybp.parallel.params import INTERPOLATIONS, KERNELS, SLICES_PER_PASS, STORAGES
 from pybp.parallel.plan import Plan
 from pybp.stages import filters, halfscale, rings
-from pybp.stages.phase import Paganin, PhaseRetrieval
-from pybp.stages.normalize import Normalize, raw_dtype
+from pybp.stages.phase import Paganin
 from pybp.stream import pipeline, sources
 from pybp.stream.executor import Executor, Layout
-from pybp.stream.memory import CHUNK_SLICES, MemoryPlan, sum_margins
+from pybp.stream.memory import CHUNK_SLICES, MemoryPlan
 from pybp.stream.progress import Progress
+from pybp.stream.recipe import Recipe
 from pybp.stream.team import Pipelines
 
 
@@ -87,12 +87,13 @@ class Setup:
                      for f in dataclasses.fields(self) for v in [getattr(self, f.name)]])
 
 
-class Unit:
+class Unit(Recipe):
     """``setup`` on one device (``device``, ``context`` or ``queue``): the plan of every
     pass width (checked, and verified on its first use on the device: see
     :class:`pybp.Backprojector`), the filter, half-scaling, back-projection and circle
-    stages, and an executor. :meth:`prepare` readies it for a run; :meth:`sinograms`
-    back-projects a stack of sinograms."""
+    stages, and an executor: the parallel-beam :class:`pybp.stream.recipe.Recipe`.
+    :meth:`prepare` readies it for a run; :meth:`sinograms` back-projects a stack of
+    sinograms."""
 
     def __init__(self, setup: Setup, device=None, context=None, queue=None, geometry=None):
         self.setup = setup
@@ -138,7 +139,7 @@ class Unit:
         self.stages = tuple(stages)
         self.memory(1)  # one slice fits, or ValueError
         self.executor = Executor(self.device, self.context, queue)
-        self._normalize = {}
+        self.phase, self.n_angles, self.n_bins = setup.phase, g.n_angles, g.n_bins
 
     @property
     def params(self):
@@ -149,29 +150,7 @@ class Unit:
         """Pixel updates of one slice: the numerator of GU/s."""
         return self.geometry.updates()
 
-    # ---- a run ------------------------------------------------------------------------
-    def stages_for(self, dtype=None, log=True) -> tuple:
-        """The stages of a run on projections of ``dtype`` (normalised on the device
-        and, with ``log``, taken -log of), or on sinograms (``dtype`` None)."""
-        retrieval = self.setup.phase
-        if dtype is None:
-            if retrieval is not None:
-                raise ValueError("phase: retrieval works on projections, before -log; these "
-                                 "are sinograms")
-            return self.stages
-        if retrieval is not None and not log:
-            raise ValueError("phase: retrieval works on the transmission, before -log; "
-                             "log=False takes the data as line integrals already")
-        key = (np.dtype(dtype), log)
-        if key not in self._normalize:
-            g = self.geometry
-            first = Normalize(self.context, self.device, g.n_angles, g.n_bins, dtype, log,
-                              intensity=retrieval is not None)
-            self._normalize[key] = (first,) if retrieval is None else (
-                first, PhaseRetrieval(self.context, self.device, g.n_angles, g.n_bins,
-                                            retrieval))
-        return self._normalize[key] + self.stages
-
+    # ---- a run (the rest: pybp.stream.recipe.Recipe) -------------------------------
     def layout(self, dtype=None) -> Layout:
         g = self.geometry
         if dtype is None:
@@ -191,33 +170,6 @@ class Unit:
             memory_limit=self.setup.memory_limit,
             subject=f"slice_shape: one {ny}x{nx} slice from {g.n_angles}x{g.n_bins} sinograms",
             advice="reconstruct a smaller slice_shape, or a region of it with slice_offset")
-
-    def chunk_grid(self, dtype, log=True, chunk_slices=None, preferred=CHUNK_SLICES):
-        """Rows per chunk, counted from the detector's first row, where a stage reaches
-        across rows (phase retrieval's filter: its frames, hence its values' last bits,
-        depend on where a chunk starts and ends); None where none does. What this
-        device's memory fits, whatever the run's length: a run of any rows, resumed or
-        not, then cuts the same chunks (:meth:`pybp.stream.team.Pipelines.run`)."""
-        dtype = raw_dtype(dtype)
-        stages = self.stages_for(dtype, log)
-        if not sum_margins(stages):
-            return None
-        return self.memory(1 << 30, stages, chunk_slices, self.layout(dtype), preferred).chunk_slices
-
-    def prepare(self, n_slices, dtype=None, log=True, chunk_slices=None, writes=1,
-                preferred=CHUNK_SLICES) -> Executor:
-        """The executor, its stages and slots reserved for ``n_slices`` rows of
-        projections of ``dtype`` (None: sinograms), chunks of ``preferred`` slices
-        where neither ``chunk_slices`` nor a stage says otherwise
-        (:meth:`pybp.stream.memory.MemoryPlan.create`), ``writes`` pieces of slices
-        written at once (:meth:`pybp.stream.executor.Executor.reserve`); each device's
-        own thread calls this (pinning staging takes a while)."""
-        dtype = None if dtype is None else raw_dtype(dtype)
-        stages = self.stages_for(dtype, log)
-        layout = self.layout(dtype)
-        plan = self.memory(n_slices, stages, chunk_slices, layout, preferred)
-        self.executor.reserve(stages, layout, plan, writes)
-        return self.executor
 
     def sinograms(self, stack, out, single=False, progress=False):
         """Back-project ``stack`` (checked float32 sinograms) into ``out``."""
@@ -240,12 +192,6 @@ class Unit:
                             Progress(n, self.updates_per_slice(), progress),
                             copy=lambda staging, rows: sources.copy_blocks(reading, staging, rows))
         return out
-
-    def close(self):
-        """Release device memory and staging now."""
-        self.executor.close()
-        for stage in self.stages + sum(self._normalize.values(), ()):
-            stage.close()
 
     # ---- the first use of a parameter set on a device ----------------------------------
     def _verdict(self, params, records) -> dict:

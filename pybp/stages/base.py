@@ -48,7 +48,8 @@ class Chunk:
     chunks they belong to count them. ``grid``:
     ``(before, after)`` rows of the margins that belong to the chunk's grid chunk
     (:class:`pybp.stream.pipeline.Rows`): a stage that reaches across rows computes the
-    grid chunk as one, wherever the run's rows begin and end."""
+    grid chunk as one, wherever the run's rows begin and end. ``first_row``: the
+    detector row of the first row this stage sees (cone beam's weights depend on it)."""
 
     buffers: dict
     count: int
@@ -60,6 +61,7 @@ class Chunk:
     crop: tuple = (0, 0)
     margins: tuple = (0, 0)
     grid: tuple = (0, 0)
+    first_row: int = 0
 
     @property
     def rows_out(self) -> int:

@@ -284,7 +284,7 @@ class Executor:
             chunk = Chunk(s.buffers, span.count + before + after, self.queue, self.pacer,
                           self.memory, stop=stop, uploaded=s.uploaded, crop=crop,
                           margins=(before + span.skip[0], after + span.skip[1]),
-                          grid=span.grid)
+                          grid=span.grid, first_row=span.origin + span.start - before)
             stages += self._timed(stop, lambda: stage.enqueue(chunk))
             before, after = before - crop[0], after - crop[1]
         self.queue.flush()

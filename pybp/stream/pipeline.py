@@ -42,6 +42,7 @@ class Span:
     after: int = 0
     grid: tuple = (0, 0)
     skip: tuple = (0, 0)  # first and last own rows not kept (computed, neither written nor counted)
+    origin: int = 0  # the detector row of row 0 (a stage weighting each row by its place)
 
     @property
     def first(self) -> int:
@@ -83,7 +84,7 @@ class Rows:
         skip = (kept[0] - start, start + count - kept[1]) if kept[0] < kept[1] else (count, 0)
         return Span(start, count, min(lead + margin, start + self.before),
                     min(trail + margin, self.n_slices + self.after - start - count),
-                    (lead, trail), skip)
+                    (lead, trail), skip, self.origin)
 
     def take(self, most):
         """The next ``(start, count)`` of at most ``most`` rows (on a grid: the rest of

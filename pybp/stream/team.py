@@ -244,7 +244,8 @@ def _stream(builds, prepare, slab: Slab, align: int, grid=None):
             host["built"] = time.perf_counter() - tick
             with bar_lock:
                 if bar[0] is None:
-                    bar[0] = Progress(n, unit.updates_per_slice(), slab.progress)
+                    bar[0] = Progress(n, unit.updates_per_slice(), slab.progress,
+                                      **unit.progress_labels)
             with prepare_lock:  # pinning ran one device at a time anyway: first come first
                 executor = host["executor"] = prepare(unit)  # served, so one starts early
             executor.stage_seconds.clear()
@@ -263,7 +264,7 @@ def _stream(builds, prepare, slab: Slab, align: int, grid=None):
         if len(runs) == 1:
             runs[0]()
         else:
-            _join_all(runs, stop)
+            join_all(runs, stop)
     finally:
         for reader in blocks + field:
             reader.close()
@@ -289,7 +290,7 @@ def _stream(builds, prepare, slab: Slab, align: int, grid=None):
     return sum(h["clipped"] for h in members)
 
 
-def _join_all(runs, stop):
+def join_all(runs, stop):
     """Run ``runs`` on threads of their own until all end; the first error (or Ctrl-C
     here) sets ``stop``, which ends the others within a fraction of a second, and is
     raised once they have."""

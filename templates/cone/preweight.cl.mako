@@ -4,14 +4,43 @@
 ## parallel beam); then each pixel times the cosine of its ray to the detector's normal
 ## (the source's depth over the ray's length) and its column's weight (angular weight
 ## over the isocentre pitch; Parker's for short scans). Not `weighted` (the plain
-## back-projection): the line integrals' check alone.
-/* pybp cone-beam ${"FDK pre-weighting" if weighted else "check of line integrals"}${", from counts" if flat_field else ""} */
+## back-projection): the line integrals' check alone. With `rows`, the weights alone on
+## line integrals in sinograms (detector row, projection, column) of a chunk of rows,
+## as the stream's stages have them (pybp/cone/stages.py): the same weight function, so
+## a pixel gets the same bits either way.
+/* pybp cone-beam ${"FDK weights on sinograms" if rows else "FDK pre-weighting" if weighted else "check of line integrals"}${", from counts" if flat_field else ""} */
 % if real == "double":
 #pragma OPENCL EXTENSION cl_khr_fp64 : enable
 % endif
 
 <%namespace file="/stages/flat_field.cl.mako" import="functions"/>
 ${functions(real, floor)}
+
+% if weighted:
+// The cosine of the ray through pixel (row r, column c) of `projection` to the detector's
+// normal (the source's depth over the ray's length), times the column's weight.
+inline float fdk_weight(__global const float *frames, __global const float *column_weights,
+                        const int projection, const float r, const int c, const int n_cols)
+{
+    __global const float *f = frames + ${frame_values} * projection;
+    const float3 ray = (float3)(f[0], f[1], f[2]) + c * (float3)(f[3], f[4], f[5])
+                       + r * (float3)(f[6], f[7], f[8]);
+    return f[9] / length(ray) * column_weights[(size_t)projection * n_cols + c];
+}
+% endif
+% if rows:
+
+__kernel void cone_weight_rows(
+${args['cone_weight_rows']}
+{
+    const int c = get_global_id(0), projection = get_global_id(1), row = get_global_id(2);
+    if (c >= n_cols)
+        return;
+    const size_t at = ((size_t)row * n_angles + projection) * n_cols + c;
+    sinograms[at] = sinograms[at] * fdk_weight(frames, column_weights, projection,
+                                               first_row + row, c, n_cols);
+}
+% else:
 
 __kernel void cone_preweight(
 ${args['cone_preweight']}
@@ -33,13 +62,10 @@ ${args['cone_preweight']}
     if (replaced)
         atomic_inc(replaced_count);
 % if weighted:
-    const int projection = first_projection + q;
-    __global const float *f = frames + ${frame_values} * projection;
-    const float r = first_row + row;
-    const float3 ray = (float3)(f[0], f[1], f[2]) + c * (float3)(f[3], f[4], f[5])
-                       + r * (float3)(f[6], f[7], f[8]);
-    images[at] = sample * (f[9] / length(ray) * column_weights[(size_t)projection * n_cols + c]);
+    images[at] = sample * fdk_weight(frames, column_weights, first_projection + q,
+                                     first_row + row, c, n_cols);
 % else:
     images[at] = sample;
 % endif
 }
+% endif

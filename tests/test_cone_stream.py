@@ -1,0 +1,245 @@
+"""Cone beam through the stream (pybp/cone/filtering.py, pybp/cone/run.py): the rows
+filtered by the stages both geometries share into a store, then slabs from it. Bit for
+bit equal to the passes of pybp.ConeBackprojector, in slabs, on two pipelines and on
+two PoCL devices; ring removal and Paganin phase retrieval against float64 NumPy
+references of the same formulas; the command's --devices, --rings and --phase."""
+
+import os
+import subprocess
+import sys
+import textwrap
+
+import numpy as np
+import pyopencl as cl
+import pytest
+
+import pybp
+from pybp import phantoms
+from pybp.cl.device import describe, open_device
+from pybp.cli import commands as cli
+from pybp.cone import reference
+from pybp.cone.params import ConeParams
+from pybp.geometry.cone import ConeGeometry
+from pybp.stages import filters, rings, wavelets
+from pybp.stages.normalize import line_integrals_numpy
+from pybp.stages.phase import Paganin, paganin_numpy
+
+EXACT = ConeParams(family="exact", voxels_per_item=4, projections_per_pass=8, group=(16, 8))
+TEXTURE = ConeParams(family="texture", voxels_per_item=4, projections_per_pass=8, group=(16, 8))
+FDK_RTOL = 1e-5  # relative RMS, the exact family against float64 (tests/test_fdk.py)
+# Paganin's filter on the device in float32 FFTs (tests/test_phase.py: 1e-5 alone), then
+# FDK's filter and back-projection, which amplify the difference a little.
+PHASE_RTOL = 3e-5
+PHASE = dict(delta_beta=200.0, energy=25.0, distance=0.3, pixel_size=3e-6)  # 77 rows of margin
+
+
+def geometry(n_angles=60, detector=(33, 72), volume=(24, 40, 40)):
+    """An odd number of detector rows: the last row's filter pairs it with zeros."""
+    return ConeGeometry.circular(np.linspace(0, 2 * np.pi, n_angles, endpoint=False), detector,
+                                 pixel_size=1.0, source_origin=200.0, origin_detector=100.0,
+                                 volume_shape=volume, voxel_size=1.0)
+
+
+def counts_of(line_integrals, seed=0):
+    """Detector counts of ``line_integrals``, with flats and darks (frames) and noise."""
+    rng = np.random.default_rng(seed)
+    shape = line_integrals.shape[1:]
+    flat = 3000 + 200 * rng.random(shape)
+    dark = 100 + 10 * rng.random(shape)
+    counts = rng.poisson(dark + (flat - dark) * np.exp(-line_integrals)).astype(np.uint16)
+    flats = rng.poisson(np.repeat(flat[None], 3, 0)).astype(np.uint16)
+    darks = rng.poisson(np.repeat(dark[None], 2, 0)).astype(np.uint16)
+    return counts, flats, darks
+
+
+def normalised(counts, flats, darks):
+    dark = darks.mean(0, dtype=np.float64)
+    return (counts - dark) / (flats.mean(0, dtype=np.float64) - dark)
+
+
+def relative_rms(got, want):
+    return float(np.sqrt(np.mean((np.asarray(got, np.float64) - want) ** 2) / np.mean(want ** 2)))
+
+
+@pytest.fixture(scope="module")
+def scan():
+    g = geometry()
+    line_integrals = phantoms.shepp_logan_cone(g)
+    return g, line_integrals.astype(np.float32), counts_of(line_integrals)
+
+
+def test_pair_stride_filters_a_row_to_the_same_bits_in_either_layout(cl_device, rng):
+    """The filter's pairs: neighbouring rows of projections (stride 1, as the passes
+    filter) and the same angle of neighbouring rows of sinograms (stride n_angles, as
+    the stream filters) give the same bits, by both FFTs and the convolution."""
+    _, context, _ = open_device(cl_device)
+    queue, device = cl.CommandQueue(context), describe(cl_device)
+    n_angles, n_rows, n_cols = 7, 5, 100
+    projections = rng.standard_normal((n_angles, n_rows, n_cols)).astype(np.float32)
+    padded = np.zeros((n_angles, n_rows + 1, n_cols), np.float32)  # an even stride, as a pass
+    padded[:, :n_rows] = projections
+
+    def filtered(data, weights, stride, method):
+        f = filters.device_filter(context, device, "ramp", n_cols, weights, "zero", method, stride)
+        flags = cl.mem_flags.READ_WRITE | cl.mem_flags.COPY_HOST_PTR
+        source = cl.Buffer(context, flags, hostbuf=data)
+        target = source if f.in_place else cl.Buffer(context, cl.mem_flags.READ_WRITE, data.nbytes)
+        f(queue, source, target, data.shape[0] * data.shape[1] // len(weights))
+        got = np.empty_like(data)
+        cl.enqueue_copy(queue, got, target)
+        return got
+
+    want = filters.filter_numpy(projections.reshape(-1, n_cols), "ramp",
+                                np.ones(n_angles * n_rows)).reshape(projections.shape)
+    for method in ("fft", "global-fft", "convolution"):
+        passes = filtered(padded, np.ones(1), 1, method)[:, :n_rows]
+        stream = filtered(np.ascontiguousarray(projections.transpose(1, 0, 2)),
+                          np.ones(n_angles), n_angles, method).transpose(1, 0, 2)
+        assert np.array_equal(passes, stream), method
+        assert np.abs(stream - want).max() < 1e-5 * np.abs(want).max()
+
+
+@pytest.mark.parametrize("params", [EXACT, TEXTURE], ids=["exact", "texture"])
+def test_the_stream_equals_the_passes_bit_for_bit(cl_device, scan, params):
+    """Line integrals and counts: one device, two pipelines, slabs under a limit,
+    planes from a multiple of 16, all equal to ConeBackprojector's passes."""
+    if params.family == "texture" and not describe(cl_device).image_support:
+        pytest.skip("no images on this device")  # (PoCL and the H100 have them)
+    g, line_integrals, (counts, flats, darks) = scan
+    options = dict(params=params, progress=False)
+    want = pybp.fdk(line_integrals, g, device=cl_device, **options)
+    assert relative_rms(want, reference.fdk(line_integrals, g)) < (
+        FDK_RTOL if params.family == "exact" else 1e-2)
+    for devices, limit in (([cl_device], None), ([cl_device, cl_device], 1 << 20)):
+        got = pybp.fdk(line_integrals, g, devices=devices, memory_limit=limit, **options)
+        assert np.array_equal(got, want), (len(devices), limit)
+    part = pybp.fdk(line_integrals, g, devices=[cl_device], planes=(16, 24), **options)
+    assert np.array_equal(part, want[16:24])
+    with pytest.warns(RuntimeWarning, match="normalised values had no transmission") as warned:
+        want = pybp.fdk(counts, g, flats=flats, darks=darks, device=cl_device, **options)
+        got = pybp.fdk(counts, g, flats=flats, darks=darks, devices=[cl_device, cl_device],
+                       memory_limit=1 << 20, **options)
+    assert np.array_equal(got, want)
+    assert len({str(w.message) for w in warned}) == 1  # the same count either way
+
+
+def test_two_pocl_devices_give_one_devices_volume_bit_for_bit(tmp_path):
+    """POCL_DEVICES="pthread pthread": two OpenCL devices of one PoCL platform, sharing
+    the rows and the slabs out."""
+    script = textwrap.dedent("""
+        import sys
+        import numpy as np, pyopencl as cl, pybp
+        from pybp import phantoms
+        from pybp.geometry.cone import ConeGeometry
+        g = ConeGeometry.circular(np.linspace(0, 2 * np.pi, 40, endpoint=False), (21, 48),
+                                  pixel_size=1.0, source_origin=200.0, origin_detector=100.0,
+                                  volume_shape=(32, 24, 24), voxel_size=1.6)
+        p = phantoms.shepp_logan_cone(g).astype(np.float32)
+        platforms = [pl for pl in cl.get_platforms() if "Portable" in pl.name]
+        devices = platforms[0].get_devices() if platforms else []
+        if len(devices) != 2:
+            sys.exit(f"expected two PoCL devices, found {len(devices)}")
+        one = pybp.fdk(p, g, device=devices[0], progress=False, memory_limit=1 << 20)
+        # (the wavelets' scratch takes more than 1 MiB: one slab, the rows shared out)
+        two = pybp.fdk(p, g, devices=devices, progress=False, rings="fw")
+        ref = pybp.fdk(p, g, devices=devices[:1], progress=False, rings="fw")
+        print(np.array_equal(pybp.fdk(p, g, devices=devices, progress=False,
+                                      memory_limit=1 << 20), one), np.array_equal(two, ref))
+    """)
+    env = dict(os.environ, POCL_DEVICES="pthread pthread")
+    env.pop("PYBP_DEVICE", None)
+    done = subprocess.run([sys.executable, "-c", script], env=env, capture_output=True,
+                          text=True, timeout=600)
+    assert done.returncode == 0, done.stderr[-2000:]
+    assert done.stdout.split() == ["True", "True"]
+
+
+@pytest.mark.parametrize("method", rings.METHODS)
+def test_rings_on_each_detector_rows_sinogram_against_numpy(cl_device, scan, method):
+    """Counts with a stripe in some columns: the float64 flat-field rule, the NumPy
+    ring removal of each detector row's sinogram, and the float64 FDK."""
+    g, _, (counts, flats, darks) = scan
+    counts = counts.copy()
+    counts[:, :, 30] = counts[:, :, 30] * 0.9  # a column less sensitive: a ring
+    line_integrals = line_integrals_numpy(normalised(counts, flats, darks))
+    params = rings.options(method, None, g.n_angles, g.detector_shape[1])
+    sinograms = line_integrals.transpose(1, 0, 2)
+    removed = (rings.sort_numpy(sinograms, **params) if method == "sort"
+               else wavelets.fw_numpy(sinograms, **params))
+    want = reference.fdk(removed.transpose(1, 0, 2), g)
+    with pytest.warns(RuntimeWarning):
+        got = pybp.fdk(counts, g, flats=flats, darks=darks, rings=method, params=EXACT,
+                       device=cl_device, progress=False)
+    assert relative_rms(got, want) < 1e-4  # tests/test_rings.py's bound, through FDK
+    assert relative_rms(reference.fdk(line_integrals, g), want) > 1e-3  # it does something
+
+
+def test_phase_retrieval_on_projections_against_numpy(cl_device, scan):
+    """Paganin's filter of each normalised projection in float64 NumPy, then the float64
+    FDK: the stream's phase stage and FDK within PHASE_RTOL; the rows shared out
+    between two pipelines give the same bits."""
+    g, _, (counts, flats, darks) = scan
+    retrieved = paganin_numpy(normalised(counts, flats, darks), Paganin.create(PHASE))
+    want = reference.fdk(retrieved, g)
+    got = pybp.fdk(counts, g, flats=flats, darks=darks, phase=PHASE, params=EXACT,
+                   device=cl_device, progress=False)
+    assert relative_rms(got, want) < PHASE_RTOL
+    absorption = reference.fdk(line_integrals_numpy(normalised(counts, flats, darks)), g)
+    assert relative_rms(absorption, want) > 1e-2  # it does something
+    # (Paganin's scratch alone takes 256 MiB: no limit that cuts this volume into slabs)
+    shared = pybp.fdk(counts, g, flats=flats, darks=darks, phase=PHASE, params=EXACT,
+                      devices=[cl_device, cl_device], progress=False)
+    assert np.array_equal(shared, got)
+
+
+def test_stream_options_are_checked(cl_device, scan):
+    g, line_integrals, (counts, flats, darks) = scan
+    with pytest.raises(ValueError, match="phase: retrieval works on the transmission"):
+        pybp.fdk(line_integrals, g, phase=PHASE, device=cl_device)
+    with pytest.raises(ValueError, match="rings: expected one of"):
+        pybp.fdk(line_integrals, g, rings="median", device=cl_device)
+    with pytest.raises(ValueError, match="devices: give devices, or one of"):
+        pybp.fdk(line_integrals, g, rings="sort", devices=[cl_device], device=cl_device)
+    with pytest.raises(ValueError, match="projections: expected"):
+        pybp.fdk(line_integrals[:, 1:], g, rings="sort", device=cl_device)
+    bad = line_integrals.copy()
+    bad[3, 4, 5] = np.nan
+    with pytest.raises(ValueError, match="NaN or Inf"):
+        pybp.fdk(bad, g, devices=[cl_device], progress=False)
+
+
+def test_the_command_runs_cone_beam_through_the_stream(tmp_path, cl_device, capsys):
+    """--devices, --rings and --phase with --geometry; --devices equals one device bit
+    for bit, and a resumed streamed run equals the whole run."""
+    scan, geometry_path = tmp_path / "scan.h5", tmp_path / "scan-cone.json"
+    assert cli.main(["demo", "--cone", "--size", "24", "--write-scan", str(scan)]) == 0
+    name = str(cl_device.name)
+    base = ["reconstruct", str(scan), "--geometry", str(geometry_path), "--quiet"]
+
+    def volume(out, *options):
+        assert cli.main(base + ["-o", str(out), *options]) == 0
+        return np.load(out)
+
+    one = volume(tmp_path / "one.npy", "--device", name)
+    two = volume(tmp_path / "two.npy", "--devices", f"{name},{name}")
+    assert np.array_equal(one, two)
+    ringed = volume(tmp_path / "rings.npy", "--device", name, "--rings", "fw")
+    assert 0 < np.abs(ringed - one).max()
+    phase = ["--phase", "paganin", "--delta-beta", "200", "--energy", "25", "--distance",
+             "0.3", "--pixel-size", "3e-6"]
+    whole = volume(tmp_path / "phase.npy", "--device", name, *phase)
+    assert 0 < np.abs(whole - one).max()
+    partial = tmp_path / "resumed"
+    assert cli.main(base + ["-o", str(partial), "--device", name, *phase]) == 0
+    for k in (0, 5, 23):
+        (partial / f"slice_{k:05d}.tif").unlink()
+    capsys.readouterr()
+    loud = [option for option in base if option != "--quiet"]
+    assert cli.main(loud + ["-o", str(partial), "--device", name, "--resume", *phase]) == 0
+    assert "resume: 21 of 24 planes" in capsys.readouterr().out
+    import tifffile
+    resumed = np.stack([tifffile.imread(partial / f"slice_{k:05d}.tif") for k in range(24)])
+    assert np.array_equal(resumed, whole)
+    code = cli.main(base + ["-o", str(partial), "--device", name, "--resume", "--rings", "fw",
+                            *phase])
+    assert code == 2 and "rings" in capsys.readouterr().err
