@@ -25,11 +25,13 @@ import os
 import threading
 import uuid
 
+import numpy as np
 import pyopencl as cl
 
 from pybp.cl.device import (ENV_DEVICE, all_devices, device_type_name, keep_ctrl_c,
                              select_device, speed_rank, usable_devices)
 from pybp.cone import run as cone_run
+from pybp.cone.slabs import PLANE_ALIGN
 from pybp.io.readers import open_scan
 from pybp.parallel.prepare import Setup, team
 from pybp.stream.progress import Progress
@@ -38,7 +40,6 @@ from pybp.stream.team import Slab
 ENV_DEVICES = "PYBP_DEVICES"
 SLABS_PER_WORKER = 4  # tasks per worker: few enough that set-up stays small, enough to balance
 SLAB_ALIGN = 8        # slab edges: a multiple of every pass width and of the usual chunk
-PLANE_ALIGN = 16      # cone beam's tasks start on a multiple of the widest column of voxels
 
 _SHARED = {}          # token -> arrays of one run, for workers in this process
 _WORKER_LOCK = threading.Lock()
@@ -165,22 +166,26 @@ def _release(dask_worker, background=False):
             cached[1].close(wait=not background)
 
 
+def _task_data(source):
+    """What a task reads and writes, ``(projections, flats, darks, out, scan)``: arrays
+    shared in this process (``scan`` None), or the scan opened from its files (to
+    close) and the picklable writer."""
+    if source[0] == "shared":
+        arrays = _SHARED[source[1]]
+        return (*(arrays[k] for k in ("projections", "flats", "darks", "out")), None)
+    scan = open_scan(**source[1])
+    return scan.projections, scan.flats, scan.darks, source[2], scan
+
+
 def _run_slab(source, setup, first, stop, offset, log, chunk_slices):
     """A task: rows ``[first, stop)`` through this worker's devices, the slices written
     by the worker; returns what it did."""
     from distributed import get_worker
 
     worker = get_worker()
-    scan = None
     with _worker_lock(worker):  # one slab at a time uses the worker's devices
         pipelines = _team(worker, setup)
-        if source[0] == "shared":
-            arrays = _SHARED[source[1]]
-            projections, flats, darks, out = (arrays[k] for k in
-                                              ("projections", "flats", "darks", "out"))
-        else:
-            scan = open_scan(**source[1])
-            projections, flats, darks, out = scan.projections, scan.flats, scan.darks, source[2]
+        projections, flats, darks, out, scan = _task_data(source)
         try:
             stats = {}
             clipped = pipelines.run(Slab(projections, flats, darks, first, stop, out,
@@ -298,37 +303,32 @@ def reconstruct_on_cluster(client, setup: Setup, slab: Slab, scan=None, release=
 
 
 class _Planes:
-    """``out`` seen from plane ``first``: a task's planes ``[0, n)`` are the volume's
-    ``[first, first + n)``."""
+    """``out`` from index ``at``: a task's planes ``[0, n)`` go to ``out[at:at + n]``."""
 
-    def __init__(self, out, first):
-        self.out, self.first = out, first
+    def __init__(self, out, at):
+        self.out, self.at = out, at
 
     def __setitem__(self, key: slice, planes):
-        start = self.first + (key.start or 0)
+        start = self.at + (key.start or 0)
         self.out[start:start + len(planes)] = planes
 
 
-def _run_planes(source, geometry, options, first, stop):
+def _run_planes(source, geometry, options, log, first, stop, at):
     """A task: planes ``[first, stop)`` of a cone-beam volume through this worker's
     devices (the detector rows they project onto filtered into a store, then the
-    slabs: pybp/cone/run.py), written by the worker; returns what it did."""
+    slabs: pybp/cone/run.py), written by the worker from ``out[at]``; returns what it
+    did."""
     from distributed import get_worker
 
     worker = get_worker()
-    scan = None
     with _worker_lock(worker):  # one task at a time uses the worker's devices
-        if source[0] == "shared":
-            arrays = _SHARED[source[1]]
-            projections, flats, darks, out = (arrays[k] for k in
-                                              ("projections", "flats", "darks", "out"))
-        else:
-            scan = open_scan(**source[1])
-            projections, flats, darks, out = scan.projections, scan.flats, scan.darks, source[2]
+        projections, flats, darks, out, scan = _task_data(source)
+        if flats is None and log:  # transmissions: -log of the values
+            flats = np.ones(geometry.detector_shape, np.float32)
         try:
             devices = _worker_devices(worker)
             replaced = cone_run.reconstruct(
-                projections, geometry, _Planes(out, first),
+                projections, geometry, _Planes(out, at),
                 [dict(device=d) for d in devices], flats=flats, darks=darks,
                 planes=(first, stop), progress=False, **options)
         finally:
@@ -339,14 +339,16 @@ def _run_planes(source, geometry, options, first, stop):
 
 
 def cone_on_cluster(client, projections, geometry, out, planes, flats=None, darks=None,
-                    scan=None, progress=True, **options) -> int:
+                    scan=None, log=True, offset=0, progress=True, **options) -> int:
     """FDK of z ``planes`` ``(first, stop)`` of ``geometry``'s volume on the workers of
     ``client``, a task per run of planes (from multiples of ``PLANE_ALIGN``: bit for
     bit the volume of one device), each on the worker's devices
-    (:func:`pybp.cone.run.reconstruct`, with ``options``); ``out`` takes the volume's
-    planes (a picklable writer where ``scan``, the arguments of ``open_scan``, has the
+    (:func:`pybp.cone.run.reconstruct`, with ``options``); ``out[offset + i]`` takes
+    plane ``first + i`` (a picklable writer where ``scan``, the arguments of ``open_scan``, has the
     workers read the projections themselves; else the arrays are shared with workers
-    in this process). Returns how many values the flat-field rule replaced."""
+    in this process); ``log``: without flats, the projections are transmissions whose
+    ``-log`` is taken (False: line integrals). Returns how many values the flat-field
+    rule replaced."""
     arrays = dict(projections=projections, flats=flats, darks=darks, out=out)
     source, token, resources, n_workers = _prepared(client, scan, arrays)
     if scan is not None:
@@ -355,7 +357,8 @@ def cone_on_cluster(client, projections, geometry, out, planes, flats=None, dark
     _, ny, nx = geometry.volume_shape
     bar = Progress(stop - first, ny * nx * geometry.n_angles, progress, what="planes",
                    rate="GUPS")
-    futures = [client.submit(_run_planes, source, geometry, options, a, b, pure=False,
+    futures = [client.submit(_run_planes, source, geometry, options, log, a, b,
+                             offset + a - first, pure=False,
                              resources=resources,
                              key=f"pybp-planes-{a}-{b}-{uuid.uuid4().hex[:8]}")
                for a, b in slabs(first, stop, n_workers, PLANE_ALIGN)]

@@ -120,7 +120,8 @@ def test_the_stream_equals_the_passes_bit_for_bit(cl_device, scan, params):
         got = pybp.fdk(counts, g, flats=flats, darks=darks, devices=[cl_device, cl_device],
                        memory_limit=1 << 20, **options)
     assert np.array_equal(got, want)
-    assert len({str(w.message) for w in warned}) == 1  # the same count either way
+    counted = {str(w.message) for w in warned if "normalised values" in str(w.message)}
+    assert len(counted) == 1  # the same count either way (a first build may warn too)
 
 
 def test_two_pocl_devices_give_one_devices_volume_bit_for_bit(tmp_path):
@@ -243,3 +244,42 @@ def test_the_command_runs_cone_beam_through_the_stream(tmp_path, cl_device, caps
     code = cli.main(base + ["-o", str(partial), "--device", name, "--resume", "--rings", "fw",
                             *phase])
     assert code == 2 and "rings" in capsys.readouterr().err
+
+
+def test_dask_workers_run_runs_of_planes_bit_for_bit(cl_device, scan):
+    """Two workers in this process, each a task of planes at a time (from multiples of
+    16), with ring removal: the volume of one device."""
+    distributed = pytest.importorskip("distributed")
+    from pybp.distributed import local_cluster
+
+    g, _, (counts, flats, darks) = scan
+    options = dict(flats=flats, darks=darks, rings="sort", params=EXACT, progress=False)
+    with pytest.warns(RuntimeWarning):
+        want = pybp.fdk(counts, g, device=cl_device, **options)
+    with local_cluster([cl_device, cl_device]) as cluster, distributed.Client(cluster) as client:
+        with pytest.warns(RuntimeWarning):
+            got = pybp.fdk(counts, g, client=client, **options)
+            part = pybp.fdk(counts, g, client=client, planes=(16, 24), **options)
+    assert np.array_equal(got, want)
+    assert np.array_equal(part, want[16:24])
+
+
+def test_the_command_runs_cone_beam_on_a_local_scheduler(tmp_path, cl_device, capsys):
+    """--scheduler local with --geometry: worker processes read the scan and write the
+    planes as TIFF files, the volume of one device bit for bit."""
+    pytest.importorskip("distributed")
+    import tifffile
+
+    scan_path, geometry_path = tmp_path / "scan.h5", tmp_path / "scan-cone.json"
+    assert cli.main(["demo", "--cone", "--size", "32", "--write-scan", str(scan_path)]) == 0
+    base = ["reconstruct", str(scan_path), "--geometry", str(geometry_path), "--quiet",
+            "--rings", "sort"]
+    assert cli.main(base + ["-o", str(tmp_path / "one.npy"), "--device", str(cl_device.name)]) == 0
+    capsys.readouterr()
+    folder = tmp_path / "planes"
+    assert cli.main(base + ["-o", str(folder), "--scheduler", "local", "--devices",
+                            f"{cl_device.name},{cl_device.name}"]) == 0
+    got = np.stack([tifffile.imread(folder / f"slice_{k:05d}.tif") for k in range(32)])
+    assert np.array_equal(got, np.load(tmp_path / "one.npy"))
+    assert cli.main(base + ["-o", str(tmp_path / "v.npy"), "--scheduler", "local"]) == 2
+    assert "folder of TIFF files" in capsys.readouterr().err

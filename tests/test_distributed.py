@@ -19,7 +19,7 @@ import pytest
 import tifffile
 
 import pybp
-from pybp.cli import commands as cli, files
+from pybp.cli import commands as cli, scans
 from pybp.stream import sources
 from pybp.bench.volume import make_scan
 from pybp.distributed import SLAB_ALIGN, device_list, slabs
@@ -233,15 +233,15 @@ def test_a_local_scheduler_takes_the_device_the_environment_names(monkeypatch):
     args = SimpleNamespace(scheduler="local", devices=None)
     monkeypatch.delenv("PYBP_DEVICES", raising=False)
     monkeypatch.setenv("PYBP_DEVICE", "Portable")
-    assert files._cluster(args) == "cluster" and started == ["Portable"]
+    assert scans.cluster(args) == "cluster" and started == ["Portable"]
     monkeypatch.setenv("PYBP_DEVICES", "0,0")
-    files._cluster(args)
+    scans.cluster(args)
     args.devices = "1"
-    files._cluster(args)
+    scans.cluster(args)
     monkeypatch.delenv("PYBP_DEVICES")
     monkeypatch.delenv("PYBP_DEVICE")
     args.devices = None
-    files._cluster(args)
+    scans.cluster(args)
     assert started == ["Portable", "0,0", "1", "all"]
 
 

@@ -5,9 +5,10 @@ pybp.ConeBackprojector, host memory to host memory, on detector counts with flat
     python3 tuning/cone_stream.py [--size 512] [--repeats 3] [--device NAME]
 
 Rows: the passes; the stream on one device (its two phases timed apart: the rows
-filtered into the store, the slabs from it); with ring removal; with phase retrieval.
-Each the median of ``--repeats`` calls after a warm-up, and whether the stream's
-volume equals the passes' bit for bit.
+filtered into the store, with the stream's host and device times, and the slabs from
+it), its store in page-locked and in pageable memory; with ring removal; with phase
+retrieval. Each the median of ``--repeats`` calls
+after a warm-up, and whether the stream's volume equals the passes' bit for bit.
 """
 
 from __future__ import annotations
@@ -56,32 +57,34 @@ def main():
     flats = np.full((2,) + g.detector_shape, 4000, np.uint16)
     darks = np.full((2,) + g.detector_shape, 100, np.uint16)
     out = np.empty(g.volume_shape, np.float32)
-    common = dict(flats=flats, darks=darks, out=out, progress=False)
-    phases = {}
-    real = run._back_project
-
-    def second_phase(*a, **k):  # the slabs from the store, timed apart
-        tick = time.perf_counter()
-        try:
-            return real(*a, **k)
-        finally:
-            phases["slabs"] = time.perf_counter() - tick
-
-    run._back_project = second_phase
     print(f"{device.name}: FDK {args.size}^3 from {g.n_angles} counts of {g.detector_shape} "
           "(uint16, with flats and darks), host memory to host memory")
-    print("| path | wall s | rows into the store s | slabs from the store s | "
-          "equals the passes |")
-    print("| --- | --- | --- | --- | --- |")
-    wall, want = timed(lambda: pybp.fdk(counts, g, device=device, **common).copy(), args.repeats)
-    print(f"| passes (ConeBackprojector) | {wall:.3f} | | | |", flush=True)
-    for name, options in (("stream, one device", {}), ("stream, --rings fw", dict(rings="fw")),
+    print("| path | wall s | rows into the store s | of which: reading s, writing s, device "
+          "s by stage | slabs from the store s | equals the passes |")
+    print("| --- | --- | --- | --- | --- | --- |")
+    wall, want = timed(lambda: pybp.fdk(counts, g, flats=flats, darks=darks, out=out,
+                                        device=device, progress=False).copy(), args.repeats)
+    print(f"| passes (ConeBackprojector) | {wall:.3f} | | | | |", flush=True)
+    for name, options in (("stream, one device", {}), ("stream, store in pageable memory", {}),
+                          ("stream, --rings fw", dict(rings="fw")),
                           ("stream, --phase paganin", dict(phase=PHASE))):
-        wall, got = timed(lambda: pybp.fdk(counts, g, devices=[device], **common, **options),
-                          args.repeats)
+        stats = {}
+        run.PINNED_STORE = "pageable" not in name
+
+        def call():
+            stats.clear()
+            run.reconstruct(counts, g, out, [dict(device=device)], flats=flats, darks=darks,
+                            progress=False, stats=stats, **options)
+            return out
+        wall, got = timed(call, args.repeats)
         same = "yes" if np.array_equal(got, want) else "no (other steps)" if options else "NO"
-        print(f"| {name} | {wall:.3f} | {wall - phases['slabs']:.3f} | {phases['slabs']:.3f} | "
-              f"{same} |", flush=True)
+        run.PINNED_STORE = True
+        stages = ", ".join(f"{k[len('device_'):]} {v:.3f}" for k, v in stats.items()
+                           if k.startswith("device_"))
+        print(f"| {name} | {wall:.3f} | {stats['rows_seconds']:.3f} | "
+              f"{stats['host_read']:.3f}, {stats['host_write']:.3f}, {stages} | "
+              f"{stats['slabs_seconds']:.3f} | {same} |", flush=True)
+    print("(the last call's figures; reading and writing are summed over threads)")
 
 
 if __name__ == "__main__":

@@ -129,7 +129,7 @@ def cone_backproject(projections, geometry: ConeGeometry, out=None, progress=Tru
 
 def fdk(projections, geometry: ConeGeometry, filter="ramp", padding="zero", short_scan=None,
         out=None, flats=None, darks=None, progress=True, rings=None, ring_options=None,
-        phase=None, devices=None, **options):
+        phase=None, devices=None, client=None, **options):
     """Feldkamp-Davis-Kress reconstruction of line integrals ``projections`` ``(n_angles,
     n_rows, n_cols)`` (``-log`` of normalised counts) in ``geometry``: the volume
     ``(nz, ny, nx)`` in attenuation per unit of the geometry's lengths. With ``flats``
@@ -162,14 +162,17 @@ def fdk(projections, geometry: ConeGeometry, filter="ramp", padding="zero", shor
     is the effective propagation distance (source to sample times sample to detector
     over source to detector) and ``pixel_size`` the detector's pixel at the sample
     (over the magnification). ``devices`` (``"all"``, or a list as for
-    :func:`pybp.reconstruct`) share the rows and the slabs out; the volume is the same
-    bit for bit on one device or several. The filtered projections are then kept in
-    page-locked host memory, 4 bytes a detector pixel."""
+    :func:`pybp.reconstruct`) share the rows and the slabs out, and the workers of a
+    Dask ``client`` (in this process: :func:`pybp.distributed.local_cluster`) runs of
+    planes; the volume is the same bit for bit on one device or several. The filtered
+    projections are then kept in host memory, 4 bytes a detector pixel of the rows the
+    planes project onto (on each worker: those of its planes)."""
     if filter is None:
         raise ValueError("filter: FDK needs a filter; use pybp.cone_backproject for none")
-    if (rings, ring_options, phase, devices) != (None, None, None, None):
+    if (rings, ring_options, phase, devices, client) != (None,) * 5:
         return _streamed(projections, geometry, filter, padding, short_scan, out, flats, darks,
-                         progress, rings, ring_options, phase, devices, options)
+                         progress, dict(rings=rings, ring_options=ring_options, phase=phase),
+                         devices, client, options)
     with ConeBackprojector(geometry, filter=filter, padding=padding, short_scan=short_scan,
                            flats=flats, darks=darks, progress=progress, **options) as bp:
         return bp(projections, out)
@@ -179,7 +182,7 @@ STREAM_OPTIONS = ("params", "memory_limit", "planes", "device", "context", "queu
 
 
 def _streamed(projections, geometry, filter, padding, short_scan, out, flats, darks, progress,
-              rings, ring_options, phase, devices, options):
+              steps, devices, client, options):
     """:func:`fdk` through the stream (pybp/cone/run.py), its arguments checked first."""
     if not isinstance(geometry, ConeGeometry):
         raise TypeError(f"geometry: expected a pybp.ConeGeometry, got {type(geometry).__name__}")
@@ -187,8 +190,13 @@ def _streamed(projections, geometry, filter, padding, short_scan, out, flats, da
     if unknown:
         raise TypeError(f"{unknown[0]}: not an option of pybp.fdk with rings, phase or devices")
     targets = {k: options.pop(k) for k in ("device", "context", "queue") if k in options}
-    if devices is not None and any(v is not None for v in targets.values()):
-        raise ValueError("devices: give devices, or one of device, context or queue")
+    if (devices is not None or client is not None) and \
+            any(v is not None for v in targets.values()):
+        raise ValueError(f"{'devices' if client is None else 'client'}: give "
+                         f"{'devices' if client is None else 'a client'}, or one of device, "
+                         "context or queue")
+    if devices is not None and client is not None:
+        raise ValueError("client: give a client, or devices (each worker has its own)")
     checks.array_like(projections, "projections", (3,))
     expected = (geometry.n_angles,) + geometry.detector_shape
     if tuple(projections.shape) != expected:
@@ -199,7 +207,7 @@ def _streamed(projections, geometry, filter, padding, short_scan, out, flats, da
     if flats is not None:
         flats = checks.frames(flats, "flats", geometry.detector_shape)
         darks = None if darks is None else checks.frames(darks, "darks", geometry.detector_shape)
-    if phase is not None and flats is None:
+    if steps["phase"] is not None and flats is None:
         raise ValueError("phase: retrieval works on the transmission, before -log; give "
                          "flats (and darks) with the detector counts")
     planes = plane_range(options.get("planes"), geometry.volume_shape[0])
@@ -208,15 +216,21 @@ def _streamed(projections, geometry, filter, padding, short_scan, out, flats, da
         checks.check_volume_memory(shape)
         out = np.empty(shape, np.float32)
     checks.check_output(out, shape, inputs=dict(projections=projections))
-    if devices is not None:
-        targets = [dict(device=d) for d in distributed.device_list(devices)]
+    common = dict(filter=filter, padding=padding, short_scan=short_scan, **steps)
+    if client is not None:
+        options.pop("planes", None)
+        replaced = distributed.cone_on_cluster(client, projections, geometry, out,
+                                               (planes.start, planes.stop), flats, darks,
+                                               log=flats is not None, progress=progress,
+                                               **common, **options)
     else:
-        if not any(v is not None for v in targets.values()):
-            speed.choose_cpu_runtime()  # where several CPU runtimes work: the fastest here
-        targets = [targets]
-    replaced = run.reconstruct(projections, geometry, out, targets, filter=filter,
-                               padding=padding, short_scan=short_scan, flats=flats, darks=darks,
-                               rings=rings, ring_options=ring_options, phase=phase,
-                               progress=progress, **options)
+        if devices is not None:
+            targets = [dict(device=d) for d in distributed.device_list(devices)]
+        else:
+            if not any(v is not None for v in targets.values()):
+                speed.choose_cpu_runtime()  # where several CPU runtimes work: the fastest
+            targets = [targets]
+        replaced = run.reconstruct(projections, geometry, out, targets, flats=flats,
+                                   darks=darks, progress=progress, **common, **options)
     warn_replaced(replaced, int(np.prod(np.shape(projections))), stacklevel=3)
     return out

@@ -7,7 +7,6 @@ from __future__ import annotations
 import sys
 import time
 from dataclasses import fields
-from functools import partial
 from pathlib import Path
 
 import numpy as np
@@ -16,10 +15,12 @@ from pybp import __version__, checks, distributed, phantoms
 from pybp.api.cone import ConeBackprojector
 from pybp.cl import store
 from pybp.cl.device import describe, select_device
-from pybp.cli import preprocessing, writing
-from pybp.cli.preview import sections, write_preview
+from pybp.cli import preprocessing, scans, writing
+from pybp.cli.preview import sections
+from pybp.cli.scans import say
 from pybp.cli.writing import EXIT_INTERRUPTED
 from pybp.cone import kernels, run
+from pybp.cone.slabs import PLANE_ALIGN
 from pybp.cone.params import ConeParams
 from pybp.cone.profiler import default_params
 from pybp.geometry.cone import ConeGeometry
@@ -28,14 +29,13 @@ from pybp.parallel import speed
 from pybp.io.demo import cone_circular, cone_scan, write_dxchange
 from pybp.io.images import SLICE_SUFFIXES, write_png, write_slice
 from pybp.io.readers import HDF5_SUFFIXES, open_scan
-from pybp.io.writers import check_output_file, open_output, output_kind, stored_metadata
+from pybp.io.writers import check_output_file, check_output_path, open_output, stored_metadata
 from pybp.stages.normalize import warn_replaced
 
-PLANE_ALIGN = 16  # runs of planes start on a multiple of the widest column: bit for bit
 # Parallel-beam options and their defaults: given with --geometry, they are refused.
 PARALLEL_ONLY = {"center": "auto", "center_search": None, "center_sweep": None, "rows": None,
                  "interpolation": "linear", "precision": "float", "slices_per_pass": "auto",
-                 "circle": False, "scheduler": None, "chunk_slices": None}
+                 "circle": False, "chunk_slices": None}
 
 
 # The API's names in its errors, as this command's options say them.
@@ -57,17 +57,15 @@ def _check_options(args):
                              "with --geometry (cone beam)")
 
 
-def _say(args, text):
-    if not args.quiet:
-        print(text, flush=True)
-
-
-def reconstruct(args, check_output_path, check_counts):
-    """The cone-beam path of ``pybp reconstruct`` (the parallel path's checks passed in:
-    one definition of each)."""
+def reconstruct(args):
+    """The cone-beam path of ``pybp reconstruct`` (``--geometry``): by the passes of
+    :class:`pybp.ConeBackprojector` on one device, or through the stream
+    (pybp/cone/run.py) where ``--devices``, ``--rings`` or ``--phase`` ask for it, or on
+    the workers of ``--scheduler``."""
     _check_options(args)
     inputs = (args.input, args.flats, args.darks, args.angles, args.geometry)
     check_output_path(args.output, args.overwrite, args.resume, inputs)
+    scans.check_cluster(args)
     if args.preview:
         check_output_file(args.preview, args.overwrite, (".png",), "--preview")
     scan = open_scan(args.input, flats=args.flats, darks=args.darks, angles=args.angles,
@@ -75,26 +73,19 @@ def reconstruct(args, check_output_path, check_counts):
     with scan:
         n_angles, n_rows, n_cols = scan.shape
         geometry = read_geometry(args.geometry, scan.angles, (n_rows, n_cols))
-        check_counts(args, scan)
+        scans.check_counts(args, scan)
         steps = preprocessing.options(args, n_angles, n_cols)
-        streamed = args.devices is not None or any(v is not None for v in steps.values())
-        if args.devices is not None:
-            devices = distributed.device_list(args.devices)
-            _say(args, f"devices: {len(devices)} ({', '.join(d.name for d in devices)})")
-        else:
-            if args.device is None:
-                speed.choose_cpu_runtime()  # where several CPU runtimes work: the fastest
-            devices = [select_device(args.device)]
+        devices = scans.devices(args)  # none with --scheduler: the workers choose theirs
         described = [describe(d) for d in devices]
-        params = default_params(described[0])
+        params = default_params(described[0]) if devices else None
         nz, ny, nx = geometry.volume_shape
-        _say(args, f"input: {scan.source['projections']} ({scan.source['format']}): {n_angles} "
-                   f"projections of {n_rows} x {n_cols}; cone beam ({args.geometry}) to "
-                   f"{nz} x {ny} x {nx} voxels of {geometry.voxel_size:g}")
+        say(args, f"input: {scan.source['projections']} ({scan.source['format']}): {n_angles} "
+                  f"projections of {n_rows} x {n_cols}; cone beam ({args.geometry}) to "
+                  f"{nz} x {ny} x {nx} voxels of {geometry.voxel_size:g}")
         if args.resume:
             stored_metadata(args.output)  # an output pybp did not make is refused here
         # Everything that changes a voxel's value: the volume's grid (voxel_size and
-        # volume_offset are not in the matrices), the matrices, and the kernels.
+        # volume_offset are not in the matrices), the matrices, the kernels and the steps.
         metadata = dict(input=str(Path(args.input).resolve()), input_sha1=scan.fingerprint(),
                         geometry=str(Path(args.geometry).resolve()),
                         voxel_size=geometry.voxel_size,
@@ -102,114 +93,86 @@ def reconstruct(args, check_output_path, check_counts):
                         matrices_sha1=writing.sha1(geometry.matrices), filter=args.filter,
                         padding=args.padding, log=not args.no_log, command=args.command_line,
                         devices=[dict(device=d.identity, name=d.name, kernels=[params.key()])
-                                 for d in described],
+                                 for d in described] or "dask workers",
                         pybp=__version__, source=scan.source,
                         **{key: value for key, value in steps.items() if value is not None})
         flats, darks = scan.flats, scan.darks
         if flats is None and not args.no_log:  # transmissions: -log of the values
-            flats, darks = np.ones((n_rows, n_cols)), None
-        # The kernels, buffers and slabs of the whole volume are made before the output
-        # is: a volume the device cannot take is one line, and nothing is made.
-        if streamed:  # through the stream: rings, phase, several devices
-            backprojector = partial(_streamed, args, geometry, params, flats, darks, devices,
-                                    steps)
-        else:
-            backprojector = partial(_backprojector, args, geometry, params, flats, darks,
-                                    devices[0])
-        whole = backprojector((0, nz))
+            flats, darks = np.ones((n_rows, n_cols), np.float32), None
+        options = dict(filter=args.filter, padding=args.padding, params=params,
+                       memory_limit=args.memory_limit, **steps)
+        streamed = len(devices) != 1 or any(value is not None for value in steps.values())
+        # The passes' kernels, buffers and slabs of the whole volume are made before the
+        # output is: a volume the device cannot take is one line, and nothing is made.
+        whole = None if streamed else _backprojector(args, geometry, flats, darks, devices[0],
+                                                     (0, nz), options)
+        client = None
         try:
+            client = scans.cluster(args)
             output = open_output(args.output, geometry.volume_shape, args.dtype, metadata,
                                  overwrite=args.overwrite, resume=args.resume, inputs=inputs)
+
+            def planes(a, b):
+                """Planes ``[a, b)`` of the output, the way this command runs them."""
+                nonlocal whole
+                if client is not None:
+                    _checked(distributed.cone_on_cluster, client, None, geometry,
+                             output.writer(), (a, b), scan=scan.opened_with,
+                             log=not args.no_log, offset=a, progress=not args.quiet,
+                             **options)
+                elif streamed:
+                    replaced = _checked(run.reconstruct, scan.projections, geometry,
+                                        output.view(a, b), [dict(device=d) for d in devices],
+                                        flats=flats, darks=darks, planes=(a, b),
+                                        progress=not args.quiet, **options)
+                    warn_replaced(replaced, int(np.prod(scan.shape)))
+                else:
+                    if (a, b) != (0, nz):  # a resumed volume's runs: one back-projector each
+                        whole.close()
+                        whole = _backprojector(args, geometry, flats, darks, devices[0], (a, b),
+                                               options)
+                    with whole as bp:
+                        bp(scan.projections, out=output.view(a, b))
 
             def work():
                 done_before = int(output.done.sum())
                 if done_before:
-                    _say(args, f"resume: {done_before} of {nz} planes are already in "
-                               f"{args.output}")
+                    say(args, f"resume: {done_before} of {nz} planes are already in "
+                              f"{args.output}")
                 tick = time.perf_counter()
-                todo = _run(args, geometry, scan.projections, output, whole, backprojector)
-                return todo, time.perf_counter() - tick
+                runs = output.remaining(align=PLANE_ALIGN)
+                for a, b in runs:
+                    planes(a, b)
+                output.finish()
+                return sum(b - a for a, b in runs), time.perf_counter() - tick
 
             result, code = writing.into(output, nz, "plane", work)
         finally:
-            whole.close()
+            if whole is not None:
+                whole.close()
+            scans.close_cluster(args, client)
         if code is not None:
             return code
         todo, seconds = result
-    if not todo:
-        _say(args, f"nothing to reconstruct: all {nz} planes are in {args.output}")
-    else:
-        gups = todo * ny * nx * n_angles / max(seconds, 1e-9) * 1e-9
-        _say(args, f"reconstructed {todo} planes of {ny} x {nx} by FDK in {seconds:.1f} s "
-                   f"({gups:.3g} GUPS) into {args.output} ({output_kind(args.output)}, "
-                   f"{args.dtype})")
-    if args.preview:
-        _say(args, f"preview: {write_preview(args.output, args.preview, args.overwrite)}")
+    gups = todo * ny * nx * n_angles / max(seconds, 1e-9) * 1e-9
+    scans.report(args, todo, nz, "planes",
+                 f"{todo} planes of {ny} x {nx} by FDK in {seconds:.1f} s ({gups:.3g} GUPS)")
     return 0
 
 
-def _backprojector(args, geometry, params, flats, darks, device, planes):
-    """The command's :class:`ConeBackprojector` of z ``planes``; errors in the command's
-    words."""
+def _checked(call, *args, **kwargs):
+    """``call``, its errors in the command's words."""
     try:
-        return ConeBackprojector(geometry, params, filter=args.filter, padding=args.padding,
-                                 planes=planes, flats=flats, darks=darks, device=device,
-                                 memory_limit=args.memory_limit, progress=not args.quiet)
+        return call(*args, **kwargs)
     except ValueError as exc:
         raise _as_options(exc) from exc
 
 
-class _Streamed:
-    """The stream's FDK of z ``planes`` (pybp/cone/run.py) as :func:`_run` calls a
-    back-projector: ``with made as bp: bp(data, out=...)``."""
-
-    def __init__(self, args, geometry, params, flats, darks, devices, steps, planes):
-        self.args, self.geometry, self.params = args, geometry, params
-        self.flats, self.darks, self.devices, self.steps = flats, darks, devices, steps
-        self.planes = planes
-
-    def __call__(self, data, out):
-        args = self.args
-        try:
-            replaced = run.reconstruct(
-                data, self.geometry, out, [dict(device=d) for d in self.devices],
-                filter=args.filter, padding=args.padding, flats=self.flats, darks=self.darks,
-                memory_limit=args.memory_limit, params=self.params, planes=self.planes,
-                progress=not args.quiet, **self.steps)
-        except ValueError as exc:
-            raise _as_options(exc) from exc
-        warn_replaced(replaced, int(np.prod(data.shape)))
-        return out
-
-    def close(self):
-        pass
-
-    def __enter__(self):
-        return self
-
-    def __exit__(self, *exc):
-        self.close()
-
-
-def _streamed(args, geometry, params, flats, darks, devices, steps, planes):
-    return _Streamed(args, geometry, params, flats, darks, devices, steps, planes)
-
-
-def _run(args, geometry, data, output, whole, backprojector) -> int:
-    """The planes missing from ``output``, run by run (``whole``: the back-projector of
-    every plane; ``backprojector(planes)`` makes one of a run's); how many were made."""
-    nz = geometry.volume_shape[0]
-    runs = output.remaining(align=PLANE_ALIGN)
-    for a, b in runs:
-        if (a, b) == (0, nz):
-            made = whole
-        else:
-            whole.close()  # its memory, for the runs of a resumed volume
-            made = backprojector((a, b))
-        with made as bp:
-            bp(data, out=output.view(a, b))
-    output.finish()
-    return sum(b - a for a, b in runs)
+def _backprojector(args, geometry, flats, darks, device, planes, options):
+    """The command's :class:`ConeBackprojector` of z ``planes``."""
+    passes = {k: v for k, v in options.items() if k in ("filter", "padding", "memory_limit")}
+    return _checked(ConeBackprojector, geometry, options["params"], planes=planes, flats=flats,
+                    darks=darks, device=device, progress=not args.quiet, **passes)
 
 
 def demo(args):

@@ -4,7 +4,6 @@ slices on disk (pybp/io), with the axis found (pybp/centre.py)."""
 from __future__ import annotations
 
 import argparse
-import importlib
 import time
 from pathlib import Path
 
@@ -12,10 +11,8 @@ import numpy as np
 
 from pybp import __version__, centre, distributed
 from pybp.stages.filters import FILTERS, PADDINGS
-from pybp.cli.preview import write_preview
 from pybp.io.images import contact_sheet, display_range, label, to_8bit, write_png
 from pybp.io.readers import open_scan
-from pybp.cl.device import select_device
 from pybp.geometry.parallel import Geometry
 from pybp.io.readers import ANGLE_UNITS
 from pybp.io.writers import (
@@ -23,24 +20,22 @@ from pybp.io.writers import (
     check_output_file,
     check_output_path,
     open_output,
-    output_kind,
     stored_metadata,
 )
 from pybp.parallel.params import INTERPOLATIONS, SLICES_PER_PASS, STORAGES
 from pybp.api.sinograms import Backprojector
 from pybp.cl.device import open_device
-from pybp.parallel import speed
 from pybp.parallel.prepare import Setup
 from pybp.stream.team import Slab
 from pybp.api.volumes import Reconstructor
-from pybp.cli import preprocessing, writing
+from pybp.cli import cone, preprocessing, scans, writing
+from pybp.cli.scans import check_cluster, check_counts, cluster, say
 from pybp.cli.parser import byte_size
 
 SHEET_TILE = 256  # pixels of one slice on the contact sheet
 MAX_SWEEP = 400   # centres one --center-sweep may try (each a PNG)
 # Data with no flats and darks whose sampled values are all at least 1 with a median
 # above this look like raw counts, not transmissions or line integrals.
-RAW_COUNTS_MEDIAN = 100
 
 
 def _range(text, name, limit):
@@ -77,11 +72,6 @@ def _open(args):
     return scan, rows
 
 
-def _say(args, text):
-    if not args.quiet:
-        print(text, flush=True)
-
-
 def _estimate(args, scan, rows):
     search = None
     if getattr(args, "center_search", None):
@@ -111,29 +101,11 @@ def _estimate(args, scan, rows):
 
 def cmd_center(args):
     with _open(args)[0] as scan:
-        _check_counts(args, scan)
+        check_counts(args, scan)
         rows = _range(args.rows, "rows", scan.shape[1]) if args.rows else None
         _, text = _estimate(args, scan, rows)
         print(text)
     return 0
-
-
-def _check_counts(args, scan):
-    """Refuse raw counts taken for normalised data: with no flats and darks, values
-    are taken as transmissions (``-log``) or, with ``--no-log``, line integrals."""
-    if scan.flats is not None or args.no_log or args.normalised:
-        return
-    n_angles, n_rows, _ = scan.shape
-    middle = slice(n_rows // 2, n_rows // 2 + 1)  # one frame at a time: every reader takes it
-    sample = np.concatenate([np.asarray(scan.projections[i, middle], np.float64).ravel()
-                             for i in range(0, n_angles, max(1, n_angles // 16))])
-    median = float(np.median(sample))
-    if np.all(sample >= 1) and median > RAW_COUNTS_MEDIAN:
-        raise ValueError(f"input: {scan.source['projections']} has no flats or darks and its "
-                         f"values look like raw counts (all >= 1, median {median:.6g}); give "
-                         "--flats and --darks, or --normalised if they are flat-field "
-                         "corrected transmissions (-log is taken), or --no-log if they are "
-                         "line integrals")
 
 
 def _metadata(args, scan, rows, center, steps, rec):
@@ -189,45 +161,6 @@ def _center_sweep(args, scan, rows):
     return 0
 
 
-def _check_cluster(args):
-    """Before any work: what ``--scheduler`` needs (Dask, a folder of TIFF slices)."""
-    if not args.scheduler:
-        return
-    if output_kind(args.output) != "tiff":
-        raise ValueError(f"output: with --scheduler, workers write slices in parallel to a "
-                         f"folder of TIFF files; {args.output} is one file: give a folder name")
-    distributed.need_dask()
-
-
-def _cluster(args):
-    """A Dask client for ``--scheduler`` (None without it): ``local`` starts a cluster of
-    one worker process per device of ``--devices`` (default: those ``PYBP_DEVICES`` or
-    ``PYBP_DEVICE`` name, else all)."""
-    if not args.scheduler:
-        return None
-    dask = distributed.need_dask()
-    if args.scheduler == "local":
-        return dask.Client(distributed.local_cluster(args.devices or distributed.default_devices(),
-                                                     processes=True))
-    try:
-        return dask.Client(args.scheduler, timeout=30)
-    except (OSError, TimeoutError, ValueError) as exc:
-        raise OSError(f"scheduler: cannot reach {args.scheduler}: {exc}") from None
-
-
-def _check_devices(args):
-    """The devices asked for, found and able to build kernels, before any file is made."""
-    if args.scheduler:
-        return
-    if args.device is None and not args.devices:
-        speed.choose_cpu_runtime()  # where several CPU runtimes work: the fastest here
-    if args.devices:
-        names = [d.name for d in distributed.device_list(args.devices)]
-        _say(args, f"devices: {len(names)} ({', '.join(names)})")
-    else:
-        select_device(args.device)
-
-
 def _center(args, scan, rows, stored):
     """The axis: a number, the one of the run being resumed, or estimated."""
     if args.center != "auto":
@@ -237,10 +170,10 @@ def _center(args, scan, rows, stored):
             raise ValueError(f"center: expected a number or 'auto', got {args.center!r}") \
                 from None
     if stored and "center" in stored:
-        _say(args, f"center: {stored['center']:.2f} (from the run being resumed)")
+        say(args, f"center: {stored['center']:.2f} (from the run being resumed)")
         return float(stored["center"])
     center, text = _estimate(args, scan, rows)
-    _say(args, text)
+    say(args, text)
     return center
 
 
@@ -248,13 +181,11 @@ def cmd_reconstruct(args):
     """Everything is checked (output, devices, scheduler, centre, free space) before the
     output is made; a run that fails before its first slice removes what it made."""
     if args.geometry:
-        # The cone-beam modules load only for a cone-beam scan (0.03 s of every start-up).
-        cone_cli = importlib.import_module("pybp.cli.cone")
-        return cone_cli.reconstruct(args, check_output_path, _check_counts)
+        return cone.reconstruct(args)
     inputs = (args.input, args.flats, args.darks, args.angles)
     if not args.center_sweep:
         check_output_path(args.output, args.overwrite, args.resume, inputs)
-        _check_cluster(args)
+        check_cluster(args)
     else:
         _sweep(args.center_sweep)
     if args.preview:
@@ -262,16 +193,16 @@ def cmd_reconstruct(args):
     scan, rows = _open(args)
     with scan:
         n_angles, _, n_bins = scan.shape
-        _say(args, f"input: {scan.source['projections']} ({scan.source['format']}): "
+        say(args, f"input: {scan.source['projections']} ({scan.source['format']}): "
                    f"{n_angles} projections of {scan.shape[1]} x {n_bins}, rows "
                    f"{rows[0]}..{rows[1] - 1}")
-        _check_counts(args, scan)
+        check_counts(args, scan)
         steps = preprocessing.options(args, n_angles, n_bins)
         if args.center_sweep:
             if steps["rings"] or steps["phase"]:
-                _say(args, "center sweep: slices without --rings and --phase")
+                say(args, "center sweep: slices without --rings and --phase")
             return _center_sweep(args, scan, rows)
-        _check_devices(args)
+        scans.devices(args)
         stored = stored_metadata(args.output) if args.resume else None
         center = _center(args, scan, rows, stored)
         Geometry.create(n_bins, scan.angles, center)  # the axis on the detector
@@ -280,7 +211,7 @@ def cmd_reconstruct(args):
                        interpolation=args.interpolation, precision=args.precision,
                        slices_per_pass=args.slices_per_pass, circle=args.circle,
                        memory_limit=args.memory_limit, **steps)
-        client = _cluster(args)
+        client = cluster(args)
         rec = None
         try:
             # The kernels are built (and verified) before the output is made: what they
@@ -300,20 +231,11 @@ def cmd_reconstruct(args):
         finally:
             if rec is not None:
                 rec.close()
-            if client is not None:
-                cluster = client.cluster if args.scheduler == "local" else None
-                client.close()
-                if cluster is not None:  # started here
-                    cluster.close()
-        if not todo:
-            _say(args, f"nothing to reconstruct: all {n} slices are in {args.output}")
-        else:
-            gups = todo * n_bins * n_bins * n_angles / max(seconds, 1e-9) * 1e-9
-            _say(args, f"reconstructed {todo} slices of {n_bins} x {n_bins} in {seconds:.1f} s "
-                       f"({gups:.3g} GU/s, {todo / max(seconds, 1e-9):.1f} slices/s) into "
-                       f"{args.output} ({output_kind(args.output)}, {args.dtype})")
-        if args.preview:
-            _say(args, f"preview: {write_preview(args.output, args.preview, args.overwrite)}")
+            scans.close_cluster(args, client)
+        gups = todo * n_bins * n_bins * n_angles / max(seconds, 1e-9) * 1e-9
+        scans.report(args, todo, n, "slices",
+                     f"{todo} slices of {n_bins} x {n_bins} in {seconds:.1f} s ({gups:.3g} "
+                     f"GU/s, {todo / max(seconds, 1e-9):.1f} slices/s)")
     return 0
 
 
@@ -324,7 +246,7 @@ def _run(args, scan, rows, center, options, output, client, rec):
     missing = int((~output.done).sum())
     runs = output.remaining(align=max(SLICES_PER_PASS))
     if missing < n:
-        _say(args, f"resume: {n - missing} of {n} slices are already in {args.output}")
+        say(args, f"resume: {n - missing} of {n} slices are already in {args.output}")
     tick = time.perf_counter()
     for a, b in runs:
         if client is not None:

@@ -199,6 +199,8 @@ class Unit:
         if self._filter is not None and not self._filter.in_place:
             self._scratch = cl.Buffer(self.context, rw, pass_bytes)
         self._stored = None  # the store (a device buffer, or page-locked host memory)
+        # The store's detector rows: from this row, this many (even) per projection.
+        self._store_rows = (0, slabs.even(n_rows))
         if self.store == "device":
             self._stored = cl.Buffer(self.context, rw, self._store_bytes())
 
@@ -394,8 +396,9 @@ class Unit:
         ``first`` between the store and ``buffer`` (images of ``stride`` rows), either
         way (``into_store``), as one rectangular copy; its event."""
         row = self.geometry.detector_shape[1] * 4
-        per = slabs.even(self.geometry.detector_shape[0])
-        store, other = ((0, first_row, first), (row, per * row)), ((0, 0, 0), (row, stride * row))
+        origin, per = self._store_rows
+        store = ((0, first_row - origin, first), (row, per * row))
+        other = ((0, 0, 0), (row, stride * row))
         (src, src_pitches), (dst, dst_pitches) = (other, store) if into_store else (store, other)
         target, source = (self._stored, buffer) if into_store else (buffer, self._stored)
         box = dict(region=(row, n_rows, count), wait_for=waits)
@@ -491,13 +494,14 @@ class Unit:
         self.replaced = self._count()
         return out
 
-    def from_store(self, stored, out, take, pool=None, progress=None):
+    def from_store(self, stored, out, take, pool=None, progress=None, first_row=0):
         """Back-project slabs from ``stored``, filtered line integrals ``(n_angles,
-        even rows, n_cols)`` float32 in host memory (a ``filtered`` unit: filled by the
-        stream, pybp/cone/run.py), each slab that ``take()`` gives (None: no more; with
-        several devices, each takes the next) into ``out`` (the planes of this unit's
-        ``planes``), as :meth:`backproject` does."""
-        self._stored = stored
+        even rows, n_cols)`` float32 in host memory of the detector's rows from
+        ``first_row`` (a ``filtered`` unit: filled by the stream, pybp/cone/run.py),
+        each slab that ``take()`` gives (None: no more; with several devices, each takes
+        the next) into ``out`` (the planes of this unit's ``planes``), as
+        :meth:`backproject` does."""
+        self._stored, self._store_rows = stored, (first_row, stored.shape[1])
         self._slabs(take, None, out, pool, progress)
         return out
 

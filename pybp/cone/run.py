@@ -1,8 +1,8 @@
 """FDK through the stream, on one device or several: the projections' rows that the
 planes project onto go through the stream (pybp/cone/filtering.py: normalisation, phase
 retrieval, ring removal, FDK's weights and the filter; chunks of rows shared out among
-the devices as parallel beam's are) into a store of filtered projections in
-page-locked host memory; then each device takes the next slab of planes and
+the devices as parallel beam's are) into a store of filtered projections in host
+memory; then each device takes the next slab of planes and
 back-projects it from the store (pybp/cone/prepare.py, ``Unit.from_store``). A row is
 filtered to the same bits on any device, in any chunk, and a slab's voxels do not
 depend on the device that made it: the volume is the same bit for bit on one device
@@ -12,6 +12,8 @@ or several, and equals :class:`pybp.ConeBackprojector`'s.
 from __future__ import annotations
 
 import threading
+import time
+from concurrent.futures import ThreadPoolExecutor
 
 import numpy as np
 import pyopencl as cl
@@ -23,40 +25,57 @@ from pybp.cone import slabs
 from pybp.cone.filtering import ROW_ALIGN, Filtering
 from pybp.cone.prepare import STORE_HOST_SHARE, Unit, plane_range
 from pybp.geometry.cone import ConeGeometry
+from pybp.stream.executor import WRITES
 from pybp.stream.progress import Progress
 from pybp.stream.sources import copy_pools
 from pybp.stream.team import Pipelines, Slab, join_all
 
 
+STORE_COPIES = 4  # threads of each write into the store (NumPy copies without the GIL)
+# The store in page-locked memory (DMA straight from it to the slabs' passes), or in
+# pageable memory: for the 512^3 case's 2.4 GB on the H100, 0.72 s the whole call from
+# pageable memory against 1.58 s page-locked, whose pinning and release took longer
+# than both phases together (tuning/cone_stream.py times both).
+PINNED_STORE = False
+
+
 class _StoreRows:
     """The store ``(n_angles, rows, n_cols)`` as the stream's output: rows of sinograms
-    ``(count, n_angles, n_cols)`` put at detector row ``at`` (from several threads,
-    disjoint rows)."""
+    ``(count, n_angles, n_cols)`` put at detector rows ``rows`` (from several threads,
+    disjoint rows), each a transposing copy split by projections over ``pool``."""
 
-    def __init__(self, store):
-        self.store = store
+    def __init__(self, store, pool):
+        self.store, self.pool = store, pool
 
     def __setitem__(self, rows: slice, sinograms):
-        self.store[:, rows] = np.swapaxes(sinograms, 0, 1)
+        n = self.store.shape[0]
+        step = -(-n // STORE_COPIES)
+
+        def put(a):
+            self.store[a:a + step, rows] = np.swapaxes(sinograms[:, a:a + step], 0, 1)
+
+        for done in [self.pool.submit(put, a) for a in range(0, n, step)]:
+            done.result()
 
 
-def store_bytes(geometry: ConeGeometry) -> int:
-    """Host memory of the store: every projection's rows (even) as float32."""
-    n_rows, n_cols = geometry.detector_shape
-    return geometry.n_angles * slabs.even(n_rows) * n_cols * 4
 
 
 def reconstruct(projections, geometry: ConeGeometry, out, targets, *, filter="ramp",
                 padding="zero", short_scan=None, flats=None, darks=None, rings=None,
                 ring_options=None, phase=None, memory_limit=None, params=None, planes=None,
-                progress=True) -> int:
+                progress=True, stats=None) -> int:
     """FDK of ``projections`` (line integrals; counts where ``flats`` are given) into
     ``out`` (the volume, or its ``planes``) on ``targets`` (dicts of ``device``,
     ``context`` or ``queue``), with ``rings``/``ring_options`` and ``phase`` as for
-    :func:`pybp.reconstruct`; returns how many values the flat-field rule replaced."""
-    n_rows, n_cols = geometry.detector_shape
+    :func:`pybp.reconstruct`; returns how many values the flat-field rule replaced.
+    ``stats`` (a dict): the rows' stream's (as :class:`pybp.stream.team.Slab` has
+    them), and the seconds of each phase (``rows_seconds``, ``slabs_seconds``)."""
+    n_cols = geometry.detector_shape[1]
     wanted = plane_range(planes, geometry.volume_shape[0])
-    size = store_bytes(geometry)
+    # The rows the planes project onto (all of them for the whole volume), from an even
+    # row, and a zero row after an odd last one (the FFT pairs it with zeros).
+    first_row, count = slabs.window(geometry, wanted, range(geometry.n_angles))
+    size = geometry.n_angles * slabs.even(count) * n_cols * 4
     if size > STORE_HOST_SHARE * checks.host_memory():
         raise ValueError(f"projections: their filtered line integrals ({size / 2**30:.3g} GiB) "
                          f"are kept in host memory, over {STORE_HOST_SHARE:.0%} of this "
@@ -65,35 +84,44 @@ def reconstruct(projections, geometry: ConeGeometry, out, targets, *, filter="ra
     for target in targets:  # one context per device, for both phases
         cl_device, context, queue = open_device(**target)
         opened.append(dict(queue=queue) if queue is not None else dict(context=context))
-    first_row, count = slabs.window(geometry, wanted, range(geometry.n_angles))
     log = flats is not None
     if log and darks is None:
         darks = np.zeros(geometry.detector_shape, np.float32)
-    first = opened[0]
-    queue = first.get("queue") or cl.CommandQueue(first["context"])
-    staging = Staging(queue)
+    staging = None
+    if PINNED_STORE:
+        first = opened[0]
+        staging = Staging(first.get("queue") or cl.CommandQueue(first["context"]))
     try:
-        store = staging.array(size // 4, np.float32).reshape(geometry.n_angles, -1, n_cols)
-        if store.shape[1] > n_rows:  # the FFT pairs an odd last row with zeros
-            store[:, n_rows:] = 0
+        shape = (geometry.n_angles, size // (4 * n_cols * geometry.n_angles), n_cols)
+        store = staging.array(size // 4, np.float32).reshape(shape) if staging else \
+            np.empty(shape, np.float32)
+        if count % 2:
+            store[:, count:] = 0
 
         def filtering(target):
             return Filtering(geometry, filter, padding, short_scan, rings, ring_options, phase,
                              memory_limit, **target)
 
-        with Pipelines(filtering, opened, align=ROW_ALIGN) as team:
+        tick = time.perf_counter()
+        with Pipelines(filtering, opened, align=ROW_ALIGN) as team, \
+                ThreadPoolExecutor(STORE_COPIES * WRITES, thread_name_prefix="pybp-store") as pool:
             replaced = team.run(Slab(projections, flats, darks, first_row, first_row + count,
-                                     _StoreRows(store), offset=first_row, log=log,
-                                     progress=progress))
-        _back_project(store, geometry, out, opened, filter, params, memory_limit, wanted,
-                      progress)
+                                     _StoreRows(store, pool), offset=0, log=log,
+                                     progress=progress, stats=stats))
+        filtered = time.perf_counter()
+        _back_project(store, first_row, geometry, out, opened, filter, params, memory_limit,
+                      wanted, progress)
+        if stats is not None:
+            stats.update(rows_seconds=filtered - tick,
+                         slabs_seconds=time.perf_counter() - filtered)
     finally:
-        staging.release()
+        if staging is not None:
+            staging.release()
     return replaced
 
 
-def _back_project(store, geometry, out, targets, filter, params, memory_limit, planes,
-                  progress):
+def _back_project(store, first_row, geometry, out, targets, filter, params, memory_limit,
+                  planes, progress):
     """Every slab of ``planes`` from ``store`` into ``out``, each device taking the next."""
     units = []
     try:
@@ -116,7 +144,8 @@ def _back_project(store, geometry, out, targets, filter, params, memory_limit, p
         def runs(unit):
             def run():
                 with copy_pools() as (reading, _):
-                    unit.from_store(store, out, take, reading, lambda _: bar.update(1))
+                    unit.from_store(store, out, take, reading, lambda _: bar.update(1),
+                                    first_row)
             return run
 
         try:

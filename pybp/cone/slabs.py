@@ -21,6 +21,9 @@ import numpy as np
 from pybp.geometry.cone import ConeGeometry
 
 MARGIN_ROWS = 1
+# Runs of planes (a resumed volume's, a Dask task's) start on a multiple of the widest
+# column of voxels a work-item computes: their voxels equal the whole volume's bit for bit.
+PLANE_ALIGN = 16
 
 
 @dataclass(frozen=True)

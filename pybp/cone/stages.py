@@ -24,6 +24,10 @@ class Weight(Stage):
     must start at the detector row :attr:`pybp.stages.base.Chunk.first_row`."""
 
     name = "preweight"
+    # Rows per chunk: filtering a row is cheap beside its transfers, so chunks of many
+    # rows (parallel beam's 4 are sized for the back-projection's slices) keep the
+    # per-chunk costs small.
+    chunk_rows = 32
 
     def __init__(self, context, device, geometry, short_scan=None):
         self.n_angles, self.n_cols = geometry.n_angles, geometry.detector_shape[1]

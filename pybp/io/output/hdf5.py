@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 import os
+import threading
 import warnings
 
 import numpy as np
@@ -75,10 +76,15 @@ class Hdf5File(Output):
         self.file.flush()
         os.fsync(self.file.id.get_vfd_handle())
 
+    # One write at a time (from the executor's writing threads): h5py serialises its
+    # calls anyway, and each slice's data, sync, record and sync then stay together, so
+    # that a failed sync leaves every earlier slice recorded.
+    _writing = threading.Lock()
+
     def __setitem__(self, key, slices):
         start = 0 if key.start is None else key.start
         data = converted(slices, self.dtype, self.first_row + start)
-        with disk.writing(self.partial):
+        with Hdf5File._writing, disk.writing(self.partial):
             self.data[start:start + len(data)] = data
             self._sync()  # the data on the disk before the record that says it is there
             self.record[start:start + len(data)] = 1
