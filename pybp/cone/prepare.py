@@ -199,6 +199,7 @@ class Unit:
         if self._filter is not None and not self._filter.in_place:
             self._scratch = cl.Buffer(self.context, rw, pass_bytes)
         self._stored = None  # the store (a device buffer, or page-locked host memory)
+        self._stop = None  # set: the passes end between launches (from_store)
         # The store's detector rows: from this row, this many (even) per projection.
         self._store_rows = (0, slabs.even(n_rows))
         if self.store == "device":
@@ -444,7 +445,7 @@ class Unit:
         cost = gx * gy * self.params.voxels_per_item * count
         events = []
         for first, n in self.pacer.blocks("backproject", columns, cost):
-            self.pacer.admit("backproject", n * cost)
+            self.pacer.admit("backproject", n * cost, self._stop)
             event = self.kernel(
                 self.queue, (gx, gy, n), self.params.group + (1,), waits, (0, 0, first),
                 projections=source, matrices=matrices, n_projections=count, first_row=window[0],
@@ -494,15 +495,20 @@ class Unit:
         self.replaced = self._count()
         return out
 
-    def from_store(self, stored, out, take, pool=None, progress=None, first_row=0):
+    def from_store(self, stored, out, take, pool=None, progress=None, first_row=0, stop=None):
         """Back-project slabs from ``stored``, filtered line integrals ``(n_angles,
         even rows, n_cols)`` float32 in host memory of the detector's rows from
         ``first_row`` (a ``filtered`` unit: filled by the stream, pybp/cone/run.py),
         each slab that ``take()`` gives (None: no more; with several devices, each takes
         the next) into ``out`` (the planes of this unit's ``planes``), as
-        :meth:`backproject` does."""
+        :meth:`backproject` does; a set ``stop`` (``threading.Event``) ends it between
+        launches with :class:`pybp.cl.pacing.Stopped`."""
         self._stored, self._store_rows = stored, (first_row, stored.shape[1])
-        self._slabs(take, None, out, pool, progress)
+        self._stop = stop
+        try:
+            self._slabs(take, None, out, pool, progress)
+        finally:
+            self._stop = None
         return out
 
     def _slabs(self, take, projections, out, pool, progress):

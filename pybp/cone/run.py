@@ -135,26 +135,27 @@ def _back_project(store, first_row, geometry, out, targets, filter, params, memo
         passes = len(plan.slabs) * len(plan.passes)
         bar = Progress(passes, len(planes) * ny * nx * geometry.n_angles / passes, progress,
                        what="passes", rate="GUPS")
-        left, lock = iter(plan.slabs), threading.Lock()
+        left, lock, stop = iter(plan.slabs), threading.Lock(), threading.Event()
 
         def take():
             with lock:
-                return next(left, None)
+                return None if stop.is_set() else next(left, None)
 
         def runs(unit):
             def run():
                 with copy_pools() as (reading, _):
                     unit.from_store(store, out, take, reading, lambda _: bar.update(1),
-                                    first_row)
+                                    first_row, stop)
             return run
 
         try:
             if len(units) == 1:
                 runs(units[0])()
-            else:
-                join_all([runs(unit) for unit in units], threading.Event())
+            else:  # an error or Ctrl-C sets stop: every device ends between launches
+                join_all([runs(unit) for unit in units], stop)
         finally:
             bar.close()
     finally:
+        # Each device's queues are finished before the store they read goes.
         for unit in units:
             unit.close()
