@@ -18,6 +18,26 @@ from pybp.stream.progress import Progress
 from pybp.stream.sources import copy_pools
 
 
+def _check_geometry(geometry):
+    if not isinstance(geometry, ConeGeometry):
+        raise TypeError(f"geometry: expected a pybp.ConeGeometry, got {type(geometry).__name__}")
+
+
+def _checked_volume(projections, geometry, shape, out):
+    """``projections`` checked against ``geometry``, and ``out`` for a volume of
+    ``shape`` (None: a new float32 array, where this machine's memory holds it)."""
+    checks.array_like(projections, "projections", (3,))
+    expected = (geometry.n_angles,) + geometry.detector_shape
+    if tuple(projections.shape) != expected:
+        raise ValueError(f"projections: expected (n_angles, n_rows, n_cols) = {expected} "
+                         f"(the geometry's), got {tuple(projections.shape)}")
+    if out is None:
+        checks.check_volume_memory(shape)
+        out = np.empty(shape, np.float32)
+    checks.check_output(out, shape, inputs=dict(projections=projections))
+    return out
+
+
 class ConeBackprojector:
     """The voxel-driven cone-beam back-projection of ``geometry`` on one device, kept
     for any number of calls (kernels, device buffers and page-locked staging made
@@ -50,8 +70,7 @@ class ConeBackprojector:
     def __init__(self, geometry: ConeGeometry, params=None, filter=None, padding="zero",
                  short_scan=None, memory_limit=None, planes=None, flats=None, darks=None,
                  device=None, context=None, queue=None, progress=False):
-        if not isinstance(geometry, ConeGeometry):
-            raise TypeError(f"geometry: expected a pybp.ConeGeometry, got {type(geometry).__name__}")
+        _check_geometry(geometry)
         self.geometry, self.progress = geometry, progress
         if device is None and context is None and queue is None:
             speed.choose_cpu_runtime()  # where several CPU runtimes work: the fastest here
@@ -77,15 +96,7 @@ class ConeBackprojector:
         if self._unit is None:
             raise RuntimeError("ConeBackprojector: closed; make a new one")
         g = self.geometry
-        checks.array_like(projections, "projections", (3,))
-        expected = (g.n_angles,) + g.detector_shape
-        if tuple(projections.shape) != expected:
-            raise ValueError(f"projections: expected (n_angles, n_rows, n_cols) = {expected} "
-                             f"(the geometry's), got {tuple(projections.shape)}")
-        if out is None:
-            checks.check_volume_memory(self.shape)
-            out = np.empty(self.shape, np.float32)
-        checks.check_output(out, self.shape, inputs=dict(projections=projections))
+        out = _checked_volume(projections, g, self.shape, out)
         bar = None
         if progress is None and self.progress:
             plan = self._unit.plan
@@ -184,8 +195,7 @@ STREAM_OPTIONS = ("params", "memory_limit", "planes", "device", "context", "queu
 def _streamed(projections, geometry, filter, padding, short_scan, out, flats, darks, progress,
               steps, devices, client, options):
     """:func:`fdk` through the stream (pybp/cone/run.py), its arguments checked first."""
-    if not isinstance(geometry, ConeGeometry):
-        raise TypeError(f"geometry: expected a pybp.ConeGeometry, got {type(geometry).__name__}")
+    _check_geometry(geometry)
     unknown = sorted(set(options) - set(STREAM_OPTIONS))
     if unknown:
         raise TypeError(f"{unknown[0]}: not an option of pybp.fdk with rings, phase or devices")
@@ -197,11 +207,8 @@ def _streamed(projections, geometry, filter, padding, short_scan, out, flats, da
                          "context or queue")
     if devices is not None and client is not None:
         raise ValueError("client: give a client, or devices (each worker has its own)")
-    checks.array_like(projections, "projections", (3,))
-    expected = (geometry.n_angles,) + geometry.detector_shape
-    if tuple(projections.shape) != expected:
-        raise ValueError(f"projections: expected (n_angles, n_rows, n_cols) = {expected} "
-                         f"(the geometry's), got {tuple(projections.shape)}")
+    planes = plane_range(options.get("planes"), geometry.volume_shape[0])
+    out = _checked_volume(projections, geometry, (len(planes),) + geometry.volume_shape[1:], out)
     if flats is None and darks is not None:
         raise ValueError("darks: given without flats; give both, or flats alone")
     if flats is not None:
@@ -210,12 +217,6 @@ def _streamed(projections, geometry, filter, padding, short_scan, out, flats, da
     if steps["phase"] is not None and flats is None:
         raise ValueError("phase: retrieval works on the transmission, before -log; give "
                          "flats (and darks) with the detector counts")
-    planes = plane_range(options.get("planes"), geometry.volume_shape[0])
-    shape = (len(planes),) + geometry.volume_shape[1:]
-    if out is None:
-        checks.check_volume_memory(shape)
-        out = np.empty(shape, np.float32)
-    checks.check_output(out, shape, inputs=dict(projections=projections))
     common = dict(filter=filter, padding=padding, short_scan=short_scan, **steps)
     if client is not None:
         options.pop("planes", None)

@@ -27,11 +27,10 @@ from pybp.cone.prepare import STORE_HOST_SHARE, Unit, plane_range
 from pybp.geometry.cone import ConeGeometry
 from pybp.stream.executor import WRITES
 from pybp.stream.progress import Progress
-from pybp.stream.sources import copy_pools
+from pybp.stream.sources import COPY_THREADS, copy_blocks, copy_pools
 from pybp.stream.team import Pipelines, Slab, join_all
 
 
-STORE_COPIES = 4  # threads of each write into the store (NumPy copies without the GIL)
 # The store in page-locked memory (DMA straight from it to the slabs' passes), or in
 # pageable memory: for the 512^3 case's 2.4 GB on the H100, 0.72 s the whole call from
 # pageable memory against 1.58 s page-locked, whose pinning and release took longer
@@ -42,22 +41,13 @@ PINNED_STORE = False
 class _StoreRows:
     """The store ``(n_angles, rows, n_cols)`` as the stream's output: rows of sinograms
     ``(count, n_angles, n_cols)`` put at detector rows ``rows`` (from several threads,
-    disjoint rows), each a transposing copy split by projections over ``pool``."""
+    disjoint rows), each a transposing copy in blocks of projections over ``pool``."""
 
     def __init__(self, store, pool):
         self.store, self.pool = store, pool
 
     def __setitem__(self, rows: slice, sinograms):
-        n = self.store.shape[0]
-        step = -(-n // STORE_COPIES)
-
-        def put(a):
-            self.store[a:a + step, rows] = np.swapaxes(sinograms[:, a:a + step], 0, 1)
-
-        for done in [self.pool.submit(put, a) for a in range(0, n, step)]:
-            done.result()
-
-
+        copy_blocks(self.pool, self.store[:, rows], np.swapaxes(sinograms, 0, 1))
 
 
 def reconstruct(projections, geometry: ConeGeometry, out, targets, *, filter="ramp",
@@ -82,7 +72,7 @@ def reconstruct(projections, geometry: ConeGeometry, out, targets, *, filter="ra
                          f"machine's {checks.host_memory() / 2**30:.3g} GiB")
     opened = []
     for target in targets:  # one context per device, for both phases
-        cl_device, context, queue = open_device(**target)
+        _, context, queue = open_device(**target)
         opened.append(dict(queue=queue) if queue is not None else dict(context=context))
     log = flats is not None
     if log and darks is None:
@@ -104,7 +94,7 @@ def reconstruct(projections, geometry: ConeGeometry, out, targets, *, filter="ra
 
         tick = time.perf_counter()
         with Pipelines(filtering, opened, align=ROW_ALIGN) as team, \
-                ThreadPoolExecutor(STORE_COPIES * WRITES, thread_name_prefix="pybp-store") as pool:
+                ThreadPoolExecutor(COPY_THREADS * WRITES, thread_name_prefix="pybp-store") as pool:
             replaced = team.run(Slab(projections, flats, darks, first_row, first_row + count,
                                      _StoreRows(store, pool), offset=0, log=log,
                                      progress=progress, stats=stats))
