@@ -35,7 +35,7 @@ from pybp.cone.slabs import PLANE_ALIGN
 from pybp.io.readers import open_scan
 from pybp.parallel.prepare import Setup, team
 from pybp.stream.progress import Progress
-from pybp.stream.team import Slab
+from pybp.stream.team import Job
 
 ENV_DEVICES = "PYBP_DEVICES"
 SLABS_PER_WORKER = 4  # tasks per worker: few enough that set-up stays small, enough to balance
@@ -188,7 +188,7 @@ def _run_slab(source, setup, first, stop, offset, log, chunk_slices):
         projections, flats, darks, out, scan = _task_data(source)
         try:
             stats = {}
-            clipped = pipelines.run(Slab(projections, flats, darks, first, stop, out,
+            clipped = pipelines.run(Job(projections, flats, darks, first, stop, out,
                                          offset=offset, log=log, chunk_slices=chunk_slices,
                                          progress=False, stats=stats))
         finally:
@@ -278,27 +278,27 @@ def _gather(client, futures, bar, token, release):
     return sorted(done, key=lambda r: r["first"])
 
 
-def reconstruct_on_cluster(client, setup: Setup, slab: Slab, scan=None, release=True) -> int:
-    """Reconstruct ``slab`` on the workers of ``client``, a task per slab of rows;
+def reconstruct_on_cluster(client, setup: Setup, job: Job, scan=None, release=True) -> int:
+    """Reconstruct ``job`` on the workers of ``client``, a task per slab of rows;
     return how many values normalisation replaced. ``scan``: the arguments of
-    ``open_scan`` for workers to read the projections themselves (``slab``'s
-    projections, flats and darks then None), with ``slab.out`` a picklable writer;
-    else the arrays of ``slab`` are shared with workers in this process. ``release``: the
+    ``open_scan`` for workers to read the projections themselves (``job``'s
+    projections, flats and darks then None), with ``job.out`` a picklable writer;
+    else the arrays of ``job`` are shared with workers in this process. ``release``: the
     workers free their pipelines when the last slab is done (False: they keep them
     for the next call with the same ``setup``, until :func:`release_workers`)."""
-    arrays = {k: getattr(slab, k) for k in ("projections", "flats", "darks", "out")}
+    arrays = {k: getattr(job, k) for k in ("projections", "flats", "darks", "out")}
     source, token, resources, n_workers = _prepared(client, scan, arrays)
     if scan is not None:
-        source = source + (slab.out,)
-    first, stop = slab.first, slab.stop
-    bar = Progress(stop - first, setup.geometry().updates(), slab.progress)
-    futures = [client.submit(_run_slab, source, setup, a, b, slab.offset + a - first,
-                             slab.log, slab.chunk_slices, pure=False, resources=resources,
+        source = source + (job.out,)
+    first, stop = job.first, job.stop
+    bar = Progress(stop - first, setup.geometry().updates(), job.progress)
+    futures = [client.submit(_run_slab, source, setup, a, b, job.offset + a - first,
+                             job.log, job.chunk_slices, pure=False, resources=resources,
                              key=f"pybp-slab-{a}-{b}-{uuid.uuid4().hex[:8]}")
                for a, b in slabs(first, stop, n_workers)]
     done = _gather(client, futures, bar, token, release)
-    if slab.stats is not None:
-        slab.stats.update(slabs=done)
+    if job.stats is not None:
+        job.stats.update(slabs=done)
     return sum(result["clipped"] for result in done)
 
 

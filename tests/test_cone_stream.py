@@ -270,7 +270,8 @@ def test_dask_workers_run_runs_of_planes_bit_for_bit(cl_device, scan):
 
 def test_the_command_runs_cone_beam_on_a_local_scheduler(tmp_path, cl_device, capsys):
     """--scheduler local with --geometry: worker processes read the scan and write the
-    planes as TIFF files, the volume of one device bit for bit."""
+    planes as TIFF files, the volume of one device bit for bit; planes deleted and
+    --resume on workers again give the same volume bit for bit."""
     pytest.importorskip("distributed")
     import tifffile
 
@@ -285,6 +286,15 @@ def test_the_command_runs_cone_beam_on_a_local_scheduler(tmp_path, cl_device, ca
                             f"{cl_device.name},{cl_device.name}"]) == 0
     got = np.stack([tifffile.imread(folder / f"slice_{k:05d}.tif") for k in range(32)])
     assert np.array_equal(got, np.load(tmp_path / "one.npy"))
+    for k in (0, 15, 16, 31):  # on either side of the runs of planes the workers take
+        (folder / f"slice_{k:05d}.tif").unlink()
+    capsys.readouterr()
+    loud = [a for a in base if a != "--quiet"]
+    assert cli.main(loud + ["-o", str(folder), "--resume", "--scheduler", "local",
+                                 "--devices", f"{cl_device.name},{cl_device.name}"]) == 0
+    assert "resume: 28 of 32 planes" in capsys.readouterr().out
+    resumed = np.stack([tifffile.imread(folder / f"slice_{k:05d}.tif") for k in range(32)])
+    assert np.array_equal(resumed, got)
     assert cli.main(base + ["-o", str(tmp_path / "v.npy"), "--scheduler", "local"]) == 2
     assert "folder of TIFF files" in capsys.readouterr().err
 

@@ -13,6 +13,7 @@ from pybp.geometry import cone_weights as weights
 from pybp.cone.params import ConeParams
 from pybp.geometry.cone import ConeGeometry
 from pybp.parallel.verify import TOLERANCES
+from pybp.tune.cone import geometry
 
 EXACT = ConeParams(family="exact", voxels_per_item=4, projections_per_pass=8, group=(16, 8))
 EXACT_RTOL = 1e-5  # relative RMS (the issue's bound for the exact family)
@@ -230,6 +231,27 @@ def test_slabs_from_counts_and_their_nan_are_one_volume_or_refused(cl_device, rn
         with pytest.raises(ValueError, match="^projections: 1 values are NaN or Inf"):
             bp(line, out=out)
     assert (out == 7.0).all()  # no slab written
+
+
+def test_slabs_whose_windows_skip_rows_equal_one_piece(cl_device, rng):
+    """A detector much taller than the volume's shadow (the toy case of ``pybp bench
+    --cone``): the first slabs read its top rows, the last its bottom ones, and the
+    rows between none; through the host store, the volume of one piece bit for bit.
+    (A store filled in bands as the slabs go, tried, once ran a band past its pass
+    buffer here: docs/benchmarks.md.)"""
+    g = geometry(32, 8, (24, 48))  # pybp bench --cone --size 32 --detector 24x48
+    projections = rng.standard_normal((8, 24, 48)).astype(np.float32)
+    params = ConeParams(family="exact", voxels_per_item=4, projections_per_pass=8, group=(32, 8))
+    one = pybp.ConeBackprojector(g, params, filter="ramp", device=cl_device)(projections)
+    with pybp.ConeBackprojector(g, params, filter="ramp", memory_limit=32 ** 3,
+                                device=cl_device) as bp:
+        assert bp.store == "host" and len(bp.plan.slabs) >= 4
+        read = np.zeros(24, bool)
+        for slab in bp.plan.slabs:
+            first_row, n_rows = slab.windows[0]
+            read[first_row:first_row + n_rows] = True
+        assert not read.all()  # rows no slab reads
+        assert np.array_equal(bp(projections), one)
 
 
 def test_windows_hold_every_row_a_slab_reads(rng):

@@ -38,7 +38,7 @@ def test_probe_builds_runs_and_keeps_its_verdict(cl_device, cache, monkeypatch):
     monkeypatch.setattr(device, "_PROBES", {})
     verdict = device.probe(cl_device)
     assert verdict.usable and verdict.why == ""
-    record = profiles.read_record(device._named(cl_device), "probe")["probe"]
+    record = profiles.read_record(device.named(cl_device), "probe")["probe"]
     assert record["usable"] and record["version"] == device.PROBE_VERSION
     # Next time (another process) from the record: no kernel is built.
     monkeypatch.setattr(device, "_PROBES", {})

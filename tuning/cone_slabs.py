@@ -33,7 +33,8 @@ PROFILING = cl.command_queue_properties.PROFILING_ENABLE
 
 
 class Probe:
-    """Wall time of the Unit's host steps, and device time of what its queues ran."""
+    """Wall time of the slab back-projector's host steps, and device time of what its
+    queues ran."""
 
     def __init__(self):
         self.host = defaultdict(float)
@@ -81,19 +82,20 @@ def instrumented(probe):
     module = Module()
     module.enqueue_copy, module.CommandQueue = enqueue_copy, queue
     prepare.cl = module
-    real_launch = prepare.Unit._launch
+    cls = getattr(prepare, "SlabBackprojector", None) or prepare.Unit  # older trees: Unit
+    real_launch = cls._launch
 
     def launch(self, *args, **kwargs):
         events = real_launch(self, *args, **kwargs)
         probe.events.extend(events)
         return events
 
-    prepare.Unit._launch = launch
-    prepare.Unit._stage = probe.wrap("copy into staging", prepare.Unit._stage)
-    prepare.Unit._wait = probe.wrap("wait for the device", prepare.Unit._wait)
-    if hasattr(prepare.Unit, "_fill_store"):  # the code that filters once
-        prepare.Unit._fill_store = probe.wrap("filter once", prepare.Unit._fill_store)
-        prepare.Unit._from_store = probe.wrap("passes from the store", prepare.Unit._from_store)
+    cls._launch = launch
+    cls._stage = probe.wrap("copy into staging", cls._stage)
+    cls._wait = probe.wrap("wait for the device", cls._wait)
+    if hasattr(cls, "_fill_store"):  # the code that filters once
+        cls._fill_store = probe.wrap("filter once", cls._fill_store)
+        cls._from_store = probe.wrap("passes from the store", cls._from_store)
 
 
 def upload_bandwidth(context) -> float:
@@ -154,7 +156,8 @@ def main():
                 devices.append(probe.device())
             k = int(np.argsort(walls)[len(walls) // 2])
             h, d = hosts[k], devices[k]
-            print(f"| {'none' if limit is None else f'{limit >> 20} MiB'} | {len(plan.slabs)} | "
+            print(f"| {'none' if limit is None else f'{limit >> 20} MiB'} | "
+                  f"{len(plan.slabs)} ({bp.store or 'no store'}) | "
                   f"{rows / (g.n_angles * g.detector_shape[0]):.2f}x | {walls[k]:.3f} | "
                   f"{h.get('copy into staging', 0):.3f} | {h.get('wait for the device', 0):.3f} | "
                   f"{h.get('filter once', 0):.3f} | {h.get('passes from the store', 0):.3f} | "

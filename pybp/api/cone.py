@@ -10,7 +10,7 @@ import numpy as np
 
 from pybp import checks, distributed
 from pybp.cone import run
-from pybp.cone.prepare import Unit, plane_range
+from pybp.cone.prepare import SlabBackprojector, plane_range
 from pybp.geometry.cone import ConeGeometry
 from pybp.parallel import speed
 from pybp.stages.normalize import warn_replaced
@@ -74,9 +74,10 @@ class ConeBackprojector:
         self.geometry, self.progress = geometry, progress
         if device is None and context is None and queue is None:
             speed.choose_cpu_runtime()  # where several CPU runtimes work: the fastest here
-        self._unit = Unit(geometry, params, device=device, context=context, queue=queue,
-                          filter=filter, padding=padding, short_scan=short_scan,
-                          memory_limit=memory_limit, planes=planes, flats=flats, darks=darks)
+        self._unit = SlabBackprojector(
+            geometry, params, device=device, context=context, queue=queue, filter=filter,
+            padding=padding, short_scan=short_scan, memory_limit=memory_limit, planes=planes,
+            flats=flats, darks=darks)
         self._lock = threading.Lock()  # one call at a time: they share the device buffers
         self.shape = (len(self._unit.planes),) + geometry.volume_shape[1:]
         self.params, self.device, self.plan = self._unit.params, self._unit.device, self._unit.plan

@@ -25,7 +25,7 @@ from pybp.parallel import speed
 from pybp.parallel.prepare import Setup, team
 from pybp.stages import filters
 from pybp.stages.normalize import warn_replaced
-from pybp.stream.team import Slab
+from pybp.stream.team import Job
 
 
 def reconstruct(projections, angles, flats=None, darks=None, center=None, rows=None, out=None,
@@ -186,13 +186,13 @@ class Reconstructor:
             chunk_slices = checks.positive_int(chunk_slices, "chunk_slices")
         out, offset = _output(out, g, first, stop, n_rows,
                               dict(projections=projections, flats=flats, darks=darks))
-        slab = Slab(projections, flats, darks, first, stop, out, offset=offset, log=log,
+        job = Job(projections, flats, darks, first, stop, out, offset=offset, log=log,
                     chunk_slices=chunk_slices, progress=progress, stats=stats)
         if self._client is not None:
-            clipped = distributed.reconstruct_on_cluster(self._client, self.setup, slab,
+            clipped = distributed.reconstruct_on_cluster(self._client, self.setup, job,
                                                          release=False)
         else:
-            clipped = self._team.run(slab)
+            clipped = self._team.run(job)
         return out, clipped, (stop - first) * n_angles * n_bins
 
     def close(self, wait=True):

@@ -12,15 +12,9 @@ from __future__ import annotations
 import numpy as np
 import pyopencl as cl
 
-from pybp.cl.device import (
-    CHANNEL_ORDERS,
-    CHANNEL_TYPES,
-    describe,
-    new_context,
-    select_device,
-    usable_image_formats,
-)
 from pybp.cl import codegen
+from pybp.cl.device import describe, new_context, select_device
+from pybp.cl.images import CHANNEL_ORDERS, CHANNEL_TYPES, usable_image_formats
 from pybp.parallel.params import HYBRID_PERIOD, SETTINGS, TextureParams
 from pybp.parallel.profiler import architecture, choose_texel
 from pybp.api.sinograms import Backprojector

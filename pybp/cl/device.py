@@ -1,6 +1,6 @@
 """OpenCL devices: finding them, describing them in plain values, probing whether they
-build and run kernels (skipping those that do not), choosing one, and the image formats
-they really support."""
+build and run kernels (skipping those that do not) and choosing one. The image formats
+they really support are pybp/cl/images.py's."""
 
 from __future__ import annotations
 
@@ -21,11 +21,6 @@ import pyopencl as cl
 from pybp.cl import codegen, implementations, profiles, store
 
 ENV_DEVICE = "PYBP_DEVICE"
-
-# Channel orders for 1, 2 and 4 texel channels, and channel types per storage.
-CHANNEL_ORDERS = {1: cl.channel_order.R, 2: cl.channel_order.RG, 4: cl.channel_order.RGBA}
-CHANNEL_TYPES = {"float": cl.channel_type.FLOAT, "half": cl.channel_type.HALF_FLOAT}
-
 
 @functools.lru_cache(maxsize=1)
 def _register_pip_runtimes():
@@ -144,18 +139,18 @@ class DeviceDescription:
 
 
 @dataclass(frozen=True)
-class _Named:
+class Named:
     """A device's name and identity: what its records (pybp.cl.profiles) are filed under."""
 
     name: str
     identity: str
 
 
-def _named(device: cl.Device) -> _Named:
+def named(device: cl.Device) -> Named:
     platform = device.platform
     parts = [platform.name, platform.version, device.vendor, device.name, device.version,
              device.driver_version]
-    return _Named(device.name.strip(), " | ".join(part.strip() for part in parts))
+    return Named(device.name.strip(), " | ".join(part.strip() for part in parts))
 
 
 def describe(device: cl.Device, index: int | None = None) -> DeviceDescription:
@@ -279,8 +274,8 @@ def probe(cl_device) -> Probe:
     verdict is kept with the device's records, ``pybp.cl.profiles``)."""
     if cl_device.int_ptr in _PROBES:
         return _PROBES[cl_device.int_ptr]
-    named = _named(cl_device)
-    record = profiles.read_record(named, "probe").get("probe")
+    identity = named(cl_device)
+    record = profiles.read_record(identity, "probe").get("probe")
     if record and record.get("version") == PROBE_VERSION:
         found = Probe(record["usable"], record["why"], record["timers"], record.get("speed", 0.0))
     else:
@@ -288,7 +283,7 @@ def probe(cl_device) -> Probe:
         try:
             if not found.usable and not found.why.startswith("cannot build"):
                 raise OSError  # may pass another time: not kept
-            profiles.update_record(named, "probe", {"probe": dict(
+            profiles.update_record(identity, "probe", {"probe": dict(
                 version=PROBE_VERSION, usable=found.usable, why=found.why, timers=found.timers)})
         except OSError:
             pass  # an unwritable cache: probe again next time
@@ -302,9 +297,9 @@ def record_speed(cl_device, speed: float):
     on (:func:`speed_rank`)."""
     verdict = dataclasses.replace(probe(cl_device), speed=float(speed))
     _PROBES[cl_device.int_ptr] = verdict
-    named = _named(cl_device)
+    identity = named(cl_device)
     try:
-        profiles.update_record(named, "probe", {"probe": dict(
+        profiles.update_record(identity, "probe", {"probe": dict(
             version=PROBE_VERSION, usable=verdict.usable, why=verdict.why,
             timers=verdict.timers, speed=verdict.speed)})
     except OSError:
@@ -401,63 +396,6 @@ def select_device(device=None) -> cl.Device:
         usable = [d for d in matches if probe(d).usable]
         return _checked(min(usable or matches, key=speed_rank), source, found)
     raise TypeError(f"{source}: expected a pyopencl.Device, an index or a name, got {type(device).__name__}")
-
-
-def _format_usable(context, channels, storage):
-    """Whether an image of this format can be made and sampled by a kernel.
-
-    Some runtimes list formats they cannot allocate (silx issue 3243), and PoCL 3.0
-    copies single-channel half images faithfully but samples garbage from them; so
-    make one and read it back through a kernel.
-    """
-    fmt = cl.ImageFormat(CHANNEL_ORDERS[channels], CHANNEL_TYPES[storage])
-    dtype = np.float16 if storage == "half" else np.float32
-    data = (np.arange(8 * 4 * channels) - 7.25).astype(dtype).reshape(4, 8, channels)
-    try:
-        image = cl.create_image(context, cl.mem_flags.READ_ONLY | cl.mem_flags.COPY_HOST_PTR, fmt,
-                                shape=(8, 4), hostbuf=data)
-        sampled = np.empty((4, 8, channels), np.float32)
-        out = cl.Buffer(context, cl.mem_flags.WRITE_ONLY, sampled.nbytes)
-        program = codegen.compiled(context, codegen.render("image_probe.cl.mako", channels=channels))
-        with cl.CommandQueue(context) as queue:
-            program.sample(queue, (8, 4), None, image, out)
-            cl.enqueue_copy(queue, sampled, out)
-        return bool(np.array_equal(sampled, data.astype(np.float32)))
-    except (cl.Error, ValueError, TypeError, RuntimeError):
-        return False
-
-
-_FORMATS = {}  # device -> usable formats: once per process; on disk once per device and driver
-FORMATS_VERSION = 1
-
-
-def usable_image_formats(context) -> frozenset:
-    """``(channels, storage)`` pairs of 2-D images this context can allocate and read,
-    probed once per device and driver (kept with the device's probe record: the four
-    probes cost a small reconstruction on PoCL 15 ms of its 0.35 s)."""
-    device = context.devices[0]
-    if device.int_ptr in _FORMATS:
-        return _FORMATS[device.int_ptr]
-    if not device.image_support:
-        return frozenset()
-    named = _named(device)
-    record = profiles.read_record(named, "probe").get("formats")
-    if record and record.get("version") == FORMATS_VERSION:
-        usable = {(channels, storage) for channels, storage in record["usable"]}
-    else:
-        listed = {(f.channel_order, f.channel_data_type) for f in
-                  cl.get_supported_image_formats(context, cl.mem_flags.READ_ONLY,
-                                                 cl.mem_object_type.IMAGE2D)}
-        usable = {(channels, storage) for channels, order in CHANNEL_ORDERS.items()
-                  for storage, ctype in CHANNEL_TYPES.items()
-                  if (order, ctype) in listed and _format_usable(context, channels, storage)}
-        try:
-            profiles.update_record(named, "probe", {"formats": dict(
-                version=FORMATS_VERSION, usable=sorted(usable))})
-        except OSError:
-            pass  # an unwritable cache: probe again next time
-    _FORMATS[device.int_ptr] = frozenset(usable)
-    return _FORMATS[device.int_ptr]
 
 
 _CONTEXTS = {}  # one context per device for the calls that give none: programs are kept

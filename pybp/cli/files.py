@@ -26,7 +26,7 @@ from pybp.parallel.params import INTERPOLATIONS, SLICES_PER_PASS, STORAGES
 from pybp.api.sinograms import Backprojector
 from pybp.cl.device import open_device
 from pybp.parallel.prepare import Setup
-from pybp.stream.team import Slab
+from pybp.stream.team import Job
 from pybp.api.volumes import Reconstructor
 from pybp.cli import cone, preprocessing, scans, writing
 from pybp.cli.scans import check_cluster, check_counts, cluster, say
@@ -265,10 +265,10 @@ def _on_cluster(args, client, scan, output, rows, a, b, options):
     """Rows ``a..b`` of the output by the workers of ``client``, which open the scan and
     write the TIFF slices themselves."""
     setup = Setup(scan.shape[2], scan.angles, **options)
-    slab = Slab(None, None, None, rows[0] + a, rows[0] + b, output.writer(), offset=a,
+    job = Job(None, None, None, rows[0] + a, rows[0] + b, output.writer(), offset=a,
                 log=not args.no_log, chunk_slices=args.chunk_slices, progress=not args.quiet)
     try:
-        distributed.reconstruct_on_cluster(client, setup, slab, scan=scan.opened_with)
+        distributed.reconstruct_on_cluster(client, setup, job, scan=scan.opened_with)
     finally:
         output.scan_done()
 

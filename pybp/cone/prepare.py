@@ -1,7 +1,7 @@
 """One device prepared for a cone-beam geometry: the kernels of a parameter set (and,
 for FDK, the pre-weighting and the row filter), the volume's slab buffer, two pass
-buffers and their page-locked staging; :meth:`Unit.backproject` streams the passes
-(docs/design.md, section 8).
+buffers and their page-locked staging; :meth:`SlabBackprojector.backproject` streams
+the passes (docs/design.md, section 8).
 
 A pass: the host copies its projections' window of rows into page-locked staging
 (on threads), a second queue uploads it while the compute queue back-projects the
@@ -86,7 +86,7 @@ class _Window:
         return np.asarray(self[0:self.count], dtype)
 
 
-class Unit:
+class SlabBackprojector:
     """``geometry`` on one device (``device``, ``context`` or ``queue``) with ``params``
     (None: :func:`pybp.cone.profiler.default_params`). ``filter`` (a name of
     :data:`pybp.stages.filters.FILTERS`): FDK with that filter, ``padding`` and

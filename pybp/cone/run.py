@@ -3,7 +3,7 @@ planes project onto go through the stream (pybp/cone/filtering.py: normalisation
 retrieval, ring removal, FDK's weights and the filter; chunks of rows shared out among
 the devices as parallel beam's are) into a store of filtered projections in host
 memory; then each device takes the next slab of planes and
-back-projects it from the store (pybp/cone/prepare.py, ``Unit.from_store``). A row is
+back-projects it from the store (pybp/cone/prepare.py, ``SlabBackprojector.from_store``). A row is
 filtered to the same bits on any device, in any chunk, and a slab's voxels do not
 depend on the device that made it: the volume is the same bit for bit on one device
 or several, and equals :class:`pybp.ConeBackprojector`'s.
@@ -23,12 +23,12 @@ from pybp.cl.device import open_device
 from pybp.cl.staging import Staging
 from pybp.cone import slabs
 from pybp.cone.filtering import ROW_ALIGN, Filtering
-from pybp.cone.prepare import STORE_HOST_SHARE, Unit, plane_range
+from pybp.cone.prepare import STORE_HOST_SHARE, SlabBackprojector, plane_range
 from pybp.geometry.cone import ConeGeometry
 from pybp.stream.executor import WRITES
 from pybp.stream.progress import Progress
 from pybp.stream.sources import COPY_THREADS, copy_blocks, copy_pools
-from pybp.stream.team import Pipelines, Slab, join_all
+from pybp.stream.team import Job, Pipelines, join_all
 
 
 # The store in page-locked memory (DMA straight from it to the slabs' passes), or in
@@ -58,7 +58,7 @@ def reconstruct(projections, geometry: ConeGeometry, out, targets, *, filter="ra
     ``out`` (the volume, or its ``planes``) on ``targets`` (dicts of ``device``,
     ``context`` or ``queue``), with ``rings``/``ring_options`` and ``phase`` as for
     :func:`pybp.reconstruct`; returns how many values the flat-field rule replaced.
-    ``stats`` (a dict): the rows' stream's (as :class:`pybp.stream.team.Slab` has
+    ``stats`` (a dict): the rows' stream's (as :class:`pybp.stream.team.Job` has
     them), and the seconds of each phase (``rows_seconds``, ``slabs_seconds``)."""
     n_cols = geometry.detector_shape[1]
     wanted = plane_range(planes, geometry.volume_shape[0])
@@ -95,7 +95,7 @@ def reconstruct(projections, geometry: ConeGeometry, out, targets, *, filter="ra
         tick = time.perf_counter()
         with Pipelines(filtering, opened, align=ROW_ALIGN) as team, \
                 ThreadPoolExecutor(COPY_THREADS * WRITES, thread_name_prefix="pybp-store") as pool:
-            replaced = team.run(Slab(projections, flats, darks, first_row, first_row + count,
+            replaced = team.run(Job(projections, flats, darks, first_row, first_row + count,
                                      _StoreRows(store, pool), offset=0, log=log,
                                      progress=progress, stats=stats))
         filtered = time.perf_counter()
@@ -116,7 +116,7 @@ def _back_project(store, first_row, geometry, out, targets, filter, params, memo
     units = []
     try:
         for target in targets:  # one parameter set: the same passes on every device
-            units.append(Unit(geometry, params or (units[0].params if units else None),
+            units.append(SlabBackprojector(geometry, params or (units[0].params if units else None),
                               filter=filter, memory_limit=memory_limit,
                               planes=(planes.start, planes.stop), filtered=True, **target))
         # The shortest slabs fit every device (its slab buffer, its windows' rows).

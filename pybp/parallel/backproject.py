@@ -8,7 +8,7 @@ from __future__ import annotations
 import pyopencl as cl
 
 from pybp.cl import codegen
-from pybp.cl.device import CHANNEL_ORDERS, CHANNEL_TYPES
+from pybp.cl.images import CHANNEL_ORDERS, CHANNEL_TYPES
 from pybp.parallel import kernels
 from pybp.parallel.plan import Plan
 from pybp.stages.base import Need, Stage

@@ -17,7 +17,8 @@ import numpy as np
 
 from pybp import checks, phantoms
 from pybp.cl import profiles
-from pybp.cl.device import describe, open_device, usable_image_formats
+from pybp.cl.device import describe, open_device
+from pybp.cl.images import usable_image_formats
 from pybp.geometry.parallel import Geometry
 from pybp.parallel import kernels, profiler, verify
 from pybp.parallel.backproject import Backproject, Circle

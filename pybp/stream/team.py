@@ -1,8 +1,9 @@
-"""One team of pipelines per slab: a prepared unit per device (for parallel beam,
-:class:`pybp.parallel.prepare.Unit`), kept for any number of slabs of one scan
-geometry, every device streaming its chunks of rows from one shared schedule
-(:class:`Pipelines`). :func:`pybp.reconstruct` and :class:`pybp.Reconstructor` run one in
-this process; Dask workers run one each (pybp/distributed.py).
+"""One team of pipelines: a prepared unit per device (a geometry's recipe,
+pybp/stream/recipe.py), kept for any number of jobs (:class:`Job`: rows of a scan
+into an output) of one scan geometry, every device streaming its chunks of rows from
+one shared schedule (:class:`Pipelines`). :func:`pybp.reconstruct` and
+:class:`pybp.Reconstructor` run one in this process; Dask workers run one each
+(pybp/distributed.py).
 
 A unit is what the team asks of a geometry: ``prepare(n_slices, dtype, log,
 chunk_slices, writes, preferred)`` returns its executor with stages and slots reserved,
@@ -28,7 +29,7 @@ from pybp.stream.memory import CHUNK_SLICES, FILE_CHUNK_SLICES
 from pybp.stream.progress import Progress
 
 @dataclass
-class Slab:
+class Job:
     """Rows ``[first, stop)`` of ``projections`` ``(n_angles, n_rows, n_bins)`` (with
     ``flats`` and ``darks``, or None for normalised data) into ``out[offset + i]``, and
     how: ``log``, rows per chunk (None: from the device's memory), the progress line,
@@ -86,55 +87,55 @@ class Pipelines:
         """The units (waits for those still being made)."""
         return [future.result() for future in self._builds]
 
-    def run(self, slab: Slab) -> int:
-        """Reconstruct ``slab``; return how many values normalisation replaced. With
+    def run(self, job: Job) -> int:
+        """Reconstruct ``job``; return how many values normalisation replaced. With
         several devices each streams on a thread of its own from one
         :class:`pybp.stream.pipeline.Rows`."""
-        if slab.flats is not None:
-            _check_flats_above_darks(slab.flats, slab.darks, slab.first, slab.stop)
+        if job.flats is not None:
+            _check_flats_above_darks(job.flats, job.darks, job.first, job.stop)
 
         # Inputs read from files take larger chunks, and outputs that are files
         # several writes at once (memory.FILE_CHUNK_SLICES, executor.WRITES).
-        from_arrays = isinstance(slab.projections, np.ndarray)
+        from_arrays = isinstance(job.projections, np.ndarray)
         preferred = CHUNK_SLICES if from_arrays else FILE_CHUNK_SLICES
-        writes = 1 if isinstance(slab.out, np.ndarray) else WRITES
-        grid = self._grid(slab, preferred)
+        writes = 1 if isinstance(job.out, np.ndarray) else WRITES
+        grid = self._grid(job, preferred)
         if grid is not None:  # every device's chunks are those of the grid
-            slab = dataclasses.replace(slab, chunk_slices=grid)
-        slab = self._aligned(slab)
+            job = dataclasses.replace(job, chunk_slices=grid)
+        job = self._aligned(job)
 
         def prepare(unit):
             """On the device's own thread: its stages, memory plan and staging (on a
-            grid, for whole grid chunks, however few rows the slab has)."""
-            return unit.prepare(max(slab.stop - slab.first, grid or 0), slab.projections.dtype,
-                                slab.log, slab.chunk_slices, writes, preferred)
+            grid, for whole grid chunks, however few rows the job has)."""
+            return unit.prepare(max(job.stop - job.first, grid or 0), job.projections.dtype,
+                                job.log, job.chunk_slices, writes, preferred)
 
-        return _stream(self._builds, prepare, slab, self.align, grid)
+        return _stream(self._builds, prepare, job, self.align, grid)
 
-    def _aligned(self, slab: Slab) -> Slab:
-        """``slab`` grown to rows at multiples of ``align`` of the detector, the rows
+    def _aligned(self, job: Job) -> Job:
+        """``job`` grown to rows at multiples of ``align`` of the detector, the rows
         grown by computed but not written (nor counted): a slice is back-projected in
         the pass of the slices beside it in a whole run, whatever rows a run takes (one
         slice alone runs another parameter set, 1.3e-7 from the same slice in a pass
         of four on PoCL)."""
         a = self.align
-        first = slab.first // a * a
-        stop = min(slab.projections.shape[1], -(-slab.stop // a) * a)
-        if (first, stop) == (slab.first, slab.stop):
-            return slab
-        keep = (slab.first - first + (slab.keep or (0,))[0],
-                slab.first - first + (slab.keep or (0, slab.stop - slab.first))[1])
-        return dataclasses.replace(slab, first=first, stop=stop,
-                                   offset=slab.offset - (slab.first - first), keep=keep)
+        first = job.first // a * a
+        stop = min(job.projections.shape[1], -(-job.stop // a) * a)
+        if (first, stop) == (job.first, job.stop):
+            return job
+        keep = (job.first - first + (job.keep or (0,))[0],
+                job.first - first + (job.keep or (0, job.stop - job.first))[1])
+        return dataclasses.replace(job, first=first, stop=stop,
+                                   offset=job.offset - (job.first - first), keep=keep)
 
-    def _grid(self, slab: Slab, preferred):
+    def _grid(self, job: Job, preferred):
         """Rows per chunk of a grid fixed by the detector's rows, where a stage reaches
         across rows (``unit.chunk_grid``: phase retrieval, whose values depend on where
         a chunk starts and ends): the least any device's memory fits, so that several
         devices cut the same chunks, and a run of any rows, resumed or not, cuts the
         chunks of the whole run. None where no stage does."""
         def grid(unit):
-            return unit.chunk_grid(slab.projections.dtype, slab.log, slab.chunk_slices,
+            return unit.chunk_grid(job.projections.dtype, job.log, job.chunk_slices,
                                    preferred)
 
         if grid(self._builds[0].result()) is None:  # (every unit has the same stages)
@@ -184,20 +185,20 @@ def _on_threads(calls):
     return [f.result() for f in futures]
 
 
-def _stream(builds, prepare, slab: Slab, align: int, grid=None):
+def _stream(builds, prepare, job: Job, align: int, grid=None):
     """Each device (``builds``: futures of units) prepares (``prepare(unit)`` returns
     its executor, slots reserved) and streams on a thread of its own, taking rows as
     soon as it is ready; ``grid``: chunks of the detector's rows (see
     :meth:`Pipelines._grid`)."""
-    projections, flats, darks, first = slab.projections, slab.flats, slab.darks, slab.first
-    n, out, offset, stats = slab.stop - slab.first, slab.out, slab.offset, slab.stats
+    projections, flats, darks, first = job.projections, job.flats, job.darks, job.first
+    n, out, offset, stats = job.stop - job.first, job.out, job.offset, job.stats
     # Made on first use, the first block a chunk for each device, to start early: a
     # sources.RowBlocks for inputs that are not arrays, a sources.FlatField.
     blocks, field = [], []
-    n_rows = projections.shape[1]  # margins may read the detector rows around the slab
-    rows = pipeline.Rows(n, align=align, before=first, after=n_rows - slab.stop, origin=first,
-                         grid=grid, keep=slab.keep)
-    kept = slab.keep or (0, n)
+    n_rows = projections.shape[1]  # margins may read the detector rows around the job
+    rows = pipeline.Rows(n, align=align, before=first, after=n_rows - job.stop, origin=first,
+                         grid=grid, keep=job.keep)
+    kept = job.keep or (0, n)
     stop = threading.Event()
     members = [dict(read=0.0, write=0.0, wait_device=0.0, slices=0, clipped=0, wall=0.0,
                     built=0.0, prepare=0.0, executor=None) for _ in builds]
@@ -244,7 +245,7 @@ def _stream(builds, prepare, slab: Slab, align: int, grid=None):
             host["built"] = time.perf_counter() - tick
             with bar_lock:
                 if bar[0] is None:
-                    bar[0] = Progress(n, unit.updates_per_slice(), slab.progress,
+                    bar[0] = Progress(n, unit.updates_per_slice(), job.progress,
                                       **unit.progress_labels)
             with prepare_lock:  # pinning ran one device at a time anyway: first come first
                 executor = host["executor"] = prepare(unit)  # served, so one starts early
