@@ -189,8 +189,8 @@ def _run_slab(source, setup, first, stop, offset, log, chunk_slices):
         try:
             stats = {}
             clipped = pipelines.run(Job(projections, flats, darks, first, stop, out,
-                                         offset=offset, log=log, chunk_slices=chunk_slices,
-                                         progress=False, stats=stats))
+                                        offset=offset, log=log, chunk_slices=chunk_slices,
+                                        progress=False, stats=stats))
         finally:
             if scan is not None:
                 scan.close()
@@ -222,8 +222,9 @@ def release_workers(client, background=False):
 
 def _prepared(client, scan, arrays):
     """The workers of ``client`` waited for and told their devices; the source tasks
-    read (``("scan", scan)``, or arrays shared in this process under a token) and the
-    resources each task takes."""
+    read (``("scan", scan, out)``: the scan's files and ``arrays["out"]``, a picklable
+    writer; or ``arrays`` shared in this process under a token) and the resources each
+    task takes."""
     need_dask()
     if not client.scheduler_info()["workers"]:
         client.wait_for_workers(1, timeout=60)
@@ -242,7 +243,7 @@ def _prepared(client, scan, arrays):
         _SHARED[token] = arrays
         source = ("shared", token)
     else:
-        source = ("scan", scan)
+        source = ("scan", scan, arrays["out"])
     resources = {"GPU": 1} if all("GPU" in w.get("resources", {}) for w in workers.values()) \
         else None
     return source, token, resources, len(workers)
@@ -288,8 +289,6 @@ def reconstruct_on_cluster(client, setup: Setup, job: Job, scan=None, release=Tr
     for the next call with the same ``setup``, until :func:`release_workers`)."""
     arrays = {k: getattr(job, k) for k in ("projections", "flats", "darks", "out")}
     source, token, resources, n_workers = _prepared(client, scan, arrays)
-    if scan is not None:
-        source = source + (job.out,)
     first, stop = job.first, job.stop
     bar = Progress(stop - first, setup.geometry().updates(), job.progress)
     futures = [client.submit(_run_slab, source, setup, a, b, job.offset + a - first,
@@ -351,8 +350,6 @@ def cone_on_cluster(client, projections, geometry, out, planes, flats=None, dark
     rule replaced."""
     arrays = dict(projections=projections, flats=flats, darks=darks, out=out)
     source, token, resources, n_workers = _prepared(client, scan, arrays)
-    if scan is not None:
-        source = source + (out,)
     first, stop = planes
     _, ny, nx = geometry.volume_shape
     bar = Progress(stop - first, ny * nx * geometry.n_angles, progress, what="planes",

@@ -50,10 +50,10 @@ class ConeBackprojector:
     FDK instead (:func:`fdk`), with ``padding`` and ``short_scan`` as there.
     ``params``: a :class:`pybp.cone.params.ConeParams` (None: the device's);
     ``memory_limit``: bytes of device memory for the volume, the projections in flight
-    and their store (None: 75% of the device's, as for parallel beam): a larger volume is reconstructed in slabs of z
-    planes, each from the detector rows it projects onto, with the same result bit for
-    bit; the projections are then pre-weighted and filtered once, into a store that
-    ``store`` names (``"device"`` where it fits the limit beside a slab, else ``"host"``:
+    and their store (None: 75% of the device's, as for parallel beam): a larger volume
+    is reconstructed in slabs of z planes, each from the detector rows it projects onto,
+    with the same result bit for bit; the projections are then pre-weighted and
+    filtered once, into a store that ``store`` names (``"device"`` where it fits the limit beside a slab, else ``"host"``:
     page-locked memory the size of the projections as float32, kept with the
     back-projector; None where neither fits, and each slab filters its rows again).
     ``planes``: ``(first, stop)``, the z planes to reconstruct (None: all; from a

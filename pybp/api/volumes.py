@@ -187,7 +187,7 @@ class Reconstructor:
         out, offset = _output(out, g, first, stop, n_rows,
                               dict(projections=projections, flats=flats, darks=darks))
         job = Job(projections, flats, darks, first, stop, out, offset=offset, log=log,
-                    chunk_slices=chunk_slices, progress=progress, stats=stats)
+                  chunk_slices=chunk_slices, progress=progress, stats=stats)
         if self._client is not None:
             clipped = distributed.reconstruct_on_cluster(self._client, self.setup, job,
                                                          release=False)

@@ -34,8 +34,6 @@ from pybp.cli.parser import byte_size
 
 SHEET_TILE = 256  # pixels of one slice on the contact sheet
 MAX_SWEEP = 400   # centres one --center-sweep may try (each a PNG)
-# Data with no flats and darks whose sampled values are all at least 1 with a median
-# above this look like raw counts, not transmissions or line integrals.
 
 
 def _range(text, name, limit):
@@ -194,8 +192,8 @@ def cmd_reconstruct(args):
     with scan:
         n_angles, _, n_bins = scan.shape
         say(args, f"input: {scan.source['projections']} ({scan.source['format']}): "
-                   f"{n_angles} projections of {scan.shape[1]} x {n_bins}, rows "
-                   f"{rows[0]}..{rows[1] - 1}")
+                  f"{n_angles} projections of {scan.shape[1]} x {n_bins}, rows "
+                  f"{rows[0]}..{rows[1] - 1}")
         check_counts(args, scan)
         steps = preprocessing.options(args, n_angles, n_bins)
         if args.center_sweep:
@@ -266,7 +264,7 @@ def _on_cluster(args, client, scan, output, rows, a, b, options):
     write the TIFF slices themselves."""
     setup = Setup(scan.shape[2], scan.angles, **options)
     job = Job(None, None, None, rows[0] + a, rows[0] + b, output.writer(), offset=a,
-                log=not args.no_log, chunk_slices=args.chunk_slices, progress=not args.quiet)
+              log=not args.no_log, chunk_slices=args.chunk_slices, progress=not args.quiet)
     try:
         distributed.reconstruct_on_cluster(client, setup, job, scan=scan.opened_with)
     finally:

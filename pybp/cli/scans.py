@@ -13,6 +13,8 @@ from pybp.cli.preview import write_preview
 from pybp.io.writers import output_kind
 from pybp.parallel import speed
 
+# Data with no flats and darks whose sampled values are all at least 1 with a median
+# above this look like raw counts, not transmissions or line integrals.
 RAW_COUNTS_MEDIAN = 100
 
 

@@ -2,10 +2,10 @@
 planes project onto go through the stream (pybp/cone/filtering.py: normalisation, phase
 retrieval, ring removal, FDK's weights and the filter; chunks of rows shared out among
 the devices as parallel beam's are) into a store of filtered projections in host
-memory; then each device takes the next slab of planes and
-back-projects it from the store (pybp/cone/prepare.py, ``SlabBackprojector.from_store``). A row is
-filtered to the same bits on any device, in any chunk, and a slab's voxels do not
-depend on the device that made it: the volume is the same bit for bit on one device
+memory; then each device takes the next slab of planes and back-projects it from the
+store (pybp/cone/prepare.py, ``SlabBackprojector.from_store``). A row is filtered to
+the same bits on any device, in any chunk, and a slab's voxels do not depend on the
+device that made it: the volume is the same bit for bit on one device
 or several, and equals :class:`pybp.ConeBackprojector`'s.
 """
 
@@ -65,7 +65,8 @@ def reconstruct(projections, geometry: ConeGeometry, out, targets, *, filter="ra
     # The rows the planes project onto (all of them for the whole volume), from an even
     # row, and a zero row after an odd last one (the FFT pairs it with zeros).
     first_row, count = slabs.window(geometry, wanted, range(geometry.n_angles))
-    size = geometry.n_angles * slabs.even(count) * n_cols * 4
+    shape = (geometry.n_angles, slabs.even(count), n_cols)
+    size = 4 * int(np.prod(shape))
     if size > STORE_HOST_SHARE * checks.host_memory():
         raise ValueError(f"projections: their filtered line integrals ({size / 2**30:.3g} GiB) "
                          f"are kept in host memory, over {STORE_HOST_SHARE:.0%} of this "
@@ -82,7 +83,6 @@ def reconstruct(projections, geometry: ConeGeometry, out, targets, *, filter="ra
         first = opened[0]
         staging = Staging(first.get("queue") or cl.CommandQueue(first["context"]))
     try:
-        shape = (geometry.n_angles, size // (4 * n_cols * geometry.n_angles), n_cols)
         store = staging.array(size // 4, np.float32).reshape(shape) if staging else \
             np.empty(shape, np.float32)
         if count % 2:
@@ -116,9 +116,10 @@ def _back_project(store, first_row, geometry, out, targets, filter, params, memo
     units = []
     try:
         for target in targets:  # one parameter set: the same passes on every device
-            units.append(SlabBackprojector(geometry, params or (units[0].params if units else None),
-                              filter=filter, memory_limit=memory_limit,
-                              planes=(planes.start, planes.stop), filtered=True, **target))
+            units.append(SlabBackprojector(
+                geometry, params or (units[0].params if units else None), filter=filter,
+                memory_limit=memory_limit, planes=(planes.start, planes.stop), filtered=True,
+                **target))
         # The shortest slabs fit every device (its slab buffer, its windows' rows).
         plan = min((unit.plan for unit in units), key=lambda p: p.slab_planes)
         _, ny, nx = geometry.volume_shape

@@ -252,7 +252,6 @@ class ConvolutionFilter:
 
     row_step = 1
     in_place = False  # work-groups read whole rows that others write
-    pair_stride = 1  # (each row alone: any pairing gives the same values)
 
     @property
     def row_cost(self) -> int:
