@@ -233,6 +233,28 @@ def test_slabs_from_counts_and_their_nan_are_one_volume_or_refused(cl_device, rn
     assert (out == 7.0).all()  # no slab written
 
 
+def test_slabs_refused_at_a_nan_leave_those_above_it_whole(cl_device, rng, monkeypatch):
+    """Slabs that filter their own windows (no store) refuse line integrals with a NaN
+    at the first slab whose windows reach it, and the slabs above it are in ``out``
+    whole (the last of them read back as the refusal came), equal to the volume without
+    the NaN; no plane from that slab on is touched."""
+    monkeypatch.setattr(prepare, "STORE_HOST_SHARE", 0.0)
+    g = full_circle(n=14, volume=(48, 40, 40), detector=(41, 64), voxel_size=0.6)
+    line = np.abs(rng.standard_normal((14, 41, 64))).astype(np.float32) * 0.1
+    clean = pybp.fdk(line, g, params=EXACT, device=cl_device)
+    line[3, 36, 30] = np.nan
+    out = np.full(g.volume_shape, 7.0)  # float64: each slab is put in after its read-back
+    with pybp.ConeBackprojector(g, EXACT, filter="ramp", memory_limit=48 * 40 * 40,
+                                device=cl_device) as bp:
+        assert bp.store is None and len(bp.plan.slabs) >= 4
+        with pytest.raises(ValueError, match="^projections: 1 values are NaN or Inf"):
+            bp(line, out=out)
+        written = next(slab for slab in bp.plan.slabs
+                       if max(map(sum, slab.windows)) > 36).first_plane
+    assert written >= 8 and np.array_equal(out[:written], clean[:written])
+    assert (out[written:] == 7.0).all()
+
+
 def test_slabs_whose_windows_skip_rows_equal_one_piece(cl_device, rng):
     """A detector much taller than the volume's shadow (the toy case of ``pybp bench
     --cone``): the first slabs read its top rows, the last its bottom ones, and the

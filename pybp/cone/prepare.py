@@ -518,30 +518,35 @@ class SlabBackprojector:
         direct = isinstance(out, np.ndarray) and out.dtype == np.float32 and \
             out.flags.c_contiguous
         pending = None  # the last slab's read-back, waited for once the next is enqueued
-        while (slab := take()) is not None:
-            for n, ((first, count), window) in enumerate(zip(self.plan.passes, slab.windows)):
-                s = self._sets[n % 2]
-                if self.store is not None:
-                    self._from_store(s, first, count, window, slab, n > 0)
-                else:
-                    self._stage(s, projections, first, count, window, pool)
-                    self._pass(s, first, count, window, slab, n > 0)
-                if progress is not None:
-                    progress(slab.n_planes * ny * nx * count)
-            if not self.counts and self.store is None:
-                self._refuse_non_finite()  # before the slab is written
-            at = slab.first_plane - self.planes.start
-            target = out[at:at + slab.n_planes] if direct else \
-                np.empty((slab.n_planes, ny, nx), np.float32)
-            # On the compute queue: the next slab's first pass overwrites the slab
-            # buffer only after it is read.
-            event = cl.enqueue_copy(self.queue, target, self._volume, is_blocking=False)
-            self.queue.flush()
+        try:
+            while (slab := take()) is not None:
+                for n, ((first, count), window) in enumerate(zip(self.plan.passes,
+                                                                 slab.windows)):
+                    s = self._sets[n % 2]
+                    if self.store is not None:
+                        self._from_store(s, first, count, window, slab, n > 0)
+                    else:
+                        self._stage(s, projections, first, count, window, pool)
+                        self._pass(s, first, count, window, slab, n > 0)
+                    if progress is not None:
+                        progress(slab.n_planes * ny * nx * count)
+                if not self.counts and self.store is None:
+                    self._refuse_non_finite()  # before the slab is written
+                at = slab.first_plane - self.planes.start
+                target = out[at:at + slab.n_planes] if direct else \
+                    np.empty((slab.n_planes, ny, nx), np.float32)
+                # On the compute queue: the next slab's first pass overwrites the slab
+                # buffer only after it is read.
+                event = cl.enqueue_copy(self.queue, target, self._volume, is_blocking=False)
+                self.queue.flush()
+                done, pending = pending, (event, at, None if direct else target)
+                if done is not None:
+                    self._written(done, out, pool)
+        finally:
+            # Also on an error or Ctrl-C: the slab already read back goes into ``out``
+            # whole, and no read-back into the caller's array outlives this call.
             if pending is not None:
                 self._written(pending, out, pool)
-            pending = (event, at, None if direct else target)
-        if pending is not None:
-            self._written(pending, out, pool)
         self.pacer.clear()
 
     def _written(self, pending, out, pool):
