@@ -53,15 +53,16 @@ class ConeBackprojector:
     and their store (None: 75% of the device's, as for parallel beam): a larger volume
     is reconstructed in slabs of z planes, each from the detector rows it projects onto,
     with the same result bit for bit; the projections are then pre-weighted and
-    filtered once, into a store that ``store`` names (``"device"`` where it fits the limit beside a slab, else ``"host"``:
-    page-locked memory the size of the projections as float32, kept with the
-    back-projector; None where neither fits, and each slab filters its rows again).
-    ``planes``: ``(first, stop)``, the z planes to reconstruct (None: all; from a
-    multiple of 16 they equal the whole volume's bit for bit). ``flats`` and ``darks``
-    (frames or their means), with a filter: the projections are detector counts,
-    normalised and ``-log`` taken on the device. ``device``, ``context``
-    or ``queue`` as for :class:`pybp.Backprojector`. ``progress``: a progress line
-    (passes done, GUPS, time left) on standard error for calls longer than 2 s.
+    filtered once, into a store that ``store`` names (``"device"`` where it fits the
+    limit beside a slab, else ``"host"``: page-locked memory the size of the
+    projections as float32, kept with the back-projector; None where neither fits, and
+    each slab filters its rows again). ``planes``: ``(first, stop)``, the z planes to
+    reconstruct (None: all; from a multiple of 16 they equal the whole volume's bit for
+    bit). ``flats`` and ``darks`` (frames or their means), with a filter: the
+    projections are detector counts, normalised and ``-log`` taken on the device.
+    ``device``, ``context`` or ``queue`` as for :class:`pybp.Backprojector`.
+    ``progress``: a progress line (passes done, GUPS, time left) on standard error for
+    calls longer than 2 s.
 
     Line integrals with NaN or Inf are refused (``ValueError``, before the slab they
     would spread into is written); counts with no transmission are floored and counted
@@ -201,11 +202,10 @@ def _streamed(projections, geometry, filter, padding, short_scan, out, flats, da
     if unknown:
         raise TypeError(f"{unknown[0]}: not an option of pybp.fdk with rings, phase or devices")
     targets = {k: options.pop(k) for k in ("device", "context", "queue") if k in options}
-    if (devices is not None or client is not None) and \
-            any(v is not None for v in targets.values()):
-        raise ValueError(f"{'devices' if client is None else 'client'}: give "
-                         f"{'devices' if client is None else 'a client'}, or one of device, "
-                         "context or queue")
+    if any(v is not None for v in targets.values()):
+        for name, given in (("client", client), ("devices", devices)):
+            if given is not None:
+                raise ValueError(f"{name}: give {name}, or one of device, context or queue")
     if devices is not None and client is not None:
         raise ValueError("client: give a client, or devices (each worker has its own)")
     planes = plane_range(options.get("planes"), geometry.volume_shape[0])
