@@ -1,6 +1,7 @@
 """Issue 24, item 5: the whole ``pybp reconstruct`` of a tiny scan (kernels cached)
-costs at most 2.5 times (3 inside the suite: see the test) the bare ``python -c "import pyopencl, h5py, numpy"``, both
-timed from the shell's side in the same run (tuning/startup_time.py)."""
+costs at most 2.5 times the bare ``python -c "import pyopencl, h5py, numpy"``, both
+timed from the shell's side in the same run (tuning/startup_time.py). The suite guards
+the children's CPU time at 3x (see the test); it runs first (tests/conftest.py)."""
 
 import importlib.util
 import statistics
@@ -17,17 +18,20 @@ spec.loader.exec_module(startup_time)
 
 
 @pytest.mark.skipif(device_is_gpu(), reason="a CPU's start-up: a GPU driver's own is not ours")
-def test_tiny_scan_costs_at_most_two_and_a_half_bare_imports(tmp_path):
-    """The fastest of 11 runs of each. Run alone in CI's environment the ratio is
-    2.1-2.2x (tuning/startup_time.py); inside the suite it measured 2.58x, as the test
-    process's own OpenCL runtimes keep threads on the two cores, which slows the
-    command (threads on both cores) more than the imports. So the suite guards 3x, and
-    the 2.5x of issue 24 is measured by the script. With 7 runs one CI run measured
-    3.02x (0.699 s against 0.231 s) where the same commit alone, old and new in turns,
-    gave 0.39-0.41 s against 0.20 s: the fastest of 7 on a busy 2-core machine was
-    not always a quiet one."""
+def test_tiny_scan_costs_at_most_three_bare_imports(tmp_path):
+    """The fastest of 11 runs of each, by CPU time (user and system) of each child.
+    Wall time was guarded before, at 3x, and CI failed it twice at 94% of the suite:
+    0.699 s against 0.231 s (3.02x), then 0.703 s against 0.224 s (3.14x), where the
+    same commit alone measured 0.39-0.41 s against 0.20 s. A child's CPU time is not
+    slowed by other work waiting for the two cores. On this development machine alone:
+    wall 2.41x, CPU 1.95x; beside a process spinning on one core: wall 2.05x, CPU 1.81x.
+    What the guard is for stays as large in CPU time: a kernel built from source is
+    20 ms of it, an eager import of scipy or Dask 0.1-0.3 s."""
     bare, ours = startup_time.measure(runs=11, folder=tmp_path)
-    ratio = min(ours) / min(bare)
-    assert ratio <= 3.0, (f"pybp reconstruct of the tiny scan took {min(ours):.3f} s at best "
-                          f"(median {statistics.median(ours):.3f}), {ratio:.2f}x the bare "
-                          f"imports' {min(bare):.3f} s")
+    cpu_bare, cpu_ours = min(b for _, b in bare), min(o for _, o in ours)
+    ratio = cpu_ours / cpu_bare
+    assert ratio <= 3.0, (f"pybp reconstruct of the tiny scan took {cpu_ours:.3f} s of CPU at "
+                          f"best, {ratio:.2f}x the bare imports' {cpu_bare:.3f} s (wall: "
+                          f"{min(w for w, _ in ours):.3f} s at best, median "
+                          f"{statistics.median(w for w, _ in ours):.3f}, against "
+                          f"{min(w for w, _ in bare):.3f} s)")
