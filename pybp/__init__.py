@@ -1,4 +1,5 @@
-"""pybp: parallel-beam (filtered) back-projection and cone-beam FDK on any OpenCL device.
+"""pybp: parallel-beam (filtered) back-projection, cone-beam FDK, and a matched forward
+projector with SIRT and CGLS, on any OpenCL device.
 
 >>> import numpy as np, pybp
 >>> angles = np.linspace(0, np.pi, 180, endpoint=False)
@@ -19,7 +20,8 @@ _HOMES = {"Backprojector": "api.sinograms", "backproject": "api.oneshot", "fbp":
           "Reconstructor": "api.volumes", "devices": "cl.device", "FILTERS": "stages.filters",
           "find_center": "centre", "ConeGeometry": "geometry.cone",
           "ConeBackprojector": "api.cone", "cone_backproject": "api.cone",
-          "fdk": "api.cone"}
+          "fdk": "api.cone", "ParallelGeometry": "geometry.parallel",
+          "Projector": "api.projector", "sirt": "api.iterative", "cgls": "api.iterative"}
 __all__ = sorted(_HOMES)
 
 

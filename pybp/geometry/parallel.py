@@ -160,3 +160,22 @@ class Geometry:
         if self.weights is not None:
             return self.weights
         return gap_weights(self.angles, np.pi)
+
+
+class ParallelGeometry(Geometry):
+    """A parallel-beam geometry, as users write it (``pybp.ParallelGeometry``):
+    ``angles`` in radians, ``n_bins`` detector bins, the rotation axis at ``center``
+    bins from the first bin's centre (default the detector's middle), slices of
+    ``slice_shape`` ``(ny, nx)`` pixels (default ``n_bins`` square), the slice centre
+    ``slice_offset`` ``(row, column)`` pixels from the axis. Projections are
+    ``(n_angles, rows, n_bins)`` and volumes ``(rows, ny, nx)``, tomopy's layouts; the
+    pixel size is the bin's. It is the :class:`Geometry` every parallel-beam call takes."""
+
+    def __init__(self, angles, n_bins, center=None, slice_shape=None, slice_offset=None):
+        made = Geometry.create(n_bins, angles, center, slice_shape, slice_offset)
+        for name in self.__dataclass_fields__:
+            object.__setattr__(self, name, getattr(made, name))
+
+    def __repr__(self):
+        return (f"ParallelGeometry({self.n_angles} angles, n_bins={self.n_bins}, "
+                f"slice_shape={self.slice_shape})")

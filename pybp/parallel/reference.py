@@ -54,6 +54,31 @@ def backproject(sinograms, geometry: Geometry, interpolation="linear", rows=None
     return out[0] if single else out
 
 
+def forward_project(volume, geometry: Geometry):
+    """Float64 forward projection, the transpose of :func:`backproject`'s linear
+    interpolation: each pixel adds ``(1 - w)`` of itself to bin ``floor(h)`` and ``w`` to
+    the next, bins beyond the detector dropped. ``volume`` ``(n_rows, ny, nx)`` (or one
+    slice ``(ny, nx)``) to projections ``(n_angles, n_rows, n_bins)`` (``(n_angles,
+    n_bins)``)."""
+    stack = np.asarray(volume, np.float64)
+    single = stack.ndim == 2
+    stack = stack[None] if single else stack
+    n_rows, n_bins = stack.shape[0], geometry.n_bins
+    out = np.zeros((geometry.n_angles, n_rows, n_bins + 2))  # bins -1 and n_bins: dropped
+    values = stack.reshape(n_rows, -1)
+    for a in range(geometry.n_angles):
+        h = positions(geometry, a).ravel()
+        left = np.floor(h)
+        weight = h - left
+        i = np.clip(left.astype(np.int64), -1, n_bins) + 1
+        j = np.clip(left.astype(np.int64) + 1, -1, n_bins) + 1
+        for r in range(n_rows):
+            out[a, r] += np.bincount(i, (1 - weight) * values[r], n_bins + 2)
+            out[a, r] += np.bincount(j, weight * values[r], n_bins + 2)
+    out = out[:, :, 1:-1]
+    return out[:, 0] if single else out
+
+
 def near_boundary(geometry: Geometry, margin: float, rows=None) -> np.ndarray:
     """Pixels (of ``rows``) whose float64 position at some angle lies within ``margin``
     bins of a bin boundary, where nearest interpolation may round either way."""

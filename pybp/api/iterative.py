@@ -1,0 +1,135 @@
+"""Iterative reconstruction as users call it (``pybp.sirt``, ``pybp.cgls``): ASTRA's
+SIRT and CGLS, on one device, with the matched pair of :class:`pybp.Projector`."""
+
+from __future__ import annotations
+
+import numpy as np
+import pyopencl.array as cla
+
+from pybp import checks
+from pybp.api.projector import Projector, check_geometry, fits
+from pybp.iterative import methods
+from pybp.iterative.vectors import Vectors
+from pybp.stream.progress import Progress
+
+WORKING_SET = (5, 3)  # volumes (the projector's transposed copy among them) and sets of
+# projections either method keeps on the device
+
+
+def _volume_mask(geometry, shape, mask, circle):
+    """The float32 mask (1 inside, 0 outside) of ``mask`` (an array of the volume's or
+    one slice's shape, nonzero inside) and ``circle``, or None where neither is given."""
+    circle = checks.circle_option(circle)
+    if mask is None and circle is False:
+        return None
+    inside = np.ones(shape, np.float32)
+    if mask is not None:
+        mask = np.asarray(mask)
+        checks.array_like(mask.view(np.uint8) if mask.dtype == bool else mask, "mask", (2, 3))
+        if tuple(mask.shape) not in (shape, shape[1:]):
+            raise ValueError(f"mask: expected the volume's shape {shape} or a slice's "
+                             f"{shape[1:]}, got {tuple(mask.shape)}")
+        inside *= np.asarray(mask) != 0
+    if circle is not False:
+        columns = geometry.circle_columns(None if circle is True else circle)
+        plane = np.zeros(shape[1:], np.float32)
+        for row, (first, stop) in enumerate(columns):
+            plane[row, first:stop] = 1
+        inside *= plane
+    return inside
+
+
+class _Run:
+    """What both methods set up: the checked data on the device, the projector, the
+    start, the mask, and the report of each iteration (progress, callback)."""
+
+    def __init__(self, name, projections, geometry, iterations, x0, mask, circle, callback,
+                 progress, device):
+        check_geometry(geometry)
+        self.iterations = checks.positive_int(iterations, "iterations")
+        checks.array_like(projections, "projections", (2, 3))
+        single = len(projections.shape) == 2
+        expected = (geometry.n_angles, geometry.n_bins)
+        if (tuple(projections.shape) if single else
+                (projections.shape[0], projections.shape[2])) != expected:
+            raise ValueError(f"projections: expected (n_angles, rows, n_bins) or (n_angles, "
+                             f"n_bins) with n_angles, n_bins = {expected} (the geometry's), "
+                             f"got {tuple(projections.shape)}")
+        data = np.ascontiguousarray(projections, np.float32)
+        if single:
+            data = data[:, None]
+        if not np.isfinite(data).all():
+            raise ValueError("projections: contain NaN or Inf")
+        self.projector = projector = Projector(geometry, data.shape[1], device)
+        fits(projector.device, projector.volume_shape, projector.projection_shape,
+             *WORKING_SET, name)
+        shape = projector.volume_shape
+        self.out_shape = shape[1:] if single else shape
+        queue = projector.queue
+        self.vectors = Vectors(projector.context, queue, projector.device)
+        self.b = cla.to_device(queue, data)
+        if x0 is None:
+            start = np.zeros(shape, np.float32)
+        else:
+            checks.array_like(x0, "x0", (len(self.out_shape),))
+            if tuple(x0.shape) != self.out_shape:
+                raise ValueError(f"x0: expected the volume's shape {self.out_shape}, got "
+                                 f"{tuple(x0.shape)}")
+            start = np.asarray(x0, np.float32).reshape(shape)
+            if not np.isfinite(start).all():
+                raise ValueError("x0: contains NaN or Inf")
+        self.x = cla.to_device(queue, np.ascontiguousarray(start))
+        inside = _volume_mask(geometry, shape, mask, circle)
+        self.mask = None if inside is None else cla.to_device(queue, inside)
+        if callback is not None and not callable(callback):
+            raise TypeError(f"callback: expected a function (iteration, volume), got "
+                            f"{type(callback).__name__}")
+        self.callback = callback
+        self.progress = Progress(self.iterations, 2 * projector.pair.updates(), progress,
+                                 what="iterations")
+
+    def report(self, iteration, x):
+        self.progress.update(1)
+        if self.callback is not None:
+            self.callback(iteration, x.get(queue=self.projector.queue).reshape(self.out_shape))
+
+    def result(self):
+        return self.x.get(queue=self.projector.queue).reshape(self.out_shape)
+
+
+def sirt(projections, geometry, iterations, x0=None, nonnegative=False, mask=None,
+         circle=False, relaxation=1.0, callback=None, progress=False, device=None):
+    """SIRT (ASTRA's ``SIRT_CUDA``/``SIRT3D_CUDA``): ``iterations`` of
+    x += relaxation C A^T R (b - A x), R and C the inverse row and column sums of A (zero
+    where a sum is zero), on one device.
+
+    ``projections`` ``(n_angles, rows, n_bins)`` or one sinogram ``(n_angles, n_bins)``
+    (line integrals); ``geometry`` a :class:`pybp.ParallelGeometry`. Defaults as
+    ASTRA's: ``x0`` zero, no mask, no constraint. ``nonnegative`` clips at zero after
+    each step; ``mask`` (nonzero inside: the volume's shape or a slice's) and ``circle``
+    (True: the reconstruction circle, or a radius in pixels) keep the pixels outside at
+    their start. ``callback(iteration, volume)`` after each iteration (a copy to the
+    host each time); ``progress`` shows iterations done on standard error. Returns the
+    float32 volume ``(rows, ny, nx)`` (``(ny, nx)`` for one sinogram)."""
+    relaxation = float(checks.float_array([relaxation], "relaxation", 1)[0])
+    if not 0 < relaxation < 2:
+        raise ValueError(f"relaxation: expected a number in (0, 2), got {relaxation:g}")
+    run = _Run("sirt", projections, geometry, iterations, x0, mask, circle, callback,
+               progress, device)
+    methods.sirt(run.projector.pair, run.vectors, run.b, run.x, run.iterations, relaxation,
+                 bool(nonnegative), run.mask, run.report)
+    return run.result()
+
+
+def cgls(projections, geometry, iterations, x0=None, mask=None, circle=False, callback=None,
+         progress=False, device=None):
+    """CGLS (ASTRA's ``CGLS_CUDA``/``CGLS3D_CUDA``): conjugate gradients on the normal
+    equations, ``iterations`` of them, on one device; with ``mask`` or ``circle``, of
+    A restricted to the pixels inside. Arguments and result as :func:`sirt`'s; there is
+    no nonnegativity, which the conjugate directions do not allow (ASTRA's CGLS has none
+    either: take :func:`sirt`). Stops early at an exact least-squares solution."""
+    run = _Run("cgls", projections, geometry, iterations, x0, mask, circle, callback,
+               progress, device)
+    methods.cgls(run.projector.pair, run.vectors, run.b, run.x, run.iterations, run.mask,
+                 run.report)
+    return run.result()

@@ -1,0 +1,89 @@
+"""SIRT and CGLS on one device, for any matched pair of operators (a geometry's
+``forward(volume, projections)`` and ``backward(projections, volume)`` on device
+buffers, with ``volume_shape``, ``projection_shape`` and ``updates()``): ASTRA's
+algorithms, with its weights and its defaults. Each iteration is two operator
+applications and a few vector steps on the device; what comes back to the host is a
+dot product's partial sums (CGLS), and the iteration is waited for in short sleeps, so
+Ctrl-C acts between iterations."""
+
+from __future__ import annotations
+
+import numpy as np
+import pyopencl.array as cla
+
+from pybp.cl import pacing
+
+
+def _filled(queue, shape, value):
+    return cla.to_device(queue, np.full(shape, value, np.float32))
+
+
+def sirt_weights(pair, vectors, mask=None):
+    """``(row, column)``: the inverse row sums A 1 and column sums A^T 1 (ASTRA's
+    SIRT weights; zero where a sum is not positive), the column weights times ``mask``."""
+    queue = vectors.queue
+    row = cla.empty(queue, pair.projection_shape, np.float32)
+    column = cla.empty(queue, pair.volume_shape, np.float32)
+    pair.forward(_filled(queue, pair.volume_shape, 1).data, row.data)
+    vectors.invert(row, row)
+    pair.backward(_filled(queue, pair.projection_shape, 1).data, column.data)
+    vectors.invert(column, column)
+    if mask is not None:
+        vectors.scale(column, mask)
+    return row, column
+
+
+def sirt(pair, vectors, b, x, iterations, relaxation=1.0, nonnegative=False, mask=None,
+         report=None):
+    """``iterations`` of x = x + relaxation C A^T R (b - A x), in place on ``x`` (R and
+    C: :func:`sirt_weights`), then x clipped at zero where ``nonnegative``.
+    ``report(iteration, x)`` after each."""
+    row, column = sirt_weights(pair, vectors, mask)
+    residual = cla.empty(vectors.queue, pair.projection_shape, np.float32)
+    update = cla.empty(vectors.queue, pair.volume_shape, np.float32)
+    for iteration in range(iterations):
+        pair.forward(x.data, residual.data)
+        vectors.residual(b, residual, row)
+        pair.backward(residual.data, update.data)
+        pacing.wait(vectors.step(x, update, column, relaxation, nonnegative))
+        if report is not None:
+            report(iteration, x)
+    return x
+
+
+def cgls(pair, vectors, b, x, iterations, mask=None, report=None):
+    """``iterations`` of conjugate gradients on the normal equations A^T A x = A^T b
+    (ASTRA's CGLS), in place on ``x``; with ``mask``, of A M. Stops early where the
+    gradient vanishes (x is then a least-squares solution) or A p does."""
+    queue = vectors.queue
+    r = cla.empty(queue, pair.projection_shape, np.float32)
+    q = cla.empty(queue, pair.projection_shape, np.float32)
+    p = cla.empty(queue, pair.volume_shape, np.float32)
+    s = cla.empty(queue, pair.volume_shape, np.float32)
+
+    def gradient(into):
+        pair.backward(r.data, into.data)
+        if mask is not None:
+            vectors.scale(into, mask)
+
+    pair.forward(x.data, r.data)
+    vectors.combine(r, 1.0, b, -1.0, r)  # r = b - A x
+    gradient(p)
+    gamma = vectors.dot(p)
+    for iteration in range(iterations):
+        if gamma == 0.0:
+            break
+        pair.forward(p.data, q.data)
+        energy = vectors.dot(q)
+        if energy == 0.0:
+            break
+        alpha = gamma / energy
+        vectors.combine(x, 1.0, x, alpha, p)
+        vectors.combine(r, 1.0, r, -alpha, q)
+        gradient(s)
+        following = vectors.dot(s)
+        pacing.wait(vectors.combine(p, 1.0, s, following / gamma, p))
+        gamma = following
+        if report is not None:
+            report(iteration, x)
+    return x

@@ -1,0 +1,76 @@
+"""The vector steps of the iterative methods on one device (templates/iterative/
+vectors.cl.mako), on pyopencl arrays of float32."""
+
+from __future__ import annotations
+
+import numpy as np
+import pyopencl.array as cla
+
+from pybp.cl import codegen
+from pybp.cl.kernel import Arg
+
+N = Arg("n", "const ulong", "elements")
+DOT_GROUP = 256  # work-items of a dot product's group
+DOT_GROUPS = 256  # its partial sums, read back and added in float64
+ITEMS = 256  # work-group size of the elementwise steps
+
+ARGS = {
+    "combine": (Arg("out", "__global float *"), Arg("a", "const float"),
+                Arg("x", "__global const float *"), Arg("b", "const float"),
+                Arg("y", "__global const float *"), N),
+    "invert_sums": (Arg("sums", "__global const float *"), Arg("weights", "__global float *"), N),
+    "weighted_residual": (Arg("b", "__global const float *", "the data"),
+                 Arg("r", "__global float *", "A x in, the weighted residual out"),
+                 Arg("w", "__global const float *", "the inverse row sums"), N),
+    "sirt_step": (Arg("x", "__global float *"), Arg("d", "__global const float *"),
+             Arg("w", "__global const float *", "the inverse column sums, masked"),
+             Arg("relaxation", "const float"), Arg("nonnegative", "const int"), N),
+    "scale": (Arg("x", "__global float *"), Arg("w", "__global const float *"), N),
+    "partial_dot": (Arg("x", "__global const float *"), Arg("y", "__global const float *"),
+            Arg("sums", "__global float *", "one per work-group"), N),
+}
+
+
+class Vectors:
+    """The steps, built once for ``queue``'s device; each call enqueues one kernel and
+    returns its event, except :meth:`dot`, which returns the float64 sum."""
+
+    def __init__(self, context, queue, device):
+        self.queue = queue
+        text = codegen.render("iterative/vectors.cl.mako", ARGS, group=DOT_GROUP)
+        self._kernels = {name: codegen.declared(context, device, text, name, args)
+                         for name, args in ARGS.items()}
+        self._sums = cla.empty(queue, DOT_GROUPS, np.float32)
+
+    def _run(self, name, n, **values):
+        size = -(-n // ITEMS) * ITEMS
+        return self._kernels[name](self.queue, (size,), (ITEMS,), n=n, **values)
+
+    def combine(self, out, a, x, b, y):
+        """out = a x + b y"""
+        return self._run("combine", out.size, out=out.data, a=a, x=x.data, b=b, y=y.data)
+
+    def invert(self, sums, weights):
+        """weights = 1 / sums where sums > 0, else 0"""
+        return self._run("invert_sums", sums.size, sums=sums.data, weights=weights.data)
+
+    def residual(self, b, r, w):
+        """r = (b - r) w"""
+        return self._run("weighted_residual", r.size, b=b.data, r=r.data, w=w.data)
+
+    def step(self, x, d, w, relaxation, nonnegative):
+        """x = x + relaxation w d, clipped at 0 where ``nonnegative``"""
+        return self._run("sirt_step", x.size, x=x.data, d=d.data, w=w.data, relaxation=relaxation,
+                         nonnegative=int(nonnegative))
+
+    def scale(self, x, w):
+        """x = x w"""
+        return self._run("scale", x.size, x=x.data, w=w.data)
+
+    def dot(self, x, y=None) -> float:
+        """x . y (x . x without ``y``): partial sums on the device in a fixed order,
+        added in float64 here; the same bits every run."""
+        y = x if y is None else y
+        self._kernels["partial_dot"](self.queue, (DOT_GROUP * DOT_GROUPS,), (DOT_GROUP,), x=x.data,
+                             y=y.data, sums=self._sums.data, n=x.size)
+        return float(self._sums.get(queue=self.queue).astype(np.float64).sum())

@@ -1,0 +1,126 @@
+"""The matched pair of parallel-beam operators on one device: the forward projection A
+and its exact transpose A^T (templates/operators/parallel.cl.mako), on device buffers
+of a volume ``(n_rows, ny, nx)`` and projections ``(n_angles, n_rows, n_bins)``."""
+
+from __future__ import annotations
+
+import pyopencl as cl
+
+from pybp.cl import codegen, pacing
+from pybp.cl.kernel import Arg, ints
+from pybp.geometry.parallel import Geometry
+
+TABLE = Arg("constants", "__global const float8 *",
+            "per angle: cos, sin, base and the residuals of base, cos and sin")
+SIZES = ints("n_angles", "n_rows", "n_bins", "nx", "ny")
+FORWARD_ARGS = (
+    Arg("volume", "__global const float *", "n_rows x ny x nx"),
+    Arg("transposed", "__global const float *", "the same, n_rows x nx x ny"), TABLE,
+    Arg("projections", "__global float *", "n_angles x n_rows x n_bins"), *SIZES,
+    Arg("first_angle", "const int", "the launch's first angle (pybp/cl/pacing.py)"),
+)
+BACKWARD_ARGS = (
+    Arg("projections", "__global const float *", "n_angles x n_rows x n_bins"), TABLE,
+    Arg("volume", "__global float *", "n_rows x ny x nx"), *SIZES,
+    Arg("first_row_group", "const int", "the launch's first group of ROWS rows "
+        "(pybp/cl/pacing.py)"),
+)
+TRANSPOSE_ARGS = (
+    Arg("volume", "__global const float *", "n_rows x ny x nx"),
+    Arg("transposed", "__global float *", "n_rows x nx x ny"), *ints("nx", "ny"),
+)
+TILE = 16  # the transpose's block side
+FLOAT_BYTES = 4
+FORWARD_GROUP = (64, 1, 1)  # along the bins: one angle per item
+BACKWARD_GROUP = (16, 8, 1)  # a tile of pixels of a slice
+# The longest run of pixels on one line that FORWARD_GROUP bins reach: (64 + 2) sqrt(2)
+# + 3 (the margins), rounded up.
+SEGMENT = 128
+ROWS_PER_ITEM = 4  # slices a work-item takes: one position serves them all
+
+
+def source(rows: int) -> str:
+    return codegen.render("operators/parallel.cl.mako",
+                          {"parallel_forward": FORWARD_ARGS, "parallel_backward": BACKWARD_ARGS,
+                           "transpose_slices": TRANSPOSE_ARGS},
+                          rows=rows, forward_group=FORWARD_GROUP, backward_group=BACKWARD_GROUP,
+                          segment=SEGMENT, tile=TILE)
+
+
+def _global(sizes, group):
+    return tuple(-(-s // g) * g for s, g in zip(sizes, group))
+
+
+class ParallelPair:
+    """A and A^T of ``geometry`` for ``n_rows`` slices on ``queue``'s device. Launches
+    last at most about :data:`pacing.LAUNCH_SECONDS` at the device type's first rate,
+    one queued ahead of another, so that Ctrl-C acts between them."""
+
+    def __init__(self, geometry: Geometry, n_rows: int, context, queue, device):
+        self.geometry, self.n_rows, self.queue = geometry, n_rows, queue
+        ny, nx = geometry.slice_shape
+        self.volume_shape = (n_rows, ny, nx)
+        self.projection_shape = (geometry.n_angles, n_rows, geometry.n_bins)
+        table = geometry.projection_constants(floats=8)
+        self.constants = cl.Buffer(context, cl.mem_flags.READ_ONLY | cl.mem_flags.COPY_HOST_PTR,
+                                   hostbuf=table)
+        self.rows_per_item = min(ROWS_PER_ITEM, n_rows)
+        self.row_groups = -(-n_rows // self.rows_per_item)
+        text = source(self.rows_per_item)
+        self._forward = codegen.declared(context, device, text, "parallel_forward", FORWARD_ARGS)
+        self._backward = codegen.declared(context, device, text, "parallel_backward",
+                                          BACKWARD_ARGS)
+        self._transpose = codegen.declared(context, device, text, "transpose_slices",
+                                           TRANSPOSE_ARGS)
+        self._transposed = cl.Buffer(context, cl.mem_flags.READ_WRITE,
+                                     FLOAT_BYTES * n_rows * ny * nx)
+        rate = pacing.FIRST_RATE.get(device.type, pacing.OTHER_RATE)
+        self._launch_updates = max(1, int(rate * pacing.LAUNCH_SECONDS))
+        self.sizes = dict(n_angles=geometry.n_angles, n_rows=n_rows, n_bins=geometry.n_bins,
+                          nx=nx, ny=ny)
+
+    def updates(self) -> int:
+        """Pixel updates of one application of either operator (the numerator of GU/s)."""
+        return self.geometry.updates(self.n_rows)
+
+    def forward(self, volume, projections, wait_for=None):
+        """projections = A volume (device buffers); the last launch's event."""
+        ny, nx = self.geometry.slice_shape
+        wait_for = [self._transpose(self.queue, _global((nx, ny, self.n_rows), (TILE, TILE, 1)),
+                                    (TILE, TILE, 1), wait_for=wait_for, volume=volume,
+                                    transposed=self._transposed, nx=nx, ny=ny)]
+        n_angles = self.geometry.n_angles
+        per_angle = self.updates() // n_angles
+        step = max(1, min(n_angles, self._launch_updates // max(1, per_angle)))
+        return self._launches(
+            lambda first, count, wait: self._forward(
+                self.queue, _global((self.geometry.n_bins, self.row_groups, count), FORWARD_GROUP),
+                FORWARD_GROUP, wait_for=wait, volume=volume, transposed=self._transposed,
+                constants=self.constants, projections=projections, first_angle=first,
+                **self.sizes),
+            n_angles, step, wait_for)
+
+    def backward(self, projections, volume, wait_for=None):
+        """volume = A^T projections (device buffers); the last launch's event."""
+        per_group = self.updates() // self.row_groups
+        step = max(1, min(self.row_groups, self._launch_updates // max(1, per_group)))
+        ny, nx = self.geometry.slice_shape
+        return self._launches(
+            lambda first, count, wait: self._backward(
+                self.queue, _global((nx, ny, count), BACKWARD_GROUP), BACKWARD_GROUP,
+                wait_for=wait, projections=projections, constants=self.constants,
+                volume=volume, first_row_group=first, **self.sizes),
+            self.row_groups, step, wait_for)
+
+    @staticmethod
+    def _launches(launch, total, step, wait_for):
+        """``launch(first, count, wait_for)`` over ``total`` in steps of ``step``, each
+        waited for (in short sleeps) once the next is queued."""
+        event, ahead = None, None
+        for first in range(0, total, step):
+            event = launch(first, min(step, total - first), wait_for if first == 0 else None)
+            if ahead is not None:
+                pacing.wait(ahead)
+            ahead = event
+        return event
+

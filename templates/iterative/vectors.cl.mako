@@ -1,0 +1,74 @@
+## Vector steps of the iterative methods (pybp/iterative/), on buffers of n floats:
+## each is one pass over memory, so an iteration is two operator applications and a
+## few of these, with nothing read back but the partial sums of a dot product.
+/* pybp vector steps of the iterative methods */
+
+// out = a x + b y
+__kernel void combine(
+${args['combine']}
+{
+    const size_t k = get_global_id(0);
+    if (k < n)
+        out[k] = a * x[k] + b * y[k];
+}
+
+// weights = 1 / sums where sums > 0, else 0: ASTRA's SIRT weights (the inverse row and
+// column sums of A), zero for a pixel no ray meets or a ray that meets no pixel.
+__kernel void invert_sums(
+${args['invert_sums']}
+{
+    const size_t k = get_global_id(0);
+    if (k < n)
+        weights[k] = sums[k] > 0.0f ? 1.0f / sums[k] : 0.0f;
+}
+
+// r = (b - r) w: the weighted residual of SIRT, from r = A x.
+__kernel void weighted_residual(
+${args['weighted_residual']}
+{
+    const size_t k = get_global_id(0);
+    if (k < n)
+        r[k] = (b[k] - r[k]) * w[k];
+}
+
+// x = x + relaxation w d, then max(x, 0) where nonnegative: SIRT's step (a mask is in
+// its weights: a pixel outside it keeps its start).
+__kernel void sirt_step(
+${args['sirt_step']}
+{
+    const size_t k = get_global_id(0);
+    if (k < n) {
+        const float v = mad(relaxation, w[k] * d[k], x[k]);
+        x[k] = nonnegative ? fmax(v, 0.0f) : v;
+    }
+}
+
+// x = x w, elementwise (a mask, or weights).
+__kernel void scale(
+${args['scale']}
+{
+    const size_t k = get_global_id(0);
+    if (k < n)
+        x[k] *= w[k];
+}
+
+// Partial sums of x . y, one per work-group, in a fixed order (the same bits every run):
+// each work-item strides over the vector, then the group adds its items in a tree.
+__kernel __attribute__((reqd_work_group_size(${group}, 1, 1)))
+void partial_dot(
+${args['partial_dot']}
+{
+    __local float part[${group}];
+    const int item = get_local_id(0);
+    float sum = 0.0f;
+    for (size_t k = get_global_id(0); k < n; k += get_global_size(0))
+        sum += x[k] * y[k];
+    part[item] = sum;
+    for (int width = ${group // 2}; width > 0; width >>= 1) {
+        barrier(CLK_LOCAL_MEM_FENCE);
+        if (item < width)
+            part[item] += part[item + width];
+    }
+    if (item == 0)
+        sums[get_group_id(0)] = part[0];
+}

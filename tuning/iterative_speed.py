@@ -1,0 +1,81 @@
+#!/usr/bin/env python3
+"""Speed of the matched parallel-beam pair and of SIRT and CGLS on one device.
+
+    python tuning/iterative_speed.py                       # 64 slices of 2048^2, 2048 angles
+    python tuning/iterative_speed.py --size 256 --rows 4 --angles 256   # a CPU's case
+
+Times, on device arrays (pybp.Projector with pyopencl arrays in and out), the forward
+projection A and its transpose A^T, median of ``--repeats`` after a warm-up, in G
+updates/s (pixels x angles x slices per second), then a SIRT and a CGLS iteration (the
+median of ``--iterations`` timed one by one through the methods' report). ASTRA's
+figures for the same case come from ../shared/peers/astra_iter.py, run in the same call.
+"""
+
+from __future__ import annotations
+
+import argparse
+import statistics
+import time
+
+import numpy as np
+import pyopencl.array as cla
+
+import pybp
+from pybp.iterative import methods
+from pybp.iterative.vectors import Vectors
+
+
+def median_seconds(work, queue, repeats):
+    work()
+    queue.finish()
+    times = []
+    for _ in range(repeats):
+        start = time.perf_counter()
+        work()
+        queue.finish()
+        times.append(time.perf_counter() - start)
+    return statistics.median(times), min(times), max(times)
+
+
+def main():
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--size", type=int, default=2048, help="bins and slice side")
+    parser.add_argument("--rows", type=int, default=64, help="slices")
+    parser.add_argument("--angles", type=int, default=2048)
+    parser.add_argument("--repeats", type=int, default=5)
+    parser.add_argument("--iterations", type=int, default=5)
+    parser.add_argument("--device", default=None)
+    args = parser.parse_args()
+    geometry = pybp.ParallelGeometry(np.linspace(0, np.pi, args.angles, endpoint=False),
+                                     args.size)
+    rng = np.random.default_rng(0)
+    projector = pybp.Projector(geometry, rows=args.rows, device=args.device)
+    queue, pair = projector.queue, projector.pair
+    vectors = Vectors(projector.context, queue, projector.device)
+    data = cla.to_device(queue, rng.random(projector.projection_shape, np.float32))
+    volume = cla.to_device(queue, rng.random(projector.volume_shape, np.float32))
+    out_p = cla.empty(queue, projector.projection_shape, np.float32)
+    out_v = cla.empty(queue, projector.volume_shape, np.float32)
+    updates = pair.updates()
+    print(f"{projector.device.label()}: {args.rows} slices of {args.size}^2, {args.angles} "
+          f"angles ({updates / 1e9:.3g} G updates per application)")
+    print("| pybp | s (median) | spread | G updates/s |")
+    print("| --- | --- | --- | --- |")
+    for name, work in (("forward A", lambda: pair.forward(volume.data, out_p.data)),
+                       ("transpose A^T", lambda: pair.backward(data.data, out_v.data))):
+        m, lo, hi = median_seconds(work, queue, args.repeats)
+        print(f"| {name} | {m:.4f} | {lo:.4f}-{hi:.4f} | {updates / m / 1e9:.3g} |")
+    for name, method in (("SIRT iteration", methods.sirt), ("CGLS iteration", methods.cgls)):
+        stamps = []
+        x = cla.zeros(queue, projector.volume_shape, np.float32)
+        report = lambda i, x: (queue.finish(), stamps.append(time.perf_counter()))  # noqa: E731
+        queue.finish()
+        stamps.append(time.perf_counter())
+        method(pair, vectors, data, x, args.iterations, report=report)
+        steps = np.diff(stamps)[1:]  # the first includes SIRT's weights and the set-up
+        print(f"| {name} | {statistics.median(steps):.4f} | {steps.min():.4f}-{steps.max():.4f} "
+              f"| {2 * updates / statistics.median(steps) / 1e9:.3g} (both operators) |")
+
+
+if __name__ == "__main__":
+    main()
