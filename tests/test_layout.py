@@ -64,7 +64,11 @@ def test_the_wheel_lists_every_package_and_template_folder():
     packages = {".".join(p.parent.relative_to(root).parts)
                 for p in (root / "pybp").rglob("__init__.py")}
     assert packages <= listed, f"setup.cfg lacks {sorted(packages - listed)}"
-    patterns = {p.strip() for p in config["options.package_data"]["pybp.templates"].split(",")}
+    # setuptools' rule for a list: a value of several lines is one entry a line (commas
+    # and all), else entries between commas. A pattern list written over two lines with
+    # commas once put only its last line's templates into the wheel.
+    value = config["options.package_data"]["pybp.templates"].strip()
+    patterns = {p.strip() for p in (value.splitlines() if "\n" in value else value.split(","))}
     folders = {str(p.parent.relative_to(root / "templates")) for p in
                (root / "templates").rglob("*.mako")}
     wanted = {"*.mako" if f == "." else f"{f}/*.mako" for f in folders}
