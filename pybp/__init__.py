@@ -1,5 +1,5 @@
 """pybp: parallel-beam (filtered) back-projection, cone-beam FDK, and a matched forward
-projector with SIRT and CGLS, on any OpenCL device.
+projector with SIRT, SART and CGLS, on any OpenCL device.
 
 >>> import numpy as np, pybp
 >>> angles = np.linspace(0, np.pi, 180, endpoint=False)
@@ -21,7 +21,8 @@ _HOMES = {"Backprojector": "api.sinograms", "backproject": "api.oneshot", "fbp":
           "find_center": "centre", "ConeGeometry": "geometry.cone",
           "ConeBackprojector": "api.cone", "cone_backproject": "api.cone",
           "fdk": "api.cone", "ParallelGeometry": "geometry.parallel",
-          "Projector": "api.projector", "sirt": "api.iterative", "cgls": "api.iterative"}
+          "Projector": "api.projector", "sirt": "api.iterative", "sart": "api.iterative",
+          "cgls": "api.iterative"}
 __all__ = sorted(_HOMES)
 
 

@@ -71,7 +71,7 @@ def main():
         report = lambda i, x: (queue.finish(), stamps.append(time.perf_counter()))  # noqa: E731
         queue.finish()
         stamps.append(time.perf_counter())
-        method(pair, vectors, data, x, args.iterations, report=report)
+        method(pair, vectors, data, x, iterations=args.iterations, report=report)
         steps = np.diff(stamps)[1:]  # the first includes SIRT's weights and the set-up
         print(f"| {name} | {statistics.median(steps):.4f} | {steps.min():.4f}-{steps.max():.4f} "
               f"| {2 * updates / statistics.median(steps) / 1e9:.3g} (both operators) |")

@@ -1,5 +1,6 @@
-"""Iterative reconstruction as users call it (``pybp.sirt``, ``pybp.cgls``): ASTRA's
-SIRT and CGLS, on one device, with the matched pair of :class:`pybp.Projector`."""
+"""Iterative reconstruction as users call it (``pybp.sirt``, ``pybp.sart``,
+``pybp.cgls``): ASTRA's SIRT, SART and CGLS, on one device, with the matched pair of
+:class:`pybp.Projector`."""
 
 from __future__ import annotations
 
@@ -12,8 +13,9 @@ from pybp.iterative import methods
 from pybp.iterative.vectors import Vectors
 from pybp.stream.progress import Progress
 
-WORKING_SET = (5, 3)  # volumes (the projector's transposed copy among them) and sets of
-# projections either method keeps on the device
+# Volumes (the projector's transposed copy among them) and sets of projections each
+# method keeps on the device.
+WORKING_SETS = {"sirt": (5, 3), "cgls": (5, 3), "sart": (5, 5)}
 
 
 def _volume_mask(geometry, shape, mask, circle):
@@ -39,11 +41,18 @@ def _volume_mask(geometry, shape, mask, circle):
     return inside
 
 
+def _relaxation(value) -> float:
+    relaxation = float(checks.float_array([value], "relaxation", 1)[0])
+    if not 0 < relaxation < 2:
+        raise ValueError(f"relaxation: expected a number in (0, 2), got {relaxation:g}")
+    return relaxation
+
+
 class _Run:
     """What both methods set up: the checked data on the device, the projector, the
     start, the mask, and the report of each iteration (progress, callback)."""
 
-    def __init__(self, name, projections, geometry, iterations, x0, mask, circle, callback,
+    def __init__(self, name, *, projections, geometry, iterations, x0, mask, circle, callback,
                  progress, device):
         check_geometry(geometry)
         self.iterations = checks.positive_int(iterations, "iterations")
@@ -61,12 +70,14 @@ class _Run:
         if not np.isfinite(data).all():
             raise ValueError("projections: contain NaN or Inf")
         self.projector = projector = Projector(geometry, data.shape[1], device)
+        volumes, sets = WORKING_SETS[name]
         fits(projector.device, projector.volume_shape, projector.projection_shape,
-             *WORKING_SET, name)
+             volumes=volumes, projections=sets, what=name)
         shape = projector.volume_shape
         self.out_shape = shape[1:] if single else shape
         queue = projector.queue
         self.vectors = Vectors(projector.context, queue, projector.device)
+        self.data = data  # (n_angles, rows, n_bins)
         self.b = cla.to_device(queue, data)
         if x0 is None:
             start = np.zeros(shape, np.float32)
@@ -111,13 +122,41 @@ def sirt(projections, geometry, iterations, x0=None, nonnegative=False, mask=Non
     their start. ``callback(iteration, volume)`` after each iteration (a copy to the
     host each time); ``progress`` shows iterations done on standard error. Returns the
     float32 volume ``(rows, ny, nx)`` (``(ny, nx)`` for one sinogram)."""
-    relaxation = float(checks.float_array([relaxation], "relaxation", 1)[0])
-    if not 0 < relaxation < 2:
-        raise ValueError(f"relaxation: expected a number in (0, 2), got {relaxation:g}")
-    run = _Run("sirt", projections, geometry, iterations, x0, mask, circle, callback,
-               progress, device)
-    methods.sirt(run.projector.pair, run.vectors, run.b, run.x, run.iterations, relaxation,
-                 bool(nonnegative), run.mask, run.report)
+    relaxation = _relaxation(relaxation)
+    run = _Run("sirt", projections=projections, geometry=geometry, iterations=iterations,
+               x0=x0, mask=mask, circle=circle, callback=callback, progress=progress,
+               device=device)
+    methods.sirt(run.projector.pair, run.vectors, run.b, run.x, iterations=run.iterations,
+                 relaxation=relaxation, nonnegative=bool(nonnegative), mask=run.mask,
+                 report=run.report)
+    return run.result()
+
+
+def sart(projections, geometry, iterations, subsets=None, x0=None, nonnegative=False,
+         mask=None, circle=False, relaxation=1.0, callback=None, progress=False, device=None):
+    """SART in ordered subsets (ASTRA's ``SART_CUDA`` with ``subsets=None``: one
+    projection at a time): each iteration steps through ``subsets`` subsets of the
+    angles in turn, subset k holding angles k, k + subsets, ..., and takes SIRT's step on
+    each subset's rows alone (its own row and column sums). Where ASTRA takes the
+    projections in a random order by default, pybp takes them in that fixed order, so
+    that a run is the same every time. Arguments and result as :func:`sirt`'s."""
+    relaxation = _relaxation(relaxation)
+    check_geometry(geometry)
+    subsets = geometry.n_angles if subsets is None else checks.positive_int(subsets, "subsets")
+    if subsets > geometry.n_angles:
+        raise ValueError(f"subsets: at most one per angle ({geometry.n_angles}), got {subsets}")
+    run = _Run("sart", projections=projections, geometry=geometry, iterations=iterations,
+               x0=x0, mask=mask, circle=circle, callback=callback, progress=progress,
+               device=device)
+    queue, pair = run.projector.queue, run.projector.pair
+    order = [np.arange(k, geometry.n_angles, subsets) for k in range(subsets)]
+    parts = [pair.restricted(angles) for angles in order]
+    b_parts = [cla.to_device(queue, np.ascontiguousarray(run.data[angles]).ravel())
+               for angles in order]
+    del run.b  # each subset's data is its own
+    methods.sart(parts, run.vectors, b_parts, run.x, iterations=run.iterations,
+                 relaxation=relaxation, nonnegative=bool(nonnegative), mask=run.mask,
+                 report=run.report)
     return run.result()
 
 
@@ -128,8 +167,9 @@ def cgls(projections, geometry, iterations, x0=None, mask=None, circle=False, ca
     A restricted to the pixels inside. Arguments and result as :func:`sirt`'s; there is
     no nonnegativity, which the conjugate directions do not allow (ASTRA's CGLS has none
     either: take :func:`sirt`). Stops early at an exact least-squares solution."""
-    run = _Run("cgls", projections, geometry, iterations, x0, mask, circle, callback,
-               progress, device)
-    methods.cgls(run.projector.pair, run.vectors, run.b, run.x, run.iterations, run.mask,
-                 run.report)
+    run = _Run("cgls", projections=projections, geometry=geometry, iterations=iterations,
+               x0=x0, mask=mask, circle=circle, callback=callback, progress=progress,
+               device=device)
+    methods.cgls(run.projector.pair, run.vectors, run.b, run.x, iterations=run.iterations,
+                 mask=run.mask, report=run.report)
     return run.result()

@@ -27,7 +27,7 @@ def check_geometry(geometry):
                         f"pair is not offered yet), got {type(geometry).__name__}")
 
 
-def fits(device, volume_shape, projection_shape, volumes, projections, what):
+def fits(device, volume_shape, projection_shape, *, volumes, projections, what):
     """An error naming what it would take unless ``volumes`` volumes and ``projections``
     sets of projections fit the device's share (:func:`pybp.stream.memory.budget`)."""
     need = FLOAT_BYTES * (volumes * int(np.prod(volume_shape))
@@ -63,8 +63,10 @@ class Projector:
         ny, nx = geometry.slice_shape
         self.volume_shape = (self.rows, ny, nx)
         self.projection_shape = (geometry.n_angles, self.rows, geometry.n_bins)
-        fits(self.device, self.volume_shape, self.projection_shape, 2, 1, "Projector")  # + the
-        # transposed copy the forward projection reads columns from (pybp/parallel/project.py)
+        # Two volumes: the forward projection reads lines of columns from a transposed copy
+        # (pybp/parallel/project.py).
+        fits(self.device, self.volume_shape, self.projection_shape, volumes=2, projections=1,
+             what="Projector")
         self.queue = cl.CommandQueue(self.context)
         self.pair = ParallelPair(geometry, self.rows, self.context, self.queue, self.device)
         self.shape = (int(np.prod(self.projection_shape)), int(np.prod(self.volume_shape)))

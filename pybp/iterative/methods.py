@@ -33,7 +33,7 @@ def sirt_weights(pair, vectors, mask=None):
     return row, column
 
 
-def sirt(pair, vectors, b, x, iterations, relaxation=1.0, nonnegative=False, mask=None,
+def sirt(pair, vectors, b, x, *, iterations, relaxation=1.0, nonnegative=False, mask=None,
          report=None):
     """``iterations`` of x = x + relaxation C A^T R (b - A x), in place on ``x`` (R and
     C: :func:`sirt_weights`), then x clipped at zero where ``nonnegative``.
@@ -51,7 +51,7 @@ def sirt(pair, vectors, b, x, iterations, relaxation=1.0, nonnegative=False, mas
     return x
 
 
-def cgls(pair, vectors, b, x, iterations, mask=None, report=None):
+def cgls(pair, vectors, b, x, *, iterations, mask=None, report=None):
     """``iterations`` of conjugate gradients on the normal equations A^T A x = A^T b
     (ASTRA's CGLS), in place on ``x``; with ``mask``, of A M. Stops early where the
     gradient vanishes (x is then a least-squares solution) or A p does."""
@@ -84,6 +84,45 @@ def cgls(pair, vectors, b, x, iterations, mask=None, report=None):
         following = vectors.dot(s)
         pacing.wait(vectors.combine(p, 1.0, s, following / gamma, p))
         gamma = following
+        if report is not None:
+            report(iteration, x)
+    return x
+
+
+def sart(parts, vectors, b_parts, x, *, iterations, relaxation=1.0, nonnegative=False,
+         mask=None, report=None):
+    """``iterations`` of ordered subsets (OS-SART), in place on ``x``: for each subset's
+    pair in ``parts`` in turn (a pair restricted to its angles) and its data in
+    ``b_parts``, SIRT's step on the subset's rows alone, x = x + relaxation C_s A_s^T
+    R_s (b_s - A_s x), then x clipped at zero where ``nonnegative``. R_s are the
+    subset's rows of SIRT's inverse row sums, kept; C_s, the inverse column sums of the
+    subset, is made again at each step from A_s^T 1 (one more transpose per subset:
+    a volume per subset would not fit)."""
+    queue = vectors.queue
+    largest = max(int(np.prod(part.projection_shape)) for part in parts)
+    ones = _filled(queue, largest, 1)
+    volume_ones = _filled(queue, parts[0].volume_shape, 1)
+    rows = []
+    for part in parts:
+        row = cla.empty(queue, int(np.prod(part.projection_shape)), np.float32)
+        part.forward(volume_ones.data, row.data)
+        vectors.invert(row, row)
+        rows.append(row)
+    residual_buffer = cla.empty(queue, largest, np.float32)
+    update = cla.empty(queue, parts[0].volume_shape, np.float32)
+    column = cla.empty(queue, parts[0].volume_shape, np.float32)
+    for iteration in range(iterations):
+        for part, b, row in zip(parts, b_parts, rows):
+            residual = residual_buffer[:row.size]
+            part.forward(x.data, residual.data)
+            vectors.residual(b, residual, row)
+            part.backward(residual.data, update.data)
+            part.backward(ones.data, column.data)
+            vectors.invert(column, column)
+            if mask is not None:
+                vectors.scale(column, mask)
+            event = vectors.step(x, update, column, relaxation, nonnegative)
+        pacing.wait(event)
         if report is not None:
             report(iteration, x)
     return x

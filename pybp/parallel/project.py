@@ -4,6 +4,9 @@ of a volume ``(n_rows, ny, nx)`` and projections ``(n_angles, n_rows, n_bins)``.
 
 from __future__ import annotations
 
+import copy
+
+import numpy as np
 import pyopencl as cl
 
 from pybp.cl import codegen, pacing
@@ -61,9 +64,9 @@ class ParallelPair:
         ny, nx = geometry.slice_shape
         self.volume_shape = (n_rows, ny, nx)
         self.projection_shape = (geometry.n_angles, n_rows, geometry.n_bins)
-        table = geometry.projection_constants(floats=8)
+        self._table = geometry.projection_constants(floats=8)
         self.constants = cl.Buffer(context, cl.mem_flags.READ_ONLY | cl.mem_flags.COPY_HOST_PTR,
-                                   hostbuf=table)
+                                   hostbuf=self._table)
         self.rows_per_item = min(ROWS_PER_ITEM, n_rows)
         self.row_groups = -(-n_rows // self.rows_per_item)
         text = source(self.rows_per_item)
@@ -81,7 +84,22 @@ class ParallelPair:
 
     def updates(self) -> int:
         """Pixel updates of one application of either operator (the numerator of GU/s)."""
-        return self.geometry.updates(self.n_rows)
+        ny, nx = self.geometry.slice_shape
+        return ny * nx * self.sizes["n_angles"] * self.n_rows
+
+    def restricted(self, angles) -> ParallelPair:
+        """The pair of the projections at indices ``angles`` alone (their rows of A, the
+        same floats): the same kernels and transposed copy, a table of those angles, and
+        projections ``(len(angles), n_rows, n_bins)`` (SART's subsets)."""
+        part = copy.copy(self)
+        table = np.ascontiguousarray(self._table[np.asarray(angles)])
+        part._table = table
+        part.constants = cl.Buffer(self.queue.context,
+                                   cl.mem_flags.READ_ONLY | cl.mem_flags.COPY_HOST_PTR,
+                                   hostbuf=table)
+        part.sizes = dict(self.sizes, n_angles=len(table))
+        part.projection_shape = (len(table),) + self.projection_shape[1:]
+        return part
 
     def forward(self, volume, projections, wait_for=None):
         """projections = A volume (device buffers); the last launch's event."""
@@ -89,7 +107,7 @@ class ParallelPair:
         wait_for = [self._transpose(self.queue, _global((nx, ny, self.n_rows), (TILE, TILE, 1)),
                                     (TILE, TILE, 1), wait_for=wait_for, volume=volume,
                                     transposed=self._transposed, nx=nx, ny=ny)]
-        n_angles = self.geometry.n_angles
+        n_angles = self.sizes["n_angles"]
         per_angle = self.updates() // n_angles
         step = max(1, min(n_angles, self._launch_updates // max(1, per_angle)))
         return self._launches(
