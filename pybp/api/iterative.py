@@ -9,6 +9,7 @@ import pyopencl.array as cla
 
 from pybp import checks
 from pybp.api.projector import Projector, check_geometry, fits
+from pybp.geometry.cone import ConeGeometry
 from pybp.iterative import methods
 from pybp.iterative.vectors import Vectors
 from pybp.stream.progress import Progress
@@ -57,24 +58,34 @@ class _Run:
         check_geometry(geometry)
         self.iterations = checks.positive_int(iterations, "iterations")
         checks.array_like(projections, "projections", (2, 3))
+        cone = isinstance(geometry, ConeGeometry)
         single = len(projections.shape) == 2
-        expected = (geometry.n_angles, geometry.n_bins)
-        if (tuple(projections.shape) if single else
-                (projections.shape[0], projections.shape[2])) != expected:
-            raise ValueError(f"projections: expected (n_angles, rows, n_bins) or (n_angles, "
-                             f"n_bins) with n_angles, n_bins = {expected} (the geometry's), "
-                             f"got {tuple(projections.shape)}")
+        if cone:
+            expected = (geometry.n_angles,) + tuple(geometry.detector_shape)
+            if tuple(projections.shape) != expected:
+                raise ValueError(f"projections: expected (n_angles, n_rows, n_cols) = "
+                                 f"{expected} (the geometry's), got {tuple(projections.shape)}")
+            if checks.circle_option(circle) is not False:
+                raise ValueError("circle: the reconstruction circle is parallel beam's; give "
+                                 "a mask instead")
+        else:
+            expected = (geometry.n_angles, geometry.n_bins)
+            if (tuple(projections.shape) if single else
+                    (projections.shape[0], projections.shape[2])) != expected:
+                raise ValueError(f"projections: expected (n_angles, rows, n_bins) or "
+                                 f"(n_angles, n_bins) with n_angles, n_bins = {expected} (the "
+                                 f"geometry's), got {tuple(projections.shape)}")
         data = np.ascontiguousarray(projections, np.float32)
-        if single:
+        if single and not cone:
             data = data[:, None]
         if not np.isfinite(data).all():
             raise ValueError("projections: contain NaN or Inf")
-        self.projector = projector = Projector(geometry, data.shape[1], device)
+        self.projector = projector = Projector(geometry, None if cone else data.shape[1], device)
         volumes, sets = WORKING_SETS[name]
         fits(projector.device, projector.volume_shape, projector.projection_shape,
              volumes=volumes, projections=sets, what=name)
         shape = projector.volume_shape
-        self.out_shape = shape[1:] if single else shape
+        self.out_shape = shape[1:] if single and not cone else shape
         queue = projector.queue
         self.vectors = Vectors(projector.context, queue, projector.device)
         self.data = data  # (n_angles, rows, n_bins)
@@ -114,14 +125,16 @@ def sirt(projections, geometry, iterations, x0=None, nonnegative=False, mask=Non
     x += relaxation C A^T R (b - A x), R and C the inverse row and column sums of A (zero
     where a sum is zero), on one device.
 
-    ``projections`` ``(n_angles, rows, n_bins)`` or one sinogram ``(n_angles, n_bins)``
-    (line integrals); ``geometry`` a :class:`pybp.ParallelGeometry`. Defaults as
+    ``projections`` (line integrals) ``(n_angles, rows, n_bins)`` or one sinogram
+    ``(n_angles, n_bins)`` for a :class:`pybp.ParallelGeometry`, ``(n_angles, n_rows,
+    n_cols)`` for a :class:`pybp.ConeGeometry`. Defaults as
     ASTRA's: ``x0`` zero, no mask, no constraint. ``nonnegative`` clips at zero after
     each step; ``mask`` (nonzero inside: the volume's shape or a slice's) and ``circle``
     (True: the reconstruction circle, or a radius in pixels) keep the pixels outside at
-    their start. ``callback(iteration, volume)`` after each iteration (a copy to the
-    host each time); ``progress`` shows iterations done on standard error. Returns the
-    float32 volume ``(rows, ny, nx)`` (``(ny, nx)`` for one sinogram)."""
+    their start (``circle``: parallel beam only). ``callback(iteration, volume)`` after
+    each iteration (a copy to the host each time); ``progress`` shows iterations done on
+    standard error. Returns the float32 volume ``(rows, ny, nx)`` (``(ny, nx)`` for one
+    sinogram; cone beam: the geometry's ``(nz, ny, nx)``)."""
     relaxation = _relaxation(relaxation)
     run = _Run("sirt", projections=projections, geometry=geometry, iterations=iterations,
                x0=x0, mask=mask, circle=circle, callback=callback, progress=progress,

@@ -1,5 +1,5 @@
 """The matched operator pair as users call it (``pybp.Projector``): the forward
-projection of a geometry and its exact transpose, on NumPy arrays or on pyopencl
+projection of a geometry (parallel or cone beam) and its exact transpose, on NumPy arrays or on pyopencl
 arrays that stay on the device, and as a ``scipy.sparse.linalg.LinearOperator`` (as
 ASTRA's ``OpTomo``)."""
 
@@ -13,6 +13,8 @@ import pyopencl.array as cla
 
 from pybp import checks
 from pybp.cl.device import describe, open_device
+from pybp.cone.project import ConePair
+from pybp.geometry.cone import ConeGeometry
 from pybp.geometry.parallel import Geometry
 from pybp.parallel.project import ParallelPair
 from pybp.stream import memory
@@ -22,9 +24,9 @@ ROWS_AXIS = {"volume": 0, "projections": 1}  # dropped for one slice
 
 
 def check_geometry(geometry):
-    if not isinstance(geometry, Geometry):
-        raise TypeError(f"geometry: expected a pybp.ParallelGeometry (cone beam's matched "
-                        f"pair is not offered yet), got {type(geometry).__name__}")
+    if not isinstance(geometry, (Geometry, ConeGeometry)):
+        raise TypeError(f"geometry: expected a pybp.ParallelGeometry or a pybp.ConeGeometry, "
+                        f"got {type(geometry).__name__}")
 
 
 def fits(device, volume_shape, projection_shape, *, volumes, projections, what):
@@ -42,13 +44,17 @@ def fits(device, volume_shape, projection_shape, *, volumes, projections, what):
 
 
 class Projector:
-    """A and A^T of ``geometry`` (a :class:`pybp.ParallelGeometry`) for ``rows``
-    slices at once (default 1) on one device: ``forward(volume)`` takes ``(rows, ny,
-    nx)`` (or ``(ny, nx)`` where ``rows`` is 1) to projections ``(n_angles, rows,
-    n_bins)`` (or ``(n_angles, n_bins)``), ``backward(projections)`` the reverse, its
-    exact transpose: each pixel-bin weight of linear interpolation is the same float in
-    both kernels, so <A x, y> = <x, A^T y> to the rounding of the sums. Unlike
-    :func:`pybp.backproject`, ``backward`` has no filter and no angle weights.
+    """A and A^T of ``geometry`` on one device. Parallel beam (a
+    :class:`pybp.ParallelGeometry`), ``rows`` slices at once (default 1):
+    ``forward(volume)`` takes ``(rows, ny, nx)`` (or ``(ny, nx)`` where ``rows`` is 1)
+    to projections ``(n_angles, rows, n_bins)`` (or ``(n_angles, n_bins)``), linear
+    interpolation on the detector. Cone beam (a :class:`pybp.ConeGeometry`, no
+    ``rows``): the volume ``(nz, ny, nx)`` to projections ``(n_angles, n_rows,
+    n_cols)``, bilinear interpolation, as :func:`pybp.cone_backproject` samples.
+    ``backward(projections)`` is the exact transpose: each weight comes from the same
+    floats in both kernels, so <A x, y> = <x, A^T y> to the rounding of the sums. Unlike
+    :func:`pybp.backproject` and :func:`pybp.fdk`, ``backward`` has no filter and no
+    weights.
 
     NumPy arrays in give NumPy arrays out; pyopencl arrays of this projector's
     ``context`` give pyopencl arrays on its ``queue``, so that a loop stays on the
@@ -57,18 +63,27 @@ class Projector:
     def __init__(self, geometry, rows=None, device=None):
         check_geometry(geometry)
         self.geometry = geometry
-        self.rows = 1 if rows is None else checks.positive_int(rows, "rows")
+        cone = isinstance(geometry, ConeGeometry)
+        if cone and rows is not None:
+            raise ValueError("rows: a cone-beam volume is the geometry's (nz, ny, nx); give "
+                             "no rows")
+        self.rows = None if cone else 1 if rows is None else checks.positive_int(rows, "rows")
         cl_device, self.context, _ = open_device(device)
         self.device = describe(cl_device)
-        ny, nx = geometry.slice_shape
-        self.volume_shape = (self.rows, ny, nx)
-        self.projection_shape = (geometry.n_angles, self.rows, geometry.n_bins)
-        # Two volumes: the forward projection reads lines of columns from a transposed copy
-        # (pybp/parallel/project.py).
-        fits(self.device, self.volume_shape, self.projection_shape, volumes=2, projections=1,
-             what="Projector")
+        if cone:
+            self.volume_shape = tuple(geometry.volume_shape)
+            self.projection_shape = (geometry.n_angles,) + tuple(geometry.detector_shape)
+        else:
+            ny, nx = geometry.slice_shape
+            self.volume_shape = (self.rows, ny, nx)
+            self.projection_shape = (geometry.n_angles, self.rows, geometry.n_bins)
+        # Parallel beam's forward projection reads lines of columns from a transposed copy
+        # of the volume (pybp/parallel/project.py).
+        fits(self.device, self.volume_shape, self.projection_shape, volumes=1 if cone else 2,
+             projections=1, what="Projector")
         self.queue = cl.CommandQueue(self.context)
-        self.pair = ParallelPair(geometry, self.rows, self.context, self.queue, self.device)
+        self.pair = ConePair(geometry, self.context, self.queue, self.device) if cone else \
+            ParallelPair(geometry, self.rows, self.context, self.queue, self.device)
         self.shape = (int(np.prod(self.projection_shape)), int(np.prod(self.volume_shape)))
         self._lock = threading.Lock()
 

@@ -162,3 +162,16 @@ class Pacer:
         ``finish``, so the last launch of a call is timed too)."""
         self._retire()
         self.in_flight.clear()
+
+
+def launches(launch, total, step, wait_for=None):
+    """``launch(first, count, wait_for)`` over ``total`` items in steps of ``step`` (the
+    first launch waits for ``wait_for``), each launch waited for (:func:`wait`) once the
+    next is queued, so that one is queued ahead of another; the last launch's event."""
+    event, ahead = None, None
+    for first in range(0, total, step):
+        event = launch(first, min(step, total - first), wait_for if first == 0 else None)
+        if ahead is not None:
+            wait(ahead)
+        ahead = event
+    return event

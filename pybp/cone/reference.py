@@ -56,6 +56,29 @@ def backproject(projections, geometry: ConeGeometry, planes=None, distance_weigh
     return out
 
 
+def forward_project(volume, geometry: ConeGeometry) -> np.ndarray:
+    """Float64 forward projection, the transpose of :func:`backproject`'s bilinear
+    sample (without weights): each voxel adds its value times each of its sample's four
+    weights to the four pixels the sample reads, pixels beyond the detector dropped.
+    ``volume`` ``(nz, ny, nx)`` to projections ``(n_angles, n_rows, n_cols)``."""
+    values = np.asarray(volume, np.float64).ravel()
+    n_rows, n_cols = geometry.detector_shape
+    out = np.zeros((geometry.n_angles, n_rows + 2, n_cols + 2))  # a border of dropped pixels
+    for p in range(geometry.n_angles):
+        r, c, _ = (a.ravel() for a in project_voxels(geometry, p))
+        r0, c0 = np.floor(r), np.floor(c)
+        inside = (r0 >= -1) & (r0 <= n_rows - 1) & (c0 >= -1) & (c0 <= n_cols - 1)
+        fr, fc, v = (r - r0)[inside], (c - c0)[inside], values[inside]
+        a = (r0[inside] + 1).astype(np.intp)  # rows of the bordered image
+        b = (c0[inside] + 1).astype(np.intp)
+        size = (n_rows + 2) * (n_cols + 2)
+        for da, db, weight in ((0, 0, (1 - fr) * (1 - fc)), (0, 1, (1 - fr) * fc),
+                               (1, 0, fr * (1 - fc)), (1, 1, fr * fc)):
+            out[p] += np.bincount((a + da) * (n_cols + 2) + b + db, weight * v,
+                                  size).reshape(n_rows + 2, n_cols + 2)
+    return out[:, 1:-1, 1:-1]
+
+
 def filtered(projections, geometry: ConeGeometry, filter="ramp", padding="zero",
              short_scan=None) -> np.ndarray:
     """FDK's projections before the back-projection: times the cosine and each

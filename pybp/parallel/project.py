@@ -110,7 +110,7 @@ class ParallelPair:
         n_angles = self.sizes["n_angles"]
         per_angle = self.updates() // n_angles
         step = max(1, min(n_angles, self._launch_updates // max(1, per_angle)))
-        return self._launches(
+        return pacing.launches(
             lambda first, count, wait: self._forward(
                 self.queue, _global((self.geometry.n_bins, self.row_groups, count), FORWARD_GROUP),
                 FORWARD_GROUP, wait_for=wait, volume=volume, transposed=self._transposed,
@@ -123,22 +123,9 @@ class ParallelPair:
         per_group = self.updates() // self.row_groups
         step = max(1, min(self.row_groups, self._launch_updates // max(1, per_group)))
         ny, nx = self.geometry.slice_shape
-        return self._launches(
+        return pacing.launches(
             lambda first, count, wait: self._backward(
                 self.queue, _global((nx, ny, count), BACKWARD_GROUP), BACKWARD_GROUP,
                 wait_for=wait, projections=projections, constants=self.constants,
                 volume=volume, first_row_group=first, **self.sizes),
             self.row_groups, step, wait_for)
-
-    @staticmethod
-    def _launches(launch, total, step, wait_for):
-        """``launch(first, count, wait_for)`` over ``total`` in steps of ``step``, each
-        waited for (in short sleeps) once the next is queued."""
-        event, ahead = None, None
-        for first in range(0, total, step):
-            event = launch(first, min(step, total - first), wait_for if first == 0 else None)
-            if ahead is not None:
-                pacing.wait(ahead)
-            ahead = event
-        return event
-

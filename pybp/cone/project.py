@@ -1,0 +1,122 @@
+"""The matched pair of cone-beam operators on one device: the forward projection A and
+its exact transpose A^T (templates/operators/cone.cl.mako), on device buffers of a
+volume ``(nz, ny, nx)`` and projections ``(n_angles, n_rows, n_cols)``, in the geometry
+of :class:`pybp.ConeGeometry`."""
+
+from __future__ import annotations
+
+import copy
+
+import numpy as np
+import pyopencl as cl
+
+from pybp.cl import codegen, pacing
+from pybp.cl.kernel import Arg, ints
+from pybp.geometry.cone import ConeGeometry
+
+SIZES = ints("n_angles", "n_rows", "n_cols", "nx", "ny", "nz")
+
+
+def _args(real):
+    matrices = Arg("matrices", f"__global const {real} *",
+                   "per image: voxel indices to (c w, r w, w), 12 values")
+    forward = (
+        Arg("volume", "__global const float *", "nz x ny x nx"), matrices,
+        Arg("inverses", f"__global const {real} *",
+            "per image: inverse(M) row by row, then inverse(M) m4: 12 values"),
+        Arg("projections", "__global float *", "n_angles x n_rows x n_cols"), *SIZES,
+        Arg("first_angle", "const int", "the launch's first image (pybp/cl/pacing.py)"),
+    )
+    backward = (
+        Arg("projections", "__global const float *", "n_angles x n_rows x n_cols"), matrices,
+        Arg("volume", "__global float *", "nz x ny x nx"), *SIZES,
+        Arg("first_plane", "const int", "the launch's first z plane (pybp/cl/pacing.py)"),
+    )
+    return forward, backward
+
+
+FORWARD_GROUP = (16, 4, 1)  # a tile of detector pixels of one image
+BACKWARD_GROUP = (16, 8, 1)  # a tile of voxels of one plane
+
+
+def _global(sizes, group):
+    return tuple(-(-s // g) * g for s, g in zip(sizes, group))
+
+
+def tables(geometry: ConeGeometry):
+    """``(matrices, inverses)``, float64 ``(n_angles, 12)`` each: the voxel matrices row
+    by row, and each one's inverse 3x3 part row by row followed by that inverse times its
+    last column (a detector point (c, r) at depth w is the voxel-index point
+    w inverse(M) (c, r, 1) - inverse(M) m4)."""
+    m = geometry.voxel_matrices()
+    inverse = np.linalg.inv(m[:, :, :3])
+    shift = np.einsum("nab,nb->na", inverse, m[:, :, 3])
+    return m.reshape(len(m), 12), np.concatenate([inverse.reshape(len(m), 9), shift], axis=1)
+
+
+class ConePair:
+    """A and A^T of ``geometry`` on ``queue``'s device, positions in double where the
+    device has it. Launches as :class:`pybp.parallel.project.ParallelPair`'s."""
+
+    def __init__(self, geometry: ConeGeometry, context, queue, device):
+        self.geometry, self.queue = geometry, queue
+        self.volume_shape = tuple(geometry.volume_shape)
+        self.projection_shape = (geometry.n_angles,) + tuple(geometry.detector_shape)
+        self.real = "double" if "cl_khr_fp64" in device.extensions else "float"
+        dtype = np.float64 if self.real == "double" else np.float32
+        self._tables = tuple(t.astype(dtype) for t in tables(geometry))
+        self.matrices, self.inverses = (self._buffer(t) for t in self._tables)
+        forward, backward = _args(self.real)
+        text = codegen.render("operators/cone.cl.mako",
+                              {"cone_forward": forward, "cone_backward": backward},
+                              real=self.real)
+        self._forward = codegen.declared(context, device, text, "cone_forward", forward)
+        self._backward = codegen.declared(context, device, text, "cone_backward", backward)
+        rate = pacing.FIRST_RATE.get(device.type, pacing.OTHER_RATE)
+        self._launch_updates = max(1, int(rate * pacing.LAUNCH_SECONDS))
+        nz, ny, nx = self.volume_shape
+        n_rows, n_cols = geometry.detector_shape
+        self.sizes = dict(n_angles=geometry.n_angles, n_rows=n_rows, n_cols=n_cols, nx=nx,
+                          ny=ny, nz=nz)
+
+    def _buffer(self, table):
+        return cl.Buffer(self.queue.context, cl.mem_flags.READ_ONLY | cl.mem_flags.COPY_HOST_PTR,
+                         hostbuf=np.ascontiguousarray(table))
+
+    def updates(self) -> int:
+        """Voxel updates of one application of either operator (the numerator of GUPS)."""
+        nz, ny, nx = self.volume_shape
+        return nx * ny * nz * self.sizes["n_angles"]
+
+    def restricted(self, angles) -> ConePair:
+        """The pair of the projections at indices ``angles`` alone (SART's subsets)."""
+        part = copy.copy(self)
+        angles = np.asarray(angles)
+        part._tables = tuple(np.ascontiguousarray(t[angles]) for t in self._tables)
+        part.matrices, part.inverses = (self._buffer(t) for t in part._tables)
+        part.sizes = dict(self.sizes, n_angles=len(angles))
+        part.projection_shape = (len(angles),) + self.projection_shape[1:]
+        return part
+
+    def forward(self, volume, projections, wait_for=None):
+        """projections = A volume (device buffers); the last launch's event."""
+        n_angles, n_rows, n_cols = self.sizes["n_angles"], self.sizes["n_rows"], self.sizes["n_cols"]
+        step = max(1, min(n_angles, self._launch_updates * n_angles // max(1, self.updates())))
+        return pacing.launches(
+            lambda first, count, wait: self._forward(
+                self.queue, _global((n_cols, n_rows, count), FORWARD_GROUP), FORWARD_GROUP,
+                wait_for=wait, volume=volume, matrices=self.matrices, inverses=self.inverses,
+                projections=projections, first_angle=first, **self.sizes),
+            n_angles, step, wait_for)
+
+    def backward(self, projections, volume, wait_for=None):
+        """volume = A^T projections (device buffers); the last launch's event."""
+        nz, ny, nx = self.volume_shape
+        step = max(1, min(nz, self._launch_updates * nz // max(1, self.updates())))
+        return pacing.launches(
+            lambda first, count, wait: self._backward(
+                self.queue, _global((nx, ny, count), BACKWARD_GROUP), BACKWARD_GROUP,
+                wait_for=wait, projections=projections, matrices=self.matrices,
+                volume=volume, first_plane=first, **self.sizes),
+            nz, step, wait_for)
+

@@ -1,0 +1,131 @@
+## The matched pair of cone-beam operators (docs/design.md, section 9): a forward
+## projection A and its exact transpose A^T, bilinear interpolation on the detector.
+##
+## Both find where voxel (i, j, k) projects in image q with the one function
+## `cone_position` below (the voxel's matrix row by row, in `real`), so that each voxel-
+## pixel weight comes from the same floats in both kernels. A^T gathers, per voxel, the
+## bilinear sample of each image (zero beyond its edge pixels); A gathers, per detector
+## pixel, each voxel whose sample reads it, with the weight the sample gives it. Voxels
+## at or behind a source's plane (w <= 0) are left out of both.
+/* pybp matched cone-beam operators: forward projection and its transpose */
+% if real == "double":
+#pragma OPENCL EXTENSION cl_khr_fp64 : enable
+% endif
+typedef ${real} real;
+
+// Voxel (i, j, k) in image q of matrices m (12 values: voxel indices to (c w, r w, w)):
+// false where it is at or behind the source's plane, or beyond the image's bilinear
+// reach; else its pixel (*row, *col) = floor of its position and the fractions.
+inline bool cone_position(__global const real *m, const int i, const int j, const int k,
+                          const int n_rows, const int n_cols, int *row, int *col,
+                          float *fr, float *fc)
+{
+    const real c = m[0] * i + m[1] * j + m[2] * k + m[3];
+    const real r = m[4] * i + m[5] * j + m[6] * k + m[7];
+    const real w = m[8] * i + m[9] * j + m[10] * k + m[11];
+    if (!(w > 0))
+        return false;
+    const real u = c / w, v = r / w;
+    const real u0 = floor(u), v0 = floor(v);
+    if (!(v0 >= -1 && v0 <= n_rows - 1 && u0 >= -1 && u0 <= n_cols - 1))
+        return false;
+    *row = (int)v0;
+    *col = (int)u0;
+    *fr = (float)(v - v0);
+    *fc = (float)(u - u0);
+    return true;
+}
+
+inline float pixel(__global const float *image, const int n_rows, const int n_cols,
+                   const int r, const int c)
+{
+    return r >= 0 && r < n_rows && c >= 0 && c < n_cols ? image[(size_t)r * n_cols + c] : 0.0f;
+}
+
+// A^T: work-item (i, j, k) sums each image's bilinear sample.
+__kernel void cone_backward(
+${args['cone_backward']}
+{
+    const int i = get_global_id(0), j = get_global_id(1), k = first_plane + get_global_id(2);
+    if (i >= nx || j >= ny || k >= nz)
+        return;
+    float sum = 0.0f;
+    for (int q = 0; q < n_angles; q++) {
+        int r, c;
+        float fr, fc;
+        if (!cone_position(matrices + 12 * q, i, j, k, n_rows, n_cols, &r, &c, &fr, &fc))
+            continue;
+        __global const float *image = projections + (size_t)q * n_rows * n_cols;
+        sum += (1.0f - fr) * ((1.0f - fc) * pixel(image, n_rows, n_cols, r, c)
+                              + fc * pixel(image, n_rows, n_cols, r, c + 1))
+             + fr * ((1.0f - fc) * pixel(image, n_rows, n_cols, r + 1, c)
+                     + fc * pixel(image, n_rows, n_cols, r + 1, c + 1));
+    }
+    volume[((size_t)k * ny + j) * nx + i] = sum;
+}
+
+// A: work-item (column, row, image) sums over the voxels whose position falls in
+// [row - 1, row + 1) x [column - 1, column + 1). The rays through that window's corners
+// (rays: voxel-index points x = w d - s, d = inverse(M) (c, r, 1), s = inverse(M) m4)
+// meet each plane along the ray's steepest axis in a quadrilateral; its bounding box,
+// widened by a voxel, holds the candidates, and each is judged by `cone_position`
+// itself, so the rounding of the box never changes a weight.
+__kernel void cone_forward(
+${args['cone_forward']}
+{
+    const int c = get_global_id(0), r = get_global_id(1), q = first_angle + get_global_id(2);
+    if (c >= n_cols || r >= n_rows || q >= n_angles)
+        return;
+    __global const real *m = matrices + 12 * q;
+    __global const real *t = inverses + 12 * q;  // inverse(M) row by row, then s
+    const int size[3] = {nx, ny, nz};
+    // The central ray's direction picks the axis.
+    real d[3];
+    for (int a = 0; a < 3; a++)
+        d[a] = t[3 * a] * c + t[3 * a + 1] * r + t[3 * a + 2];
+    const int axis = fabs(d[0]) >= fabs(d[1]) && fabs(d[0]) >= fabs(d[2]) ? 0
+                   : fabs(d[1]) >= fabs(d[2]) ? 1 : 2;
+    const int a1 = axis == 0 ? 1 : 0, a2 = axis == 2 ? 1 : 2;
+    real corner[4][3];
+    for (int n = 0; n < 4; n++) {
+        const real cc = c + (n & 1 ? 1 : -1), rr = r + (n & 2 ? 1 : -1);
+        for (int a = 0; a < 3; a++)
+            corner[n][a] = t[3 * a] * cc + t[3 * a + 1] * rr + t[3 * a + 2];
+    }
+    float sum = 0.0f;
+    for (int p = 0; p < size[axis]; p++) {
+        real low1 = INFINITY, high1 = -INFINITY, low2 = INFINITY, high2 = -INFINITY;
+        bool seen = false;
+        for (int n = 0; n < 4; n++) {
+            if (corner[n][axis] == 0)
+                continue;
+            const real w = (p + t[9 + axis]) / corner[n][axis];
+            if (!(w > 0))
+                continue;
+            seen = true;
+            const real x1 = w * corner[n][a1] - t[9 + a1], x2 = w * corner[n][a2] - t[9 + a2];
+            low1 = fmin(low1, x1); high1 = fmax(high1, x1);
+            low2 = fmin(low2, x2); high2 = fmax(high2, x2);
+        }
+        if (!seen)
+            continue;
+        const int first1 = max(0, (int)fmax(floor(low1) - 1, (real)(-1))), last1 = min(size[a1] - 1, (int)fmin(ceil(high1) + 1, (real)size[a1]));
+        const int first2 = max(0, (int)fmax(floor(low2) - 1, (real)(-1))), last2 = min(size[a2] - 1, (int)fmin(ceil(high2) + 1, (real)size[a2]));
+        for (int v2 = first2; v2 <= last2; v2++)
+            for (int v1 = first1; v1 <= last1; v1++) {
+                int index[3];
+                index[axis] = p;
+                index[a1] = v1;
+                index[a2] = v2;
+                int vr, vc;
+                float fr, fc;
+                if (!cone_position(m, index[0], index[1], index[2], n_rows, n_cols, &vr, &vc, &fr, &fc))
+                    continue;
+                if ((vr != r && vr != r - 1) || (vc != c && vc != c - 1))
+                    continue;
+                const float weight = (vr == r ? 1.0f - fr : fr) * (vc == c ? 1.0f - fc : fc);
+                sum += weight * volume[((size_t)index[2] * ny + index[1]) * nx + index[0]];
+            }
+    }
+    projections[((size_t)q * n_rows + r) * n_cols + c] = sum;
+}
