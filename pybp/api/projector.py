@@ -130,7 +130,7 @@ class Projector:
         """A ``scipy.sparse.linalg.LinearOperator`` of float32 (as ASTRA's ``OpTomo``):
         ``matvec`` the forward projection of a flattened volume, ``rmatvec`` its
         transpose, so that ``scipy.sparse.linalg.lsqr`` and other solvers can use it."""
-        from scipy.sparse.linalg import LinearOperator
+        from scipy.sparse.linalg import LinearOperator  # 0.6 s of imports here: for this call only
         return LinearOperator(
             self.shape, dtype=np.float32,
             matvec=lambda v: self.forward(np.reshape(v, self.volume_shape)).ravel(),
