@@ -33,12 +33,25 @@ def _exit_now(code):
     return handle
 
 
+def _interrupted(exc) -> bool:
+    """Whether ``exc`` is a Ctrl-C or came of one: Python before 3.12 wraps an exception
+    raised in ``__set_name__`` (a dataclass's field, while a module loads) in a
+    ``RuntimeError`` whose cause is the ``KeyboardInterrupt`` (a CI run met it)."""
+    while exc is not None:
+        if isinstance(exc, KeyboardInterrupt):
+            return True
+        exc = exc.__cause__ or exc.__context__
+    return False
+
+
 def run():
     try:
         _import_pyopencl()
         from pybp.cli.commands import main
         code = main()
-    except KeyboardInterrupt:  # main notes Ctrl-C from its first line
+    except BaseException as exc:  # main notes Ctrl-C from its first line
+        if not _interrupted(exc):
+            raise
         print("pybp: interrupted", file=sys.stderr)
         code = 130
     signal.signal(signal.SIGINT, _exit_now(code or 0))

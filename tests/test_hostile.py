@@ -330,6 +330,41 @@ def test_bad_inputs_are_one_line(scan, tmp_path, capsys):  # noqa: F811
     assert not (tmp_path / "o").exists()
 
 
+def test_ctrl_c_wrapped_by_a_loading_dataclass_is_one_line(monkeypatch, capsys):
+    """Python 3.11 wraps a KeyboardInterrupt raised in a dataclass field's
+    ``__set_name__`` (while a module loads) in a RuntimeError: CI met it once, 1.5 s into
+    the command. It ends as any Ctrl-C does: one line, status 130; another error is
+    raised as it was."""
+    from pybp import __main__ as entry
+
+    class Loading:
+        def __init__(self, error):
+            self.error = error
+
+        def __getattr__(self, name):
+            raise self.error
+
+    def wrapped():
+        try:
+            raise KeyboardInterrupt
+        except KeyboardInterrupt as exc:
+            raise RuntimeError("Error calling __set_name__ on 'Field' instance") from exc
+
+    try:
+        wrapped()
+    except RuntimeError as exc:
+        error = exc
+    monkeypatch.setattr(signal, "signal", lambda *args: None)  # the handler for exit
+    monkeypatch.setitem(sys.modules, "pybp.cli.commands", Loading(error))
+    with pytest.raises(SystemExit) as ended:
+        entry.run()
+    assert ended.value.code == 130
+    assert capsys.readouterr().err == "pybp: interrupted\n"
+    monkeypatch.setitem(sys.modules, "pybp.cli.commands", Loading(RuntimeError("other")))
+    with pytest.raises(RuntimeError, match="other"):
+        entry.run()
+
+
 def test_early_ctrl_c_is_one_line_and_never_lost(scan, dx, tmp_path, cl_device):  # noqa: F811
     """SIGINT after a range of delays from the start: status 130 and one line, or (sent
     after the run ended) 0 with the output complete; never a traceback."""
