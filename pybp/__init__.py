@@ -1,5 +1,5 @@
 """pybp: parallel-beam (filtered) back-projection, cone-beam FDK, and a matched forward
-projector with SIRT, SART and CGLS, on any OpenCL device.
+projector with SIRT, SART, CGLS and TV, on any OpenCL device.
 
 >>> import numpy as np, pybp
 >>> angles = np.linspace(0, np.pi, 180, endpoint=False)
@@ -22,7 +22,7 @@ _HOMES = {"Backprojector": "api.sinograms", "backproject": "api.oneshot", "fbp":
           "ConeBackprojector": "api.cone", "cone_backproject": "api.cone",
           "fdk": "api.cone", "ParallelGeometry": "geometry.parallel",
           "Projector": "api.projector", "sirt": "api.iterative", "sart": "api.iterative",
-          "cgls": "api.iterative"}
+          "cgls": "api.iterative", "tv": "api.iterative"}
 __all__ = sorted(_HOMES)
 
 

@@ -1,5 +1,6 @@
 """Iterative reconstruction as users call it (``pybp.sirt``, ``pybp.sart``,
-``pybp.cgls``): ASTRA's SIRT, SART and CGLS, on one device, with the matched pair of
+``pybp.cgls``, ``pybp.tv``): ASTRA's SIRT, SART and CGLS, and total-variation
+regularised least squares, on one device, with the matched pair of
 :class:`pybp.Projector`."""
 
 from __future__ import annotations
@@ -11,12 +12,13 @@ from pybp import checks
 from pybp.api.projector import Projector, check_geometry, fits
 from pybp.geometry.cone import ConeGeometry
 from pybp.iterative import methods
+from pybp.iterative.tv import Variation
 from pybp.iterative.vectors import Vectors
 from pybp.stream.progress import Progress
 
 # Volumes (the projector's transposed copy among them) and sets of projections each
 # method keeps on the device.
-WORKING_SETS = {"sirt": (5, 3), "cgls": (5, 3), "sart": (5, 5)}
+WORKING_SETS = {"sirt": (5, 3), "cgls": (5, 3), "sart": (5, 5), "tv": (10, 3)}
 
 
 def _volume_mask(geometry, shape, mask, circle):
@@ -185,4 +187,28 @@ def cgls(projections, geometry, iterations, x0=None, mask=None, circle=False, ca
                device=device)
     methods.cgls(run.projector.pair, run.vectors, run.b, run.x, iterations=run.iterations,
                  mask=run.mask, report=run.report)
+    return run.result()
+
+
+def tv(projections, geometry, iterations, weight, x0=None, nonnegative=False, callback=None,
+       progress=False, device=None):
+    """Total-variation regularised least squares: ``iterations`` of Chambolle and Pock's
+    primal-dual method on 1/2 ||A x - b||^2 + ``weight`` TV(x), on one device. TV is
+    isotropic, the sum of each voxel's gradient length (forward differences): within
+    each slice for parallel beam (slices stay independent), in 3-D for cone beam.
+    The steps come from ||A||, estimated by 20 power iterations
+    (:func:`pybp.iterative.methods.tv`). ``nonnegative`` constrains x >= 0. Other arguments and result as
+    :func:`sirt`'s (no mask as yet)."""
+    weight = float(checks.float_array([weight], "weight", 1)[0])
+    if not weight > 0:
+        raise ValueError(f"weight: expected a positive number (the TV term's), got {weight:g}")
+    run = _Run("tv", projections=projections, geometry=geometry, iterations=iterations,
+               x0=x0, mask=None, circle=False, callback=callback, progress=progress,
+               device=device)
+    projector = run.projector
+    dims = 3 if isinstance(geometry, ConeGeometry) else 2
+    variation = Variation(projector.context, projector.queue, projector.device,
+                          projector.volume_shape, dims)
+    methods.tv(projector.pair, variation, run.vectors, run.b, run.x, iterations=run.iterations,
+               weight=weight, nonnegative=bool(nonnegative), report=run.report)
     return run.result()

@@ -126,3 +126,56 @@ def sart(parts, vectors, b_parts, x, *, iterations, relaxation=1.0, nonnegative=
         if report is not None:
             report(iteration, x)
     return x
+
+
+POWER_ITERATIONS = 20  # of the operator norm's estimate (TV's step sizes)
+STEP_MARGIN = 0.99  # tau sigma ||K||^2 < 1, as the primal-dual iteration needs
+
+
+def operator_norm(pair, vectors, iterations=POWER_ITERATIONS) -> float:
+    """||A||, by power iteration on A^T A from a volume of ones."""
+    queue = vectors.queue
+    shape = pair.volume_shape
+    v = _filled(queue, shape, 1.0 / np.sqrt(np.prod(shape)))
+    w = cla.empty(queue, shape, np.float32)
+    projected = cla.empty(queue, pair.projection_shape, np.float32)
+    value = 0.0
+    for _ in range(iterations):
+        pair.forward(v.data, projected.data)
+        pair.backward(projected.data, w.data)
+        value = float(np.sqrt(vectors.dot(w)))  # ||A^T A v||, v of unit length
+        if value == 0.0:
+            break
+        vectors.combine(v, 1.0 / value, w, 0.0, w)
+    return float(np.sqrt(value))
+
+
+def tv(pair, variation, vectors, b, x, *, iterations, weight, nonnegative=False, report=None):
+    """``iterations`` of Chambolle and Pock's primal-dual method on
+    1/2 ||A x - b||^2 + weight TV(x) (isotropic: the length of each voxel's gradient),
+    x >= 0 where ``nonnegative``, in place on ``x``. K = [A; mu grad] with mu = ||A|| /
+    ||grad|| (||grad||^2 <= 4 dims), so that both blocks take steps of one size (with
+    mu = 1 the TV term's dual grows too slowly to matter in hundreds of iterations), and
+    the TV term weight/mu ||mu grad x||; tau = sigma = 0.99 / (sqrt 2 ||A||), ||K|| being
+    at most sqrt 2 ||A||."""
+    queue = vectors.queue
+    norm = operator_norm(pair, vectors)
+    mu = norm / np.sqrt(4.0 * variation.dims)
+    step = STEP_MARGIN / (np.sqrt(2.0) * norm)
+    xbar = cla.empty(queue, pair.volume_shape, np.float32)
+    vectors.combine(xbar, 1.0, x, 0.0, x)
+    p = _filled(queue, pair.projection_shape, 0.0)
+    q = _filled(queue, (variation.dims,) + pair.volume_shape, 0.0)
+    ax = cla.empty(queue, pair.projection_shape, np.float32)
+    atp = cla.empty(queue, pair.volume_shape, np.float32)
+    gtq = cla.empty(queue, pair.volume_shape, np.float32)
+    for iteration in range(iterations):
+        pair.forward(xbar.data, ax.data)
+        variation.data_dual(p, ax, b, step)
+        variation.dual(q, xbar, step * mu, weight / mu)
+        pair.backward(p.data, atp.data)
+        variation.transpose(q, gtq)
+        pacing.wait(variation.primal(x, xbar, atp, gtq, step, step * mu, nonnegative))
+        if report is not None:
+            report(iteration, x)
+    return x

@@ -1,0 +1,65 @@
+"""The kernels of total variation (templates/iterative/tv.cl.mako) on one device: the
+gradient, its transpose, and the steps of Chambolle and Pock's primal-dual iteration."""
+
+from __future__ import annotations
+
+import numpy as np
+
+from pybp.cl import codegen
+from pybp.cl.kernel import Arg, ints
+
+GRID = (*ints("nx", "ny", "nz"), Arg("dims", "const int", "2: within planes; 3: along z too"))
+COUNT = Arg("count", "const ulong", "values")
+ARGS = {
+    "tv_gradient": (Arg("x", "__global const float *"), Arg("q", "__global float *"), *GRID),
+    "tv_transpose": (Arg("q", "__global const float *"), Arg("out", "__global float *"), *GRID),
+    "tv_dual": (Arg("q", "__global float *"), Arg("xbar", "__global const float *"),
+                Arg("sigma", "const float"), Arg("weight", "const float"), *GRID),
+    "data_dual": (Arg("p", "__global float *"), Arg("ax", "__global const float *"),
+                  Arg("b", "__global const float *"), Arg("sigma", "const float"), COUNT),
+    "tv_primal": (Arg("x", "__global float *"), Arg("xbar", "__global float *"),
+                  Arg("atp", "__global const float *"), Arg("gtq", "__global const float *"),
+                  Arg("tau", "const float"), Arg("tau_gradient", "const float"),
+                  Arg("nonnegative", "const int"), COUNT),
+}
+GROUP = (16, 8, 1)
+ITEMS = 256
+
+
+class Variation:
+    """The kernels, built once, for volumes of ``shape`` ``(nz, ny, nx)`` with the
+    gradient along ``dims`` axes; each call enqueues one kernel and returns its event."""
+
+    def __init__(self, context, queue, device, shape, dims):
+        self.queue, self.dims = queue, dims
+        nz, ny, nx = shape
+        self.grid = dict(nx=nx, ny=ny, nz=nz, dims=dims)
+        self.size = tuple(-(-s // g) * g for s, g in zip((nx, ny, nz), GROUP))
+        text = codegen.render("iterative/tv.cl.mako", ARGS)
+        self._kernels = {name: codegen.declared(context, device, text, name, args)
+                         for name, args in ARGS.items()}
+
+    def _volume(self, name, **values):
+        return self._kernels[name](self.queue, self.size, GROUP, **values, **self.grid)
+
+    def _flat(self, name, count, **values):
+        return self._kernels[name](self.queue, (-(-count // ITEMS) * ITEMS,), (ITEMS,),
+                                   count=count, **values)
+
+    def gradient(self, x, q):
+        return self._volume("tv_gradient", x=x.data, q=q.data)
+
+    def transpose(self, q, out):
+        return self._volume("tv_transpose", q=q.data, out=out.data)
+
+    def dual(self, q, xbar, sigma, weight):
+        return self._volume("tv_dual", q=q.data, xbar=xbar.data, sigma=np.float32(sigma),
+                            weight=np.float32(weight))
+
+    def data_dual(self, p, ax, b, sigma):
+        return self._flat("data_dual", p.size, p=p.data, ax=ax.data, b=b.data, sigma=sigma)
+
+    def primal(self, x, xbar, atp, gtq, tau, tau_gradient, nonnegative):
+        return self._flat("tv_primal", x.size, x=x.data, xbar=xbar.data, atp=atp.data,
+                          gtq=gtq.data, tau=tau, tau_gradient=tau_gradient,
+                          nonnegative=int(nonnegative))
