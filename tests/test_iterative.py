@@ -318,6 +318,9 @@ def test_callback_progress_and_x0(cl_device, rng, capsys):
     (lambda: pybp.sart(np.zeros((30, 24)), SMALL, 3, subsets=0), "subsets"),
     (lambda: pybp.sart(np.zeros((30, 24)), "no", 3), "geometry"),
     (lambda: pybp.tv(np.zeros((30, 24)), SMALL, 3, 0.0), "weight: expected a positive"),
+    (lambda: pybp.tv(np.zeros((3, 24)), pybp.ParallelGeometry(  # a slice 400 bins aside
+        [0.0, 0.01, 0.02], 24, slice_shape=(4, 4), slice_offset=(0, 400)), 3, 1.0),
+     "geometry: no voxel"),
     (lambda: pybp.Projector(CONE["vectors"], rows=2), "rows: a cone-beam volume"),
     (lambda: pybp.sirt(np.zeros((16, 24, 41)), CONE["vectors"], 3), "projections: expected"),
     (lambda: pybp.sirt(np.zeros((16, 24, 40)), CONE["vectors"], 3, circle=True), "circle"),

@@ -160,6 +160,9 @@ def tv(pair, variation, vectors, b, x, *, iterations, weight, nonnegative=False,
     at most sqrt 2 ||A||."""
     queue = vectors.queue
     norm = operator_norm(pair, vectors)
+    if norm == 0.0:
+        raise ValueError("geometry: no voxel of the volume projects onto the detector (A is "
+                         "zero), so there is nothing to fit")
     mu = norm / np.sqrt(4.0 * variation.dims)
     step = STEP_MARGIN / (np.sqrt(2.0) * norm)
     xbar = cla.empty(queue, pair.volume_shape, np.float32)
