@@ -3,6 +3,7 @@
 
     python tuning/iterative_speed.py                       # 64 slices of 2048^2, 2048 angles
     python tuning/iterative_speed.py --size 256 --rows 4 --angles 256   # a CPU's case
+    python tuning/iterative_speed.py --cone --size 32 --rows 48 --angles 64 --iterations 2
 
 Times, on device arrays (pybp.Projector with pyopencl arrays in and out), the forward
 projection A and its transpose A^T, median of ``--repeats`` after a warm-up, in G
@@ -45,11 +46,20 @@ def main():
     parser.add_argument("--repeats", type=int, default=5)
     parser.add_argument("--iterations", type=int, default=5)
     parser.add_argument("--device", default=None)
+    parser.add_argument("--cone", action="store_true",
+                        help="cone beam: a size^3 volume, a circular scan onto rows x 2 size "
+                             "size pixels of 1.2 (source 150, detector 90 from the origin)")
     args = parser.parse_args()
-    geometry = pybp.ParallelGeometry(np.linspace(0, np.pi, args.angles, endpoint=False),
-                                     args.size)
     rng = np.random.default_rng(0)
-    projector = pybp.Projector(geometry, rows=args.rows, device=args.device)
+    if args.cone:
+        geometry = pybp.ConeGeometry.circular(
+            np.linspace(0, 2 * np.pi, args.angles, endpoint=False),
+            (args.rows, 2 * args.size), 1.2, 150.0, 90.0, (args.size,) * 3, 1.0)
+        projector = pybp.Projector(geometry, device=args.device)
+    else:
+        geometry = pybp.ParallelGeometry(np.linspace(0, np.pi, args.angles, endpoint=False),
+                                         args.size)
+        projector = pybp.Projector(geometry, rows=args.rows, device=args.device)
     queue, pair = projector.queue, projector.pair
     vectors = Vectors(projector.context, queue, projector.device)
     data = cla.to_device(queue, rng.random(projector.projection_shape, np.float32))
@@ -57,8 +67,10 @@ def main():
     out_p = cla.empty(queue, projector.projection_shape, np.float32)
     out_v = cla.empty(queue, projector.volume_shape, np.float32)
     updates = pair.updates()
-    print(f"{projector.device.label()}: {args.rows} slices of {args.size}^2, {args.angles} "
-          f"angles ({updates / 1e9:.3g} G updates per application)")
+    case = (f"{args.size}^3 from {args.angles} projections of {projector.projection_shape[1]} x "
+            f"{projector.projection_shape[2]}" if args.cone else
+            f"{args.rows} slices of {args.size}^2, {args.angles} angles")
+    print(f"{projector.device.label()}: {case} ({updates / 1e9:.3g} G updates per application)")
     print("| pybp | s (median) | spread | G updates/s |")
     print("| --- | --- | --- | --- |")
     for name, work in (("forward A", lambda: pair.forward(volume.data, out_p.data)),

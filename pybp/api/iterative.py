@@ -5,6 +5,8 @@ regularised least squares, on one device, with the matched pair of
 
 from __future__ import annotations
 
+import functools
+
 import numpy as np
 import pyopencl.array as cla
 
@@ -90,8 +92,7 @@ class _Run:
         self.out_shape = shape[1:] if single and not cone else shape
         queue = projector.queue
         self.vectors = Vectors(projector.context, queue, projector.device)
-        self.data = data  # (n_angles, rows, n_bins)
-        self.b = cla.to_device(queue, data)
+        self.data = data  # (n_angles, rows, n_bins); on the device as `b` when asked
         if x0 is None:
             start = np.zeros(shape, np.float32)
         else:
@@ -111,6 +112,11 @@ class _Run:
         self.callback = callback
         self.progress = Progress(self.iterations, 2 * projector.pair.updates(), progress,
                                  what="iterations")
+
+    @functools.cached_property
+    def b(self):
+        """The projections on the device (SART uploads its subsets instead)."""
+        return cla.to_device(self.projector.queue, self.data)
 
     def report(self, iteration, x):
         self.progress.update(1)
@@ -168,7 +174,6 @@ def sart(projections, geometry, iterations, subsets=None, x0=None, nonnegative=F
     parts = [pair.restricted(angles) for angles in order]
     b_parts = [cla.to_device(queue, np.ascontiguousarray(run.data[angles]).ravel())
                for angles in order]
-    del run.b  # each subset's data is its own
     methods.sart(parts, run.vectors, b_parts, run.x, iterations=run.iterations,
                  relaxation=relaxation, nonnegative=bool(nonnegative), mask=run.mask,
                  report=run.report)

@@ -39,6 +39,11 @@ def ints(*names) -> tuple:
     return tuple(Arg(name, "const int") for name in names)
 
 
+def global_size(sizes, group) -> tuple:
+    """Each of ``sizes`` rounded up to a multiple of the work-group's ``group``."""
+    return tuple(-(-size // items) * items for size, items in zip(sizes, group))
+
+
 def signature(args) -> str:
     """The parameter list of ``args``, one per line with its note, closed by ``)``."""
     lines = []

@@ -11,7 +11,7 @@ import numpy as np
 import pyopencl as cl
 
 from pybp.cl import codegen, pacing
-from pybp.cl.kernel import Arg, ints
+from pybp.cl.kernel import Arg, global_size, ints
 from pybp.geometry.cone import ConeGeometry
 
 SIZES = ints("n_angles", "n_rows", "n_cols", "nx", "ny", "nz")
@@ -37,10 +37,6 @@ def _args(real):
 
 FORWARD_GROUP = (16, 4, 1)  # a tile of detector pixels of one image
 BACKWARD_GROUP = (16, 8, 1)  # a tile of voxels of one plane
-
-
-def _global(sizes, group):
-    return tuple(-(-s // g) * g for s, g in zip(sizes, group))
 
 
 def tables(geometry: ConeGeometry):
@@ -104,7 +100,7 @@ class ConePair:
         step = max(1, min(n_angles, self._launch_updates * n_angles // max(1, self.updates())))
         return pacing.launches(
             lambda first, count, wait: self._forward(
-                self.queue, _global((n_cols, n_rows, count), FORWARD_GROUP), FORWARD_GROUP,
+                self.queue, global_size((n_cols, n_rows, count), FORWARD_GROUP), FORWARD_GROUP,
                 wait_for=wait, volume=volume, matrices=self.matrices, inverses=self.inverses,
                 projections=projections, first_angle=first, **self.sizes),
             n_angles, step, wait_for)
@@ -115,7 +111,7 @@ class ConePair:
         step = max(1, min(nz, self._launch_updates * nz // max(1, self.updates())))
         return pacing.launches(
             lambda first, count, wait: self._backward(
-                self.queue, _global((nx, ny, count), BACKWARD_GROUP), BACKWARD_GROUP,
+                self.queue, global_size((nx, ny, count), BACKWARD_GROUP), BACKWARD_GROUP,
                 wait_for=wait, projections=projections, matrices=self.matrices,
                 volume=volume, first_plane=first, **self.sizes),
             nz, step, wait_for)

@@ -3,10 +3,8 @@ gradient, its transpose, and the steps of Chambolle and Pock's primal-dual itera
 
 from __future__ import annotations
 
-import numpy as np
-
 from pybp.cl import codegen
-from pybp.cl.kernel import Arg, ints
+from pybp.cl.kernel import Arg, global_size, ints
 
 GRID = (*ints("nx", "ny", "nz"), Arg("dims", "const int", "2: within planes; 3: along z too"))
 COUNT = Arg("count", "const ulong", "values")
@@ -34,7 +32,7 @@ class Variation:
         self.queue, self.dims = queue, dims
         nz, ny, nx = shape
         self.grid = dict(nx=nx, ny=ny, nz=nz, dims=dims)
-        self.size = tuple(-(-s // g) * g for s, g in zip((nx, ny, nz), GROUP))
+        self.size = global_size((nx, ny, nz), GROUP)
         text = codegen.render("iterative/tv.cl.mako", ARGS)
         self._kernels = {name: codegen.declared(context, device, text, name, args)
                          for name, args in ARGS.items()}
@@ -43,7 +41,7 @@ class Variation:
         return self._kernels[name](self.queue, self.size, GROUP, **values, **self.grid)
 
     def _flat(self, name, count, **values):
-        return self._kernels[name](self.queue, (-(-count // ITEMS) * ITEMS,), (ITEMS,),
+        return self._kernels[name](self.queue, global_size((count,), (ITEMS,)), (ITEMS,),
                                    count=count, **values)
 
     def gradient(self, x, q):
@@ -53,8 +51,7 @@ class Variation:
         return self._volume("tv_transpose", q=q.data, out=out.data)
 
     def dual(self, q, xbar, sigma, weight):
-        return self._volume("tv_dual", q=q.data, xbar=xbar.data, sigma=np.float32(sigma),
-                            weight=np.float32(weight))
+        return self._volume("tv_dual", q=q.data, xbar=xbar.data, sigma=sigma, weight=weight)
 
     def data_dual(self, p, ax, b, sigma):
         return self._flat("data_dual", p.size, p=p.data, ax=ax.data, b=b.data, sigma=sigma)

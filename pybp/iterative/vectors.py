@@ -7,7 +7,7 @@ import numpy as np
 import pyopencl.array as cla
 
 from pybp.cl import codegen
-from pybp.cl.kernel import Arg
+from pybp.cl.kernel import Arg, global_size
 
 N = Arg("n", "const ulong", "elements")
 DOT_GROUP = 256  # work-items of a dot product's group
@@ -43,8 +43,8 @@ class Vectors:
         self._sums = cla.empty(queue, DOT_GROUPS, np.float32)
 
     def _run(self, name, n, **values):
-        size = -(-n // ITEMS) * ITEMS
-        return self._kernels[name](self.queue, (size,), (ITEMS,), n=n, **values)
+        return self._kernels[name](self.queue, global_size((n,), (ITEMS,)), (ITEMS,), n=n,
+                                   **values)
 
     def combine(self, out, a, x, b, y):
         """out = a x + b y"""

@@ -10,7 +10,7 @@ import numpy as np
 import pyopencl as cl
 
 from pybp.cl import codegen, pacing
-from pybp.cl.kernel import Arg, ints
+from pybp.cl.kernel import Arg, global_size, ints
 from pybp.geometry.parallel import Geometry
 
 TABLE = Arg("constants", "__global const float8 *",
@@ -48,10 +48,6 @@ def source(rows: int) -> str:
                            "transpose_slices": TRANSPOSE_ARGS},
                           rows=rows, forward_group=FORWARD_GROUP, backward_group=BACKWARD_GROUP,
                           segment=SEGMENT, tile=TILE)
-
-
-def _global(sizes, group):
-    return tuple(-(-s // g) * g for s, g in zip(sizes, group))
 
 
 class ParallelPair:
@@ -104,15 +100,16 @@ class ParallelPair:
     def forward(self, volume, projections, wait_for=None):
         """projections = A volume (device buffers); the last launch's event."""
         ny, nx = self.geometry.slice_shape
-        wait_for = [self._transpose(self.queue, _global((nx, ny, self.n_rows), (TILE, TILE, 1)),
-                                    (TILE, TILE, 1), wait_for=wait_for, volume=volume,
+        tiles = (TILE, TILE, 1)
+        wait_for = [self._transpose(self.queue, global_size((nx, ny, self.n_rows), tiles), tiles,
+                                    wait_for=wait_for, volume=volume,
                                     transposed=self._transposed, nx=nx, ny=ny)]
         n_angles = self.sizes["n_angles"]
         per_angle = self.updates() // n_angles
         step = max(1, min(n_angles, self._launch_updates // max(1, per_angle)))
         return pacing.launches(
             lambda first, count, wait: self._forward(
-                self.queue, _global((self.geometry.n_bins, self.row_groups, count), FORWARD_GROUP),
+                self.queue, global_size((self.geometry.n_bins, self.row_groups, count), FORWARD_GROUP),
                 FORWARD_GROUP, wait_for=wait, volume=volume, transposed=self._transposed,
                 constants=self.constants, projections=projections, first_angle=first,
                 **self.sizes),
@@ -125,7 +122,7 @@ class ParallelPair:
         ny, nx = self.geometry.slice_shape
         return pacing.launches(
             lambda first, count, wait: self._backward(
-                self.queue, _global((nx, ny, count), BACKWARD_GROUP), BACKWARD_GROUP,
+                self.queue, global_size((nx, ny, count), BACKWARD_GROUP), BACKWARD_GROUP,
                 wait_for=wait, projections=projections, constants=self.constants,
                 volume=volume, first_row_group=first, **self.sizes),
             self.row_groups, step, wait_for)
