@@ -16,6 +16,8 @@ import numpy as np
 from pybp.checks import float_array, positive_int
 from pybp.geometry.angles import gap_weights
 
+FIXED_BITS = 32  # fraction bits of Geometry.fixed_constants
+
 
 @dataclass(frozen=True, eq=False)
 class Geometry:
@@ -129,20 +131,39 @@ class Geometry:
         Rows of 8 (ALU kernel) add the residuals of cos and sin, since a float32 cos
         times thousands of pixels is off by 1e-4 bin (docs/design.md, section 6).
         """
-        if n_angles is None:
-            n_angles = self.n_angles - first_angle
-        sel = slice(first_angle, first_angle + n_angles)
-        theta = self.angles[sel]
-        cos, sin = np.cos(theta), np.sin(theta)
-        fx0, fy0 = (v[0] for v in self.pixel_offsets())
-        base = self.center[sel] + fx0 * cos - fy0 * sin - first_bin
-        table = np.zeros((theta.size, floats), np.float32)
+        cos, sin, base = self.detector_lines(first_angle, n_angles, first_bin)
+        table = np.zeros((cos.size, floats), np.float32)
         for column, value in enumerate((cos, sin, base)):
             table[:, column] = value
         table[:, 3] = base - table[:, 2].astype(np.float64)
         if floats == 8:
             table[:, 4] = cos - table[:, 0].astype(np.float64)
             table[:, 5] = sin - table[:, 1].astype(np.float64)
+        return table
+
+    def detector_lines(self, first_angle=0, n_angles=None, first_bin=0):
+        """cos, sin and base of ``h = x*cos - y*sin + base`` per angle, in float64: the
+        bin where integer pixel ``(x, y)`` meets the detector (see
+        :meth:`projection_constants`)."""
+        if n_angles is None:
+            n_angles = self.n_angles - first_angle
+        sel = slice(first_angle, first_angle + n_angles)
+        theta = self.angles[sel]
+        cos, sin = np.cos(theta), np.sin(theta)
+        fx0, fy0 = (v[0] for v in self.pixel_offsets())
+        return cos, sin, self.center[sel] + fx0 * cos - fy0 * sin - first_bin
+
+    def fixed_constants(self):
+        """The per-angle table of ``h = x*cos - y*sin + base`` in 32.32 fixed point,
+        int64 rows of 4: cos, -sin, base, 0. The matched pair's positions
+        (templates/operators/parallel.cl.mako): integer sums are exact, so both of its
+        kernels find the same weights however they group the terms."""
+        cos, sin, base = self.detector_lines()
+        if np.abs(base).max(initial=0) + sum(self.slice_shape) >= 2 ** 30:
+            raise ValueError("geometry: positions beyond 2^30 bins do not fit 32.32 fixed point")
+        table = np.zeros((cos.size, 4), np.int64)
+        for column, value in enumerate((cos, -sin, base)):
+            table[:, column] = np.rint(np.ldexp(value, FIXED_BITS))
         return table
 
     def angle_weights(self):

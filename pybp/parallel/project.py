@@ -13,8 +13,8 @@ from pybp.cl import codegen, pacing
 from pybp.cl.kernel import Arg, global_size, ints
 from pybp.geometry.parallel import Geometry
 
-TABLE = Arg("constants", "__global const float8 *",
-            "per angle: cos, sin, base and the residuals of base, cos and sin")
+TABLE = Arg("constants", "__global const long4 *",
+            "per angle: cos, -sin, base, 0 in 32.32 fixed point")
 SIZES = ints("n_angles", "n_rows", "n_bins", "nx", "ny")
 FORWARD_ARGS = (
     Arg("volume", "__global const float *", "n_rows x ny x nx"),
@@ -34,12 +34,10 @@ TRANSPOSE_ARGS = (
 )
 TILE = 16  # the transpose's block side
 FLOAT_BYTES = 4
-FORWARD_GROUP = (64, 1, 1)  # along the bins: one angle per item
+# (angles, pairs of bins, 1): a warp of neighbouring angles reads nearly the same pixels
+FORWARD_GROUP = (32, 2, 1)
 BACKWARD_GROUP = (16, 8, 1)  # a tile of pixels of a slice
-# The longest run of pixels on one line that FORWARD_GROUP bins reach: (64 + 2) sqrt(2)
-# + 3 (the margins), rounded up.
-SEGMENT = 128
-ROWS_PER_ITEM = 4  # slices a work-item takes: one position serves them all
+ROWS_PER_ITEM = 8  # slices a work-item takes: one position serves them all
 
 
 def source(rows: int) -> str:
@@ -47,7 +45,7 @@ def source(rows: int) -> str:
                           {"parallel_forward": FORWARD_ARGS, "parallel_backward": BACKWARD_ARGS,
                            "transpose_slices": TRANSPOSE_ARGS},
                           rows=rows, forward_group=FORWARD_GROUP, backward_group=BACKWARD_GROUP,
-                          segment=SEGMENT, tile=TILE)
+                          tile=TILE)
 
 
 class ParallelPair:
@@ -60,7 +58,7 @@ class ParallelPair:
         ny, nx = geometry.slice_shape
         self.volume_shape = (n_rows, ny, nx)
         self.projection_shape = (geometry.n_angles, n_rows, geometry.n_bins)
-        self._table = geometry.projection_constants(floats=8)
+        self._table = geometry.fixed_constants()
         self.constants = cl.Buffer(context, cl.mem_flags.READ_ONLY | cl.mem_flags.COPY_HOST_PTR,
                                    hostbuf=self._table)
         self.rows_per_item = min(ROWS_PER_ITEM, n_rows)
@@ -106,11 +104,13 @@ class ParallelPair:
                                     transposed=self._transposed, nx=nx, ny=ny)]
         n_angles = self.sizes["n_angles"]
         per_angle = self.updates() // n_angles
-        step = max(1, min(n_angles, self._launch_updates // max(1, per_angle)))
+        # whole groups of angles: a launch's last group would otherwise overlap the next
+        angles = FORWARD_GROUP[0]
+        step = angles * max(1, min(n_angles, self._launch_updates // max(1, per_angle)) // angles)
+        items = ((self.geometry.n_bins + 1) // 2, self.row_groups)
         return pacing.launches(
             lambda first, count, wait: self._forward(
-                self.queue, global_size((self.geometry.n_bins, self.row_groups, count), FORWARD_GROUP),
-                FORWARD_GROUP, wait_for=wait, volume=volume, transposed=self._transposed,
+                self.queue, global_size((count, *items), FORWARD_GROUP), FORWARD_GROUP, wait_for=wait, volume=volume, transposed=self._transposed,
                 constants=self.constants, projections=projections, first_angle=first,
                 **self.sizes),
             n_angles, step, wait_for)

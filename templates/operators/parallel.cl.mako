@@ -2,59 +2,31 @@
 ## projection A and its exact transpose A^T, linear interpolation on the detector.
 ##
 ## Both find where pixel (i, j) of a slice meets the detector at an angle with the one
-## function `position` below, so that each pixel-bin weight is the same float in both
-## kernels and <A x, y> = <x, A^T y> holds to the rounding of the sums. The back-
-## projection gathers, per pixel, (1 - w) s[bin] + w s[bin + 1]; the forward projection
-## gathers, per bin b, (1 - w) x over the pixels at bin b and w x over those at b - 1.
+## function `position` below, in integers, so that each pixel-bin weight is the same
+## float in both kernels and <A x, y> = <x, A^T y> holds to the rounding of the sums.
+## The back-projection gathers, per pixel, (1 - w) s[bin] + w s[bin + 1]; the forward
+## projection gathers, per bin b, (1 - w) x over the pixels at bin b and w x over those
+## at b - 1.
 /* pybp matched parallel-beam operators: forward projection and its transpose, ${rows} slice(s) per work-item */
 #define ROWS ${rows}
-// The error-free sums of `position` need a*b+c left as written, not contracted to fma.
-#pragma OPENCL FP_CONTRACT OFF
+#define FRACTION 0x1p-32f  /* the positions' unit: 32.32 fixed point */
 
-inline float two_sum(const float a, const float b, float *error)
+// Pixel (i, j) at the angle of c (cos, -sin and base in 32.32 fixed point:
+// Geometry.fixed_constants) meets the detector at h = i cos - j sin + base. Integer sums
+// are exact, so h is the same however it is grouped: the forward projection adds the
+// line's part once and the pixel's along it. Fixed point holds h to 2^-32 bin per term
+// (2e-7 bin at 2048 pixels), where a float32 h at thousands of bins is good to 1e-4.
+inline long position(const int i, const int j, const long4 c)
 {
-    const float s = a + b;
-    const float bb = s - a;
-    *error += (a - (s - bb)) + (b - bb);
-    return s;
+    return i * c.s0 + j * c.s1 + c.s2;
 }
 
-inline float two_diff(const float a, const float b, float *error)
+// The bin floor(h) and, in *weight, h - floor(h) in [0, 1): the low word's top 23 bits
+// as the mantissa of a float in [1, 2), less 1 (exact); cheaper than a conversion.
+inline int split(const long h, float *weight)
 {
-    const float s = a - b;
-    const float bb = s - a;
-    *error += (a - (s - bb)) - (b + bb);
-    return s;
-}
-
-// Pixel (i, j) at the angle of c (cos, sin, base, base's residual, cos's and sin's
-// residuals: Geometry.projection_constants with 8 floats) meets the detector at
-// h = i cos - j sin + base: returned as the bin floor(h) and *weight = h - floor(h) in
-// [0, 1). Positions reach thousands of bins, where a float32 h is good to 1e-4 bin only;
-// h is kept as a float and its rounding error (fma gives the products' errors exactly),
-// so the weight is good to float32 rounding of a number below 1.
-inline int position(const int i, const int j, const float8 c, float *weight)
-{
-    const float x = (float)i, y = (float)j;
-    const float px = x * c.s0, py = y * c.s1;
-    float error = (fma(x, c.s0, -px) - fma(y, c.s1, -py)) + ((x * c.s4 - y * c.s5) + c.s3);
-    const float h = two_sum(two_diff(px, py, &error), c.s2, &error);
-    float bin = floor(h + error);
-    float w = (h - bin) + error;
-    if (w < 0.0f) {
-        bin -= 1.0f;
-        w += 1.0f;
-    } else if (w >= 1.0f) {
-        bin += 1.0f;
-        w -= 1.0f;
-    }
-    *weight = w;
-    return (int)bin;
-}
-
-inline float bin_value(__global const float *row, const int n_bins, const int bin)
-{
-    return bin >= 0 && bin < n_bins ? row[bin] : 0.0f;
+    *weight = as_float(0x3f800000u | ((uint)h >> 9)) - 1.0f;
+    return (int)(h >> 32);
 }
 
 // A^T: work-item (i, j) of ROWS slices from row0 sums over every angle; projections
@@ -70,106 +42,100 @@ ${args['parallel_backward']}
         return;
     const int rows = min(ROWS, n_rows - row0);
     float sum[ROWS];
+    // Loops over all ROWS, unrolled, keep sum in registers: a last group of fewer rows
+    // reads its top row again and stores only its own.
+    #pragma unroll
     for (int r = 0; r < ROWS; r++)
         sum[r] = 0.0f;
+    const int top = rows - 1;
     for (int a = 0; a < n_angles; a++) {
         float w;
-        const int bin = position(i, j, constants[a], &w);
+        const int bin = split(position(i, j, constants[a]), &w);
         const bool left = bin >= 0 && bin < n_bins, right = bin + 1 >= 0 && bin + 1 < n_bins;
         __global const float *line = projections + ((size_t)a * n_rows + row0) * n_bins + bin;
-        for (int r = 0; r < rows; r++) {
-            const float v0 = left ? line[(size_t)r * n_bins] : 0.0f;
-            const float v1 = right ? line[(size_t)r * n_bins + 1] : 0.0f;
+        #pragma unroll
+        for (int r = 0; r < ROWS; r++) {
+            const int row = min(r, top) * n_bins;
+            const float v0 = left ? line[row] : 0.0f;
+            const float v1 = right ? line[row + 1] : 0.0f;
             sum[r] += (1.0f - w) * v0 + w * v1;
         }
     }
-    for (int r = 0; r < rows; r++)
-        volume[((size_t)(row0 + r) * ny + j) * nx + i] = sum[r];
+    #pragma unroll
+    for (int r = 0; r < ROWS; r++)
+        if (r < rows)
+            volume[((size_t)(row0 + r) * ny + j) * nx + i] = sum[r];
 }
 
-// A: work-item (bin, ROWS slices from row0, angle) sums over the pixels whose position
-// falls in [bin - 1, bin + 1). Along the slice axis the angle crosses more steeply
-// (|cos| >= |sin|: rows j, else columns i) the group steps one line u at a time; on that
-// line the pixels its GROUP bins can reach are one segment of the other index, solved
-// for in float and widened by MARGIN and by what float rounds it by. The group finds
-// each segment pixel's position once (`position` itself, so the rounding of the
-// segment never changes a weight) and loads its values into local memory; each item
-// then adds the pixels of its own bin's interval.
-#define GROUP ${forward_group[0]}
-#define SEGMENT ${segment}  /* > (GROUP + 2) sqrt(2) + 3: the longest segment */
+// A: work-item (angle a, bins b and b + 1, ROWS slices from row0) sums over the pixels
+// whose position falls in [b - 1, b + 2). It steps along the slice axis the angle
+// crosses more steeply (|cos| >= |sin|: rows j, else columns i), one line u at a time;
+// on each line those pixels are a run of at most 6 of the other index v, solved for in
+// float and widened by MARGIN and by what float rounds it by, and each is judged by
+// its exact position. No local memory and no barriers: the items of a warp are
+// neighbouring angles (the axis 0 of the launch), which read nearly the same pixels of
+// a line, a cache line or two for the warp's load. Lines of columns come from a
+// transposed copy.
 #define MARGIN 1e-3f  /* pixels beyond the solved interval */
 #define ROUNDING 4e-6f  /* of the interval's ends' magnitudes: 8x float32's relative error */
 
-// The inner indices [*first, *last] that positions in [low, high) + base may take on
-// line u: slope and scale solve the position for the inner index.
-inline void interval(const int u, const float slope, const float scale, const float low,
-                     const float high, int *first, int *last)
-{
-    const float e0 = mad((float)u, slope, low * scale), e1 = mad((float)u, slope, high * scale);
-    const float slack = MARGIN + ROUNDING * (fabs(e0) + fabs(e1) + fabs((float)u * slope));
-    *first = (int)floor(fmin(e0, e1) - slack);
-    *last = (int)floor(fmax(e0, e1) + slack);
-}
-
-__kernel __attribute__((reqd_work_group_size(GROUP, 1, 1)))
+__kernel __attribute__((reqd_work_group_size(${forward_group[0]}, ${forward_group[1]}, 1)))
 void parallel_forward(
 ${args['parallel_forward']}
 {
-    const int item = get_local_id(0);
-    const int b0 = get_group_id(0) * GROUP, b = b0 + item;
-    const int a = first_angle + get_global_id(2);
-    const int row0 = get_global_id(1) * ROWS;
+    const int a = first_angle + get_global_id(0);
+    const int b = 2 * get_global_id(1);
+    const int row0 = get_global_id(2) * ROWS;
+    if (b >= n_bins || a >= n_angles)
+        return;
     const int rows = min(ROWS, n_rows - row0);
-    const float8 c = constants[a];
-    __global const float *slices = volume + (size_t)row0 * ny * nx;
-    __global const float *columns = transposed + (size_t)row0 * ny * nx;
-    const size_t slice_size = (size_t)ny * nx;
-    __local int bins[SEGMENT];
-    __local float weights[SEGMENT];
-    __local float values[ROWS][SEGMENT];
-    float sum[ROWS];
-    for (int r = 0; r < ROWS; r++)
-        sum[r] = 0.0f;
-    const bool by_rows = fabs(c.s0) >= fabs(c.s1);
+    const long4 c = constants[a];
+    const float cosine = convert_float(c.s0) * FRACTION, sine = -convert_float(c.s1) * FRACTION;
+    const bool by_rows = fabs(cosine) >= fabs(sine);
+    // h = u cu + v cv + base along line u; line u of slice r at slice[r] + u inner
+    const long cu = by_rows ? c.s1 : c.s0, cv = by_rows ? c.s0 : c.s1;
     const int outer = by_rows ? ny : nx, inner = by_rows ? nx : ny;
-    // by rows: i = (h - base + j sin) / cos; by columns: j = (i cos + base - h) / sin
-    const float slope = by_rows ? c.s1 / c.s0 : c.s0 / c.s1;
-    const float scale = by_rows ? 1.0f / c.s0 : -1.0f / c.s1;
-    const float low = (float)(b - 1) - c.s2, high = (float)(b + 1) - c.s2;
-    const float group_low = (float)(b0 - 1) - c.s2, group_high = (float)(b0 + GROUP + 1) - c.s2;
+    __global const float *slice[ROWS];
+    #pragma unroll
+    for (int r = 0; r < ROWS; r++)  // a last group of fewer rows reads its top row again
+        slice[r] = (by_rows ? volume : transposed) + (size_t)(row0 + min(r, rows - 1)) * ny * nx;
+    // v = (h - base - u cu) / cv: the interval's ends at u = 0 and their step per line
+    const float scale = 1.0f / (convert_float(cv) * FRACTION), base = convert_float(c.s2) * FRACTION;
+    const float e0 = ((float)(b - 1) - base) * scale, e1 = ((float)(b + 2) - base) * scale;
+    const float slope = -convert_float(cu) * FRACTION * scale;
+    float sum0[ROWS], sum1[ROWS];
+    #pragma unroll
+    for (int r = 0; r < ROWS; r++)
+        sum0[r] = sum1[r] = 0.0f;
     for (int u = 0; u < outer; u++) {
-        int start, end, first, last;
-        interval(u, slope, scale, group_low, group_high, &start, &end);
-        start = max(start, 0);
-        end = min(min(end, inner - 1), start + SEGMENT - 1);
-        barrier(CLK_LOCAL_MEM_FENCE);
-        for (int k = item; k <= end - start; k += GROUP) {
-            const int v = start + k;
-            const int i = by_rows ? v : u, j = by_rows ? u : v;
+        const float f0 = mad((float)u, slope, e0), f1 = mad((float)u, slope, e1);
+        const float slack = MARGIN + ROUNDING * (fabs(f0) + fabs(f1) + fabs((float)u * slope));
+        const int first = max((int)floor(fmin(f0, f1) - slack), 0);
+        const int last = min((int)floor(fmax(f0, f1) + slack), inner - 1);
+        const size_t line = (size_t)u * inner;
+        long h = u * cu + first * cv + c.s2;  // exact: position(i, j, c) of (u, first)
+        for (int v = first; v <= last; v++, h += cv) {
             float w;
-            bins[k] = position(i, j, c, &w);
-            weights[k] = w;
-            // Along the line: consecutive items read consecutive addresses of one copy.
-            __global const float *line = by_rows ? slices + (size_t)j * nx : columns + (size_t)i * ny;
-            for (int r = 0; r < rows; r++)
-                values[r][k] = line[r * slice_size + v];
-        }
-        barrier(CLK_LOCAL_MEM_FENCE);
-        interval(u, slope, scale, low, high, &first, &last);
-        first = max(first, start);
-        last = min(last, end);
-        for (int v = first; v <= last; v++) {
-            const int bin = bins[v - start];
-            if (bin != b && bin != b - 1)
-                continue;
-            const float weight = bin == b ? 1.0f - weights[v - start] : weights[v - start];
-            for (int r = 0; r < rows; r++)
-                sum[r] += weight * values[r][v - start];
+            const int bin = split(h, &w);
+            // this pixel's weights at b (bins b - 1 and b give w and 1 - w) and at b + 1
+            const float w0 = bin == b - 1 ? w : bin == b ? 1.0f - w : 0.0f;
+            const float w1 = bin == b ? w : bin == b + 1 ? 1.0f - w : 0.0f;
+            #pragma unroll
+            for (int r = 0; r < ROWS; r++) {
+                const float x = slice[r][line + v];
+                sum0[r] += w0 * x;
+                sum1[r] += w1 * x;
+            }
         }
     }
-    if (b < n_bins && a < n_angles)
-        for (int r = 0; r < rows; r++)
-            projections[((size_t)a * n_rows + row0 + r) * n_bins + b] = sum[r];
+    __global float *out = projections + ((size_t)a * n_rows + row0) * n_bins + b;
+    #pragma unroll
+    for (int r = 0; r < ROWS; r++)
+        if (r < rows) {
+            out[(size_t)r * n_bins] = sum0[r];
+            if (b + 1 < n_bins)
+                out[(size_t)r * n_bins + 1] = sum1[r];
+        }
 }
 
 // transposed = each slice of volume transposed, (n_rows, nx, ny): the forward
