@@ -58,6 +58,10 @@ class ConePair:
         self.geometry, self.queue = geometry, queue
         self.volume_shape = tuple(geometry.volume_shape)
         self.projection_shape = (geometry.n_angles,) + tuple(geometry.detector_shape)
+        # one problem for the methods (pybp/iterative/methods.py): the whole volume
+        self.problems = 1
+        self.volume_block = int(np.prod(self.volume_shape))
+        self.projection_block = int(np.prod(self.projection_shape))
         self.real = "double" if "cl_khr_fp64" in device.extensions else "float"
         dtype = np.float64 if self.real == "double" else np.float32
         self._tables = tuple(t.astype(dtype) for t in tables(geometry))
@@ -92,6 +96,7 @@ class ConePair:
         part.matrices, part.inverses = (self._buffer(t) for t in part._tables)
         part.sizes = dict(self.sizes, n_angles=len(angles))
         part.projection_shape = (len(angles),) + self.projection_shape[1:]
+        part.projection_block = int(np.prod(part.projection_shape))
         return part
 
     def forward(self, volume, projections, wait_for=None):

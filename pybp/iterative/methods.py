@@ -51,15 +51,31 @@ def sirt(pair, vectors, b, x, *, iterations, relaxation=1.0, nonnegative=False, 
     return x
 
 
+def _dots(pair, vectors, v, volume) -> np.ndarray:
+    """||v||^2 of each of the pair's independent problems (float64), ``v`` a volume or,
+    with ``volume`` False, projections."""
+    block = pair.volume_block if volume else pair.projection_block
+    return vectors.dots(v, block=block, problems=pair.problems)
+
+
+def _each(pair, vectors, out, a, x, b, y, volume):
+    """out = a x + b y with a coefficient of each problem (:func:`_dots`)."""
+    block = pair.volume_block if volume else pair.projection_block
+    return vectors.combine_each(out, a, x, b, y, block, pair.problems)
+
+
 def cgls(pair, vectors, b, x, *, iterations, mask=None, report=None):
     """``iterations`` of conjugate gradients on the normal equations A^T A x = A^T b
-    (ASTRA's CGLS), in place on ``x``; with ``mask``, of A M. Stops early where the
+    (ASTRA's CGLS), in place on ``x``; with ``mask``, of A M. Each of the pair's
+    independent problems (parallel beam's slices) takes its own steps, so that a slice
+    has the same values whatever others share the call; a problem stops where its
     gradient vanishes (x is then a least-squares solution) or A p does."""
     queue = vectors.queue
     r = cla.empty(queue, pair.projection_shape, np.float32)
     q = cla.empty(queue, pair.projection_shape, np.float32)
     p = cla.empty(queue, pair.volume_shape, np.float32)
     s = cla.empty(queue, pair.volume_shape, np.float32)
+    ones = np.ones(pair.problems)
 
     def gradient(into):
         pair.backward(r.data, into.data)
@@ -69,20 +85,22 @@ def cgls(pair, vectors, b, x, *, iterations, mask=None, report=None):
     pair.forward(x.data, r.data)
     vectors.combine(r, 1.0, b, -1.0, r)  # r = b - A x
     gradient(p)
-    gamma = vectors.dot(p)
+    gamma = _dots(pair, vectors, p, True)
     for iteration in range(iterations):
-        if gamma == 0.0:
+        if not gamma.any():
             break
         pair.forward(p.data, q.data)
-        energy = vectors.dot(q)
-        if energy == 0.0:
+        energy = _dots(pair, vectors, q, False)
+        done = (gamma == 0) | (energy == 0)
+        if done.all():
             break
-        alpha = gamma / energy
-        vectors.combine(x, 1.0, x, alpha, p)
-        vectors.combine(r, 1.0, r, -alpha, q)
+        alpha = np.where(done, 0.0, gamma / np.where(done, 1.0, energy))
+        _each(pair, vectors, x, ones, x, alpha, p, True)
+        _each(pair, vectors, r, ones, r, -alpha, q, False)
         gradient(s)
-        following = vectors.dot(s)
-        pacing.wait(vectors.combine(p, 1.0, s, following / gamma, p))
+        following = np.where(done, 0.0, _dots(pair, vectors, s, True))
+        beta = np.where(done, 0.0, following / np.where(done, 1.0, gamma))
+        pacing.wait(_each(pair, vectors, p, ones, s, beta, p, True))
         gamma = following
         if report is not None:
             report(iteration, x)
@@ -133,21 +151,25 @@ STEP_MARGIN = 0.99  # tau sigma ||K||^2 < 1, as the primal-dual iteration needs
 
 
 def operator_norm(pair, vectors, iterations=POWER_ITERATIONS) -> float:
-    """||A||, by power iteration on A^T A from a volume of ones."""
+    """||A||, by power iteration on A^T A from a volume of ones, on each of the pair's
+    independent problems apart (their largest): a problem's arithmetic is its own, so
+    the norm of a slice's A has the same bits however many slices share the call."""
     queue = vectors.queue
     shape = pair.volume_shape
-    v = _filled(queue, shape, 1.0 / np.sqrt(np.prod(shape)))
+    v = _filled(queue, shape, 1.0 / np.sqrt(pair.volume_block))
     w = cla.empty(queue, shape, np.float32)
     projected = cla.empty(queue, pair.projection_shape, np.float32)
-    value = 0.0
+    value = np.zeros(pair.problems)
+    zeros = np.zeros(pair.problems)
     for _ in range(iterations):
         pair.forward(v.data, projected.data)
         pair.backward(projected.data, w.data)
-        value = float(np.sqrt(vectors.dot(w)))  # ||A^T A v||, v of unit length
-        if value == 0.0:
+        value = np.sqrt(_dots(pair, vectors, w, True))  # ||A^T A v||, v of unit length
+        if not value.any():
             break
-        vectors.combine(v, 1.0 / value, w, 0.0, w)
-    return float(np.sqrt(value))
+        _each(pair, vectors, v, np.where(value > 0, 1.0 / np.where(value > 0, value, 1.0), 0.0),
+              w, zeros, w, True)
+    return float(np.sqrt(value.max()))
 
 
 def tv(pair, variation, vectors, b, x, *, iterations, weight, nonnegative=False, report=None):

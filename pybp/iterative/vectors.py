@@ -10,8 +10,11 @@ from pybp.cl import codegen
 from pybp.cl.kernel import Arg, global_size
 
 N = Arg("n", "const ulong", "elements")
+PROBLEMS = (Arg("block", "const ulong", "the elements of a problem's runs"),
+            Arg("problems", "const int", "independent problems (slices) the elements hold"))
 DOT_GROUP = 256  # work-items of a dot product's group
-DOT_GROUPS = 256  # its partial sums, read back and added in float64
+DOT_GROUPS = 256  # the most partial sums of one problem, read back and added in float64
+DOT_ITEM_FLOATS = 64  # elements a work-item adds, where a problem is small
 ITEMS = 256  # work-group size of the elementwise steps
 
 ARGS = {
@@ -26,8 +29,14 @@ ARGS = {
              Arg("w", "__global const float *", "the inverse column sums, masked"),
              Arg("relaxation", "const float"), Arg("nonnegative", "const int"), N),
     "scale": (Arg("x", "__global float *"), Arg("w", "__global const float *"), N),
-    "partial_dot": (Arg("x", "__global const float *"), Arg("y", "__global const float *"),
-            Arg("sums", "__global float *", "one per work-group"), N),
+    "combine_each": (Arg("out", "__global float *"),
+                     Arg("a", "__global const float *", "one per problem"),
+                     Arg("x", "__global const float *"),
+                     Arg("b", "__global const float *", "one per problem"),
+                     Arg("y", "__global const float *"), N, *PROBLEMS),
+    "problem_dots": (Arg("x", "__global const float *"), Arg("y", "__global const float *"),
+                     Arg("sums", "__global float *", "one per work-group: problems x parts"),
+                     N, *PROBLEMS),
 }
 
 
@@ -40,7 +49,6 @@ class Vectors:
         text = codegen.render("iterative/vectors.cl.mako", ARGS, group=DOT_GROUP)
         self._kernels = {name: codegen.declared(context, device, text, name, args)
                          for name, args in ARGS.items()}
-        self._sums = cla.empty(queue, DOT_GROUPS, np.float32)
 
     def _run(self, name, n, **values):
         return self._kernels[name](self.queue, global_size((n,), (ITEMS,)), (ITEMS,), n=n,
@@ -67,10 +75,27 @@ class Vectors:
         """x = x w"""
         return self._run("scale", x.size, x=x.data, w=w.data)
 
-    def dot(self, x, y=None) -> float:
-        """x . y (x . x without ``y``): partial sums on the device in a fixed order,
-        added in float64 here; the same bits every run."""
+    def combine_each(self, out, a, x, b, y, block, problems):
+        """out = a[s] x + b[s] y, ``a`` and ``b`` a number for each of ``problems``
+        problems (float64, sent as float32), s the problem of each element (runs of
+        ``block`` elements of each in turn: :meth:`dots`)"""
+        a, b = (cla.to_device(self.queue, np.asarray(v, np.float32)) for v in (a, b))
+        return self._run("combine_each", out.size, out=out.data, a=a.data, x=x.data, b=b.data,
+                         y=y.data, block=block, problems=problems)
+
+    def dots(self, x, y=None, block=None, problems=1) -> np.ndarray:
+        """x . y (x . x without ``y``) for each of ``problems`` independent problems
+        whose elements come in runs of ``block`` (default: one problem, the whole
+        vector), float64: partial sums on the device in a fixed order that depends on a
+        problem's size alone, added in float64 here; the same bits every run and
+        however many problems share the vectors."""
         y = x if y is None else y
-        self._kernels["partial_dot"](self.queue, (DOT_GROUP * DOT_GROUPS,), (DOT_GROUP,), x=x.data,
-                             y=y.data, sums=self._sums.data, n=x.size)
-        return float(self._sums.get(queue=self.queue).astype(np.float64).sum())
+        block = x.size if block is None else block
+        size = x.size // problems
+        parts = max(1, min(DOT_GROUPS, size // (DOT_GROUP * DOT_ITEM_FLOATS)))
+        sums = cla.empty(self.queue, problems * parts, np.float32)
+        self._kernels["problem_dots"](self.queue, (DOT_GROUP * parts, problems), (DOT_GROUP, 1),
+                                      x=x.data, y=y.data, sums=sums.data, n=x.size, block=block,
+                                      problems=problems)
+        partial = sums.get(queue=self.queue).astype(np.float64).reshape(problems, parts)
+        return partial.sum(axis=1)

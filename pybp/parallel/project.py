@@ -58,6 +58,9 @@ class ParallelPair:
         ny, nx = geometry.slice_shape
         self.volume_shape = (n_rows, ny, nx)
         self.projection_shape = (geometry.n_angles, n_rows, geometry.n_bins)
+        # independent problems for the methods (pybp/iterative/methods.py): each slice, its
+        # elements in runs of a slice and of a projection row
+        self.problems, self.volume_block, self.projection_block = n_rows, ny * nx, geometry.n_bins
         self._table = geometry.fixed_constants()
         self.constants = cl.Buffer(context, cl.mem_flags.READ_ONLY | cl.mem_flags.COPY_HOST_PTR,
                                    hostbuf=self._table)

@@ -52,17 +52,35 @@ ${args['scale']}
         x[k] *= w[k];
 }
 
-// Partial sums of x . y, one per work-group, in a fixed order (the same bits every run):
-// each work-item strides over the vector, then the group adds its items in a tree.
+// Each problem's coefficients (a per-slice step of CGLS): out = a[s] x + b[s] y, s the
+// problem of element k (its elements: runs of `block` in turn with the other problems').
+__kernel void combine_each(
+${args['combine_each']}
+{
+    const size_t k = get_global_id(0);
+    if (k < n) {
+        const int s = (k / block) % problems;
+        out[k] = a[s] * x[k] + b[s] * y[k];
+    }
+}
+
+// Partial sums of x . y for each problem: work-group (part, problem s) adds the elements
+// of s in a fixed order (each item strides over them, then a tree), which depends on
+// s's size alone: a problem's dot has the same bits however many problems share the
+// vectors (chunks of slices of any size) and every run.
 __kernel __attribute__((reqd_work_group_size(${group}, 1, 1)))
-void partial_dot(
-${args['partial_dot']}
+void problem_dots(
+${args['problem_dots']}
 {
     __local float part[${group}];
     const int item = get_local_id(0);
+    const size_t s = get_group_id(1), parts = get_num_groups(0);
+    const size_t size = n / problems;
     float sum = 0.0f;
-    for (size_t k = get_global_id(0); k < n; k += get_global_size(0))
-        sum += x[k] * y[k];
+    for (size_t k = get_group_id(0) * ${group} + item; k < size; k += parts * ${group}) {
+        const size_t i = ((k / block) * problems + s) * block + k % block;
+        sum += x[i] * y[i];
+    }
     part[item] = sum;
     for (int width = ${group // 2}; width > 0; width >>= 1) {
         barrier(CLK_LOCAL_MEM_FENCE);
@@ -70,5 +88,5 @@ ${args['partial_dot']}
             part[item] += part[item + width];
     }
     if (item == 0)
-        sums[get_group_id(0)] = part[0];
+        sums[s * parts + get_group_id(0)] = part[0];
 }
