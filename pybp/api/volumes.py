@@ -21,7 +21,7 @@ import numpy as np
 from pybp import checks, distributed
 from pybp.centre import find_center
 from pybp.geometry.angles import in_radians
-from pybp.parallel import speed
+from pybp.parallel import iterate, speed
 from pybp.parallel.prepare import Setup, team
 from pybp.stages import filters
 from pybp.stages.normalize import warn_replaced
@@ -122,8 +122,14 @@ class Reconstructor:
 
     def __init__(self, n_bins, angles, center=None, *, filter="ramp", padding="zero",
                  device=None, devices=None, client=None, context=None, queue=None,
-                 angle_unit=None, **options):
-        if filter is None:
+                 angle_unit=None, method="fbp", iterations=None, **options):
+        method_options = {name: options.pop(name) for name in iterate.OPTION_NAMES
+                          if name in options}
+        if method != "fbp":
+            if filter not in (None, "ramp"):  # the default is FBP's
+                raise ValueError(f"filter: FBP's window; {method} takes none")
+            filter = None
+        elif filter is None:
             raise ValueError(f"filter: FBP needs a filter; expected one of "
                              f"{', '.join(filters.FILTERS)}")
         chosen = [name for name, value in (("device", device), ("devices", devices),
@@ -134,7 +140,9 @@ class Reconstructor:
                              f"queue, not {' and '.join(chosen)}")
         options.pop("progress", None)  # a Backprojector option; volumes take it per call
         angles = in_radians(angles, angle_unit)
-        self.setup = Setup(n_bins, angles, center, filter=filter, padding=padding, **options)
+        self.setup = Setup(n_bins, angles, center, filter=filter, padding=padding,
+                           method=method, iterations=iterations,
+                           method_options=method_options or None, **options)
         self.geometry = self.setup.geometry()
         self._client, self._team = client, None
         if client is not None:
@@ -158,8 +166,7 @@ class Reconstructor:
         if self._team is None:
             return []
         return [dict(device=unit.device.identity, name=unit.device.name,
-                     kernels=[p.params.key() for _, p in sorted(unit.plan.passes.items())])
-                for unit in self._team.members]
+                     kernels=unit.kernel_keys()) for unit in self._team.members]
 
     def reconstruct(self, projections, flats=None, darks=None, rows=None, out=None, *,
                     log=True, progress=True, chunk_slices=None, stats=None):

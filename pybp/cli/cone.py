@@ -15,7 +15,11 @@ from pybp import __version__, checks, distributed, phantoms
 from pybp.api.cone import ConeBackprojector
 from pybp.cl import store
 from pybp.cl.device import describe, select_device
-from pybp.cli import preprocessing, scans, writing
+from pybp.api import iterative as api_iterative
+from pybp.api.iterative import WORKING_SETS
+from pybp.api.projector import fits
+from pybp.centre import normalised_rows
+from pybp.cli import methods, preprocessing, scans, writing
 from pybp.cli.preview import sections
 from pybp.cli.scans import say
 from pybp.cli.writing import EXIT_INTERRUPTED
@@ -32,6 +36,7 @@ from pybp.io.readers import HDF5_SUFFIXES, open_scan
 from pybp.io.writers import check_output_file, check_output_path, open_output, stored_metadata
 from pybp.stages.normalize import warn_replaced
 
+NORMALISED_ROWS = 16  # detector rows normalised at a time (float64) for an iterative method
 # Parallel-beam options and their defaults: given with --geometry, they are refused.
 PARALLEL_ONLY = {"center": "auto", "center_search": None, "center_sweep": None, "rows": None,
                  "interpolation": "linear", "precision": "float", "slices_per_pass": "auto",
@@ -63,6 +68,7 @@ def reconstruct(args):
     (pybp/cone/run.py) where ``--devices``, ``--rings`` or ``--phase`` ask for it, or on
     the workers of ``--scheduler``."""
     _check_options(args)
+    method = methods.chosen(args)
     inputs = (args.input, args.flats, args.darks, args.angles, args.geometry)
     check_output_path(args.output, args.overwrite, args.resume, inputs)
     scans.check_cluster(args)
@@ -76,6 +82,8 @@ def reconstruct(args):
         scans.check_counts(args, scan)
         steps = preprocessing.options(args, n_angles, n_cols)
         devices = scans.devices(args)  # none with --scheduler: the workers choose theirs
+        if method:
+            _check_iterative(args, devices, steps)
         described = [describe(d) for d in devices]
         params = default_params(described[0]) if devices else None
         nz, ny, nx = geometry.volume_shape
@@ -90,9 +98,12 @@ def reconstruct(args):
                         geometry=str(Path(args.geometry).resolve()),
                         voxel_size=geometry.voxel_size,
                         volume_offset=[float(v) for v in geometry.volume_offset],
-                        matrices_sha1=writing.sha1(geometry.matrices), filter=args.filter,
-                        padding=args.padding, log=not args.no_log, command=args.command_line,
-                        devices=[dict(device=d.identity, name=d.name, kernels=[params.key()])
+                        matrices_sha1=writing.sha1(geometry.matrices),
+                        **(method or dict(filter=args.filter, padding=args.padding)),
+                        log=not args.no_log, command=args.command_line,
+                        devices=[dict(device=d.identity, name=d.name,
+                                      kernels=[f"{method['method']}-cone-pair" if method
+                                               else params.key()])
                                  for d in described] or "dask workers",
                         pybp=__version__, source=scan.source,
                         **{key: value for key, value in steps.items() if value is not None})
@@ -104,8 +115,10 @@ def reconstruct(args):
         streamed = len(devices) != 1 or any(value is not None for value in steps.values())
         # The passes' kernels, buffers and slabs of the whole volume are made before the
         # output is: a volume the device cannot take is one line, and nothing is made.
-        whole = None if streamed else _backprojector(args, geometry, flats, darks, devices[0],
-                                                     (0, nz), options)
+        whole = None if streamed or method else _backprojector(
+            args, geometry, flats, darks, devices[0], (0, nz), options)
+        if method:
+            iterative = _Iterative(args, scan, geometry, devices[0], method)
         client = None
         try:
             client = scans.cluster(args)
@@ -115,7 +128,9 @@ def reconstruct(args):
             def planes(a, b):
                 """Planes ``[a, b)`` of the output, the way this command runs them."""
                 nonlocal whole
-                if client is not None:
+                if method:
+                    output.view(a, b)[0:b - a] = iterative.volume()[a:b]
+                elif client is not None:
                     _checked(distributed.cone_on_cluster, client, None, geometry,
                              output.writer(), (a, b), scan=scan.opened_with,
                              log=not args.no_log, offset=a, progress=not args.quiet,
@@ -154,10 +169,64 @@ def reconstruct(args):
         if code is not None:
             return code
         todo, seconds = result
-    gups = todo * ny * nx * n_angles / max(seconds, 1e-9) * 1e-9
+    how = f"{method['method'].upper()}, {method['iterations']} iterations" if method else "FDK"
+    applications = 2 * method["iterations"] if method else 1  # of A or A^T, of all planes
+    gups = (nz if method else todo) * ny * nx * n_angles * applications / max(seconds, 1e-9) * 1e-9
     scans.report(args, todo, nz, "planes",
-                 f"{todo} planes of {ny} x {nx} by FDK in {seconds:.1f} s ({gups:.3g} GUPS)")
+                 f"{todo} planes of {ny} x {nx} by {how} in {seconds:.1f} s ({gups:.3g} GUPS"
+                 f"{' of the operators' if method else ''})")
     return 0
+
+
+def _check_iterative(args, devices, steps):
+    """Cone beam's iterative methods hold the volume and the projections on one device,
+    which normalises them on the host: what they do not take yet is named."""
+    if args.scheduler or len(devices) != 1:
+        option = "--scheduler" if args.scheduler else "--devices"
+        raise ValueError(f"{option}: cone beam's --method {args.method} holds the whole volume "
+                         "on one device; give one --device")
+    for name in ("rings", "phase"):
+        if steps.get(name) is not None:
+            raise ValueError(f"--{name}: not yet with cone beam's --method {args.method} "
+                             "(FDK's stream takes it)")
+
+
+class _Iterative:
+    """The volume of cone beam's iterative ``method`` (:func:`chosen`), made once when
+    first asked: the scan's line integrals on the host (the rule of every path,
+    :func:`pybp.centre.normalised_rows`), then :func:`pybp.sirt` or another on
+    ``device``. A resumed run makes the whole volume again and writes what is missing:
+    the same device gives the same bits."""
+
+    def __init__(self, args, scan, geometry, device, method):
+        self.args, self.scan, self.geometry, self.device = args, scan, geometry, device
+        self.method = dict(method)
+        self._volume = None
+        n_angles, n_rows, n_cols = scan.shape
+        volumes, sets = WORKING_SETS[method["method"]]
+        try:  # the working set is checked before the output is made
+            fits(describe(device), geometry.volume_shape, (n_angles, n_rows, n_cols),
+                 volumes=volumes, projections=sets, what=f"--method {method['method']}")
+        except MemoryError as exc:
+            raise ValueError(str(exc).replace("take fewer rows per call, or ", "choose ")) \
+                from None
+
+    def volume(self):
+        if self._volume is None:
+            scan, args = self.scan, self.args
+            n_angles, n_rows, n_cols = scan.shape
+            data = np.empty(scan.shape, np.float32)
+            for first in range(0, n_rows, NORMALISED_ROWS):
+                stop = min(n_rows, first + NORMALISED_ROWS)
+                data[:, first:stop] = normalised_rows(scan.projections, scan.flats, scan.darks,
+                                                      first, stop, log=not args.no_log)
+            options = dict(self.method)
+            name, iterations = options.pop("method"), options.pop("iterations")
+            call = {"sirt": api_iterative.sirt, "sart": api_iterative.sart,
+                    "cgls": api_iterative.cgls, "tv": api_iterative.tv}[name]
+            self._volume = call(data, self.geometry, iterations, device=self.device,
+                                progress=not args.quiet, **options)
+        return self._volume
 
 
 def _checked(call, *args, **kwargs):

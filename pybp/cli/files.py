@@ -28,7 +28,7 @@ from pybp.cl.device import open_device
 from pybp.parallel.prepare import Setup
 from pybp.stream.team import Job
 from pybp.api.volumes import Reconstructor
-from pybp.cli import cone, preprocessing, scans, writing
+from pybp.cli import cone, methods, preprocessing, scans, writing
 from pybp.cli.scans import check_cluster, check_counts, cluster, say
 from pybp.cli.parser import byte_size
 
@@ -113,9 +113,10 @@ def _metadata(args, scan, rows, center, steps, rec):
                 center=float(center),  # exactly (JSON keeps every bit): resume is bit for bit
                 first_row=rows[0], rows=list(rows), angles_sha1=digest, n_angles=scan.shape[0],
                 angle_span_degrees=float(np.degrees(np.ptp(scan.angles))),
-                filter=args.filter, padding=args.padding, interpolation=args.interpolation,
-                precision=args.precision, slice_shape=[n_bins, n_bins],
-                slices_per_pass=args.slices_per_pass,
+                **({} if "method" in steps else dict(  # FBP's (steps: an iterative method's)
+                    filter=args.filter, padding=args.padding, interpolation=args.interpolation,
+                    precision=args.precision, slices_per_pass=args.slices_per_pass)),
+                slice_shape=[n_bins, n_bins],
                 devices=rec.kernels() if rec is not None else "dask workers",
                 log=not args.no_log, command=args.command_line, pybp=__version__,
                 source=scan.source, **({"circle": True} if args.circle else {}),
@@ -180,6 +181,7 @@ def cmd_reconstruct(args):
     output is made; a run that fails before its first slice removes what it made."""
     if args.geometry:
         return cone.reconstruct(args)
+    method = methods.chosen(args)
     inputs = (args.input, args.flats, args.darks, args.angles)
     if not args.center_sweep:
         check_output_path(args.output, args.overwrite, args.resume, inputs)
@@ -205,10 +207,16 @@ def cmd_reconstruct(args):
         center = _center(args, scan, rows, stored)
         Geometry.create(n_bins, scan.angles, center)  # the axis on the detector
         n = rows[1] - rows[0]
-        options = dict(filter=args.filter, padding=args.padding,
-                       interpolation=args.interpolation, precision=args.precision,
-                       slices_per_pass=args.slices_per_pass, circle=args.circle,
-                       memory_limit=args.memory_limit, **steps)
+        if method:
+            say(args, f"method: {method['method'].upper()}, {method['iterations']} iterations "
+                      "(each slice its own problem)")
+            options = dict(filter=None, circle=args.circle, memory_limit=args.memory_limit,
+                           **steps, **method)
+        else:
+            options = dict(filter=args.filter, padding=args.padding,
+                           interpolation=args.interpolation, precision=args.precision,
+                           slices_per_pass=args.slices_per_pass, circle=args.circle,
+                           memory_limit=args.memory_limit, **steps)
         client = cluster(args)
         rec = None
         try:
@@ -217,7 +225,7 @@ def cmd_reconstruct(args):
             if client is None:
                 rec = Reconstructor(n_bins, scan.angles, center, device=args.device,
                                     devices=args.devices, angle_unit="rad", **options)
-            metadata = _metadata(args, scan, rows, center, steps, rec)
+            metadata = _metadata(args, scan, rows, center, dict(steps, **method), rec)
             output = open_output(args.output, (n, n_bins, n_bins), args.dtype, metadata,
                                  overwrite=args.overwrite, resume=args.resume, inputs=inputs)
             result, code = writing.into(output, n, "slice",
@@ -230,10 +238,12 @@ def cmd_reconstruct(args):
             if rec is not None:
                 rec.close()
             scans.close_cluster(args, client)
-        gups = todo * n_bins * n_bins * n_angles / max(seconds, 1e-9) * 1e-9
+        applications = 2 * method["iterations"] if method else 1  # of A or A^T
+        gups = todo * n_bins * n_bins * n_angles * applications / max(seconds, 1e-9) * 1e-9
         scans.report(args, todo, n, "slices",
                      f"{todo} slices of {n_bins} x {n_bins} in {seconds:.1f} s ({gups:.3g} "
-                     f"GU/s, {todo / max(seconds, 1e-9):.1f} slices/s)")
+                     f"GU/s{' of the operators' if method else ''}, "
+                     f"{todo / max(seconds, 1e-9):.1f} slices/s)")
     return 0
 
 
@@ -370,6 +380,7 @@ traceback), 130 interrupted.""")
                      help="zero the pixels outside the reconstruction circle (those some "
                           "projection did not see)")
     preprocessing.add_options(rec)
+    methods.add_options(rec)
     rec.add_argument("--dtype", choices=DTYPES, default="float32",
                      help="of the slices on disk; float16 halves the space (default: float32)")
     which = rec.add_mutually_exclusive_group()

@@ -14,19 +14,27 @@ import pyopencl.array as cla
 from pybp.cl import pacing
 
 
-def _filled(queue, shape, value):
-    return cla.to_device(queue, np.full(shape, value, np.float32))
+def _filled(allocate, shape, value):
+    made = allocate(shape)
+    made.set(np.full(shape, value, np.float32))
+    return made
 
 
-def sirt_weights(pair, vectors, mask=None):
+def allocator(queue):
+    """Float32 device arrays by shape, each a buffer of its own: what the methods use
+    unless given ``allocate`` (the stream's stage carves them from one buffer)."""
+    return lambda shape: cla.empty(queue, shape, np.float32)
+
+
+def sirt_weights(pair, vectors, mask=None, allocate=None):
     """``(row, column)``: the inverse row sums A 1 and column sums A^T 1 (ASTRA's
     SIRT weights; zero where a sum is not positive), the column weights times ``mask``."""
-    queue = vectors.queue
-    row = cla.empty(queue, pair.projection_shape, np.float32)
-    column = cla.empty(queue, pair.volume_shape, np.float32)
-    pair.forward(_filled(queue, pair.volume_shape, 1).data, row.data)
+    allocate = allocate or allocator(vectors.queue)
+    row = allocate(pair.projection_shape)
+    column = allocate(pair.volume_shape)
+    pair.forward(_filled(allocate, pair.volume_shape, 1).data, row.data)
     vectors.invert(row, row)
-    pair.backward(_filled(queue, pair.projection_shape, 1).data, column.data)
+    pair.backward(_filled(allocate, pair.projection_shape, 1).data, column.data)
     vectors.invert(column, column)
     if mask is not None:
         vectors.scale(column, mask)
@@ -34,13 +42,15 @@ def sirt_weights(pair, vectors, mask=None):
 
 
 def sirt(pair, vectors, b, x, *, iterations, relaxation=1.0, nonnegative=False, mask=None,
-         report=None):
+         report=None, allocate=None):
     """``iterations`` of x = x + relaxation C A^T R (b - A x), in place on ``x`` (R and
     C: :func:`sirt_weights`), then x clipped at zero where ``nonnegative``.
-    ``report(iteration, x)`` after each."""
-    row, column = sirt_weights(pair, vectors, mask)
-    residual = cla.empty(vectors.queue, pair.projection_shape, np.float32)
-    update = cla.empty(vectors.queue, pair.volume_shape, np.float32)
+    ``report(iteration, x)`` after each. ``allocate(shape)``: the device arrays of
+    every method's working set (default :func:`allocator`)."""
+    allocate = allocate or allocator(vectors.queue)
+    row, column = sirt_weights(pair, vectors, mask, allocate)
+    residual = allocate(pair.projection_shape)
+    update = allocate(pair.volume_shape)
     for iteration in range(iterations):
         pair.forward(x.data, residual.data)
         vectors.residual(b, residual, row)
@@ -64,17 +74,15 @@ def _each(pair, vectors, out, a, x, b, y, volume):
     return vectors.combine_each(out, a, x, b, y, block, pair.problems)
 
 
-def cgls(pair, vectors, b, x, *, iterations, mask=None, report=None):
+def cgls(pair, vectors, b, x, *, iterations, mask=None, report=None, allocate=None):
     """``iterations`` of conjugate gradients on the normal equations A^T A x = A^T b
     (ASTRA's CGLS), in place on ``x``; with ``mask``, of A M. Each of the pair's
     independent problems (parallel beam's slices) takes its own steps, so that a slice
     has the same values whatever others share the call; a problem stops where its
     gradient vanishes (x is then a least-squares solution) or A p does."""
-    queue = vectors.queue
-    r = cla.empty(queue, pair.projection_shape, np.float32)
-    q = cla.empty(queue, pair.projection_shape, np.float32)
-    p = cla.empty(queue, pair.volume_shape, np.float32)
-    s = cla.empty(queue, pair.volume_shape, np.float32)
+    allocate = allocate or allocator(vectors.queue)
+    r, q = allocate(pair.projection_shape), allocate(pair.projection_shape)
+    p, s = allocate(pair.volume_shape), allocate(pair.volume_shape)
     ones = np.ones(pair.problems)
 
     def gradient(into):
@@ -108,7 +116,7 @@ def cgls(pair, vectors, b, x, *, iterations, mask=None, report=None):
 
 
 def sart(parts, vectors, b_parts, x, *, iterations, relaxation=1.0, nonnegative=False,
-         mask=None, report=None):
+         mask=None, report=None, allocate=None):
     """``iterations`` of ordered subsets (OS-SART), in place on ``x``: for each subset's
     pair in ``parts`` in turn (a pair restricted to its angles) and its data in
     ``b_parts``, SIRT's step on the subset's rows alone, x = x + relaxation C_s A_s^T
@@ -116,19 +124,19 @@ def sart(parts, vectors, b_parts, x, *, iterations, relaxation=1.0, nonnegative=
     subset's rows of SIRT's inverse row sums, kept; C_s, the inverse column sums of the
     subset, is made again at each step from A_s^T 1 (one more transpose per subset:
     a volume per subset would not fit)."""
-    queue = vectors.queue
+    allocate = allocate or allocator(vectors.queue)
     largest = max(int(np.prod(part.projection_shape)) for part in parts)
-    ones = _filled(queue, largest, 1)
-    volume_ones = _filled(queue, parts[0].volume_shape, 1)
+    ones = _filled(allocate, largest, 1)
+    volume_ones = _filled(allocate, parts[0].volume_shape, 1)
     rows = []
     for part in parts:
-        row = cla.empty(queue, int(np.prod(part.projection_shape)), np.float32)
+        row = allocate(int(np.prod(part.projection_shape)))
         part.forward(volume_ones.data, row.data)
         vectors.invert(row, row)
         rows.append(row)
-    residual_buffer = cla.empty(queue, largest, np.float32)
-    update = cla.empty(queue, parts[0].volume_shape, np.float32)
-    column = cla.empty(queue, parts[0].volume_shape, np.float32)
+    residual_buffer = allocate(largest)
+    update = allocate(parts[0].volume_shape)
+    column = allocate(parts[0].volume_shape)
     for iteration in range(iterations):
         for part, b, row in zip(parts, b_parts, rows):
             residual = residual_buffer[:row.size]
@@ -150,15 +158,15 @@ POWER_ITERATIONS = 20  # of the operator norm's estimate (TV's step sizes)
 STEP_MARGIN = 0.99  # tau sigma ||K||^2 < 1, as the primal-dual iteration needs
 
 
-def operator_norm(pair, vectors, iterations=POWER_ITERATIONS) -> float:
+def operator_norm(pair, vectors, iterations=POWER_ITERATIONS, allocate=None) -> float:
     """||A||, by power iteration on A^T A from a volume of ones, on each of the pair's
     independent problems apart (their largest): a problem's arithmetic is its own, so
     the norm of a slice's A has the same bits however many slices share the call."""
-    queue = vectors.queue
+    allocate = allocate or allocator(vectors.queue)
     shape = pair.volume_shape
-    v = _filled(queue, shape, 1.0 / np.sqrt(pair.volume_block))
-    w = cla.empty(queue, shape, np.float32)
-    projected = cla.empty(queue, pair.projection_shape, np.float32)
+    v = _filled(allocate, shape, 1.0 / np.sqrt(pair.volume_block))
+    w = allocate(shape)
+    projected = allocate(pair.projection_shape)
     value = np.zeros(pair.problems)
     zeros = np.zeros(pair.problems)
     for _ in range(iterations):
@@ -172,7 +180,8 @@ def operator_norm(pair, vectors, iterations=POWER_ITERATIONS) -> float:
     return float(np.sqrt(value.max()))
 
 
-def tv(pair, variation, vectors, b, x, *, iterations, weight, nonnegative=False, report=None):
+def tv(pair, variation, vectors, b, x, *, iterations, weight, nonnegative=False, report=None,
+       allocate=None):
     """``iterations`` of Chambolle and Pock's primal-dual method on
     1/2 ||A x - b||^2 + weight TV(x) (isotropic: the length of each voxel's gradient),
     x >= 0 where ``nonnegative``, in place on ``x``. K = [A; mu grad] with mu = ||A|| /
@@ -180,20 +189,20 @@ def tv(pair, variation, vectors, b, x, *, iterations, weight, nonnegative=False,
     mu = 1 the TV term's dual grows too slowly to matter in hundreds of iterations), and
     the TV term weight/mu ||mu grad x||; tau = sigma = 0.99 / (sqrt 2 ||A||), ||K|| being
     at most sqrt 2 ||A||."""
-    queue = vectors.queue
-    norm = operator_norm(pair, vectors)
+    allocate = allocate or allocator(vectors.queue)
+    norm = operator_norm(pair, vectors, allocate=allocate)
     if norm == 0.0:
         raise ValueError("geometry: no voxel of the volume projects onto the detector (A is "
                          "zero), so there is nothing to fit")
     mu = norm / np.sqrt(4.0 * variation.dims)
     step = STEP_MARGIN / (np.sqrt(2.0) * norm)
-    xbar = cla.empty(queue, pair.volume_shape, np.float32)
+    xbar = allocate(pair.volume_shape)
     vectors.combine(xbar, 1.0, x, 0.0, x)
-    p = _filled(queue, pair.projection_shape, 0.0)
-    q = _filled(queue, (variation.dims,) + pair.volume_shape, 0.0)
-    ax = cla.empty(queue, pair.projection_shape, np.float32)
-    atp = cla.empty(queue, pair.volume_shape, np.float32)
-    gtq = cla.empty(queue, pair.volume_shape, np.float32)
+    p = _filled(allocate, pair.projection_shape, 0.0)
+    q = _filled(allocate, (variation.dims,) + pair.volume_shape, 0.0)
+    ax = allocate(pair.projection_shape)
+    atp = allocate(pair.volume_shape)
+    gtq = allocate(pair.volume_shape)
     for iteration in range(iterations):
         pair.forward(xbar.data, ax.data)
         variation.data_dual(p, ax, b, step)

@@ -20,7 +20,7 @@ from pybp.cl import profiles
 from pybp.cl.device import describe, open_device
 from pybp.cl.images import usable_image_formats
 from pybp.geometry.parallel import Geometry
-from pybp.parallel import kernels, profiler, verify
+from pybp.parallel import iterate, kernels, profiler, project, verify
 from pybp.parallel.backproject import Backproject, Circle
 from pybp.parallel.params import INTERPOLATIONS, KERNELS, SLICES_PER_PASS, STORAGES
 from pybp.parallel.plan import Plan
@@ -36,8 +36,10 @@ from pybp.stream.team import Pipelines
 
 @dataclass(frozen=True)
 class Setup:
-    """The options of a parallel-beam (filtered) back-projection, those of
-    :class:`pybp.Backprojector` less the device: checked when made, at the boundary."""
+    """The options of a parallel-beam reconstruction, checked when made, at the
+    boundary: a filtered back-projection (those of :class:`pybp.Backprojector` less the
+    device), or ``iterations`` of an iterative ``method`` with its ``method_options``
+    (pybp/parallel/iterate.py)."""
 
     n_bins: int
     angles: object
@@ -60,9 +62,24 @@ class Setup:
     rings: object = None
     ring_options: object = None
     memory_limit: object = None
+    method: str = "fbp"
+    iterations: object = None
+    method_options: object = None
 
     def __post_init__(self):
         object.__setattr__(self, "memory_limit", checks.memory_limit(self.memory_limit))
+        checks.choice("method", self.method, ("fbp",) + iterate.METHODS)
+        if self.method == "fbp":
+            given = (["iterations"] if self.iterations is not None else []) + \
+                list(self.method_options or ())
+            if given:
+                raise ValueError(f"{given[0]}: an option of the iterative methods; FBP takes "
+                                 "none (method='sirt', 'sart', 'cgls' or 'tv')")
+        else:
+            if self.filter is not None:
+                raise ValueError(f"filter: FBP's; {self.method} takes none")
+            object.__setattr__(self, "method_options", iterate.check_options(
+                self.method, self.iterations, self.method_options))
         checks.choice("interpolation", self.interpolation, INTERPOLATIONS)
         checks.choice("precision", self.precision, STORAGES)
         checks.choice("kernel", self.kernel, ("auto",) + KERNELS)
@@ -105,6 +122,28 @@ class Unit(Recipe):
                              "distinct angles at least")
         self.cl_device, self.context, queue = open_device(device, context, queue)
         self.device = describe(self.cl_device)
+        g = self.geometry
+        stages = []
+        if setup.rings is not None:
+            stages.append(rings.RingRemoval(self.context, self.device, g.n_angles, g.n_bins,
+                                            setup.rings, setup.ring_options))
+        if setup.method == "fbp":
+            stages += self._fbp(setup)
+        else:  # in place of the filter and the back-projection (pybp/parallel/iterate.py)
+            self.plan, self.slices_per_pass, self.result_bound = None, 1, None
+            stages.append(iterate.Iterate(self.context, self.cl_device, self.device, g,
+                                          setup.method, setup.iterations, setup.method_options))
+        if setup.circle:
+            radius = None if setup.circle is True else setup.circle
+            stages.append(Circle(self.context, self.device, g, radius))
+        self.stages = tuple(stages)
+        self.memory(1)  # one slice fits, or ValueError
+        self.executor = Executor(self.device, self.context, queue)
+        self.phase, self.n_angles, self.n_bins = setup.phase, g.n_angles, g.n_bins
+
+    def _fbp(self, setup) -> list:
+        """The plan of every pass width, and the filter, half-scaling and back-projection
+        stages."""
         self.formats = usable_image_formats(self.context)
         slices_per_pass = setup.slices_per_pass
         if slices_per_pass == "auto":
@@ -122,9 +161,6 @@ class Unit(Recipe):
         gain = None if setup.filter is None else filters.gain(setup.filter, g.n_bins)
         self.result_bound = halfscale.result_bound(g.n_angles, weights, gain)
         stages = []
-        if setup.rings is not None:
-            stages.append(rings.RingRemoval(self.context, self.device, g.n_angles, g.n_bins,
-                                            setup.rings, setup.ring_options))
         if setup.filter is not None:
             stages.append(filters.Filter(self.context, self.device, setup.filter, g.n_bins,
                                          weights, setup.padding, setup.filter_method))
@@ -134,13 +170,15 @@ class Unit(Recipe):
         stages.append(Backproject(self.context, self.device, self.plan))
         if half:
             stages.append(halfscale.Unscale(self.context, self.device, g.slice_shape))
-        if setup.circle:
-            radius = None if setup.circle is True else setup.circle
-            stages.append(Circle(self.context, self.device, g, radius))
-        self.stages = tuple(stages)
-        self.memory(1)  # one slice fits, or ValueError
-        self.executor = Executor(self.device, self.context, queue)
-        self.phase, self.n_angles, self.n_bins = setup.phase, g.n_angles, g.n_bins
+        return stages
+
+    def kernel_keys(self) -> list:
+        """What gives each value its last bits here: each pass width's parameter set,
+        or the iterative method and the matched pair's launch shape."""
+        if self.plan is None:
+            return [f"{self.setup.method}-pair-{'x'.join(map(str, project.FORWARD_GROUP))}-"
+                    f"rows{project.ROWS_PER_ITEM}"]
+        return [p.params.key() for _, p in sorted(self.plan.passes.items())]
 
     @property
     def params(self):
@@ -148,7 +186,10 @@ class Unit(Recipe):
         return self.plan.params
 
     def updates_per_slice(self) -> int:
-        """Pixel updates of one slice: the numerator of GU/s."""
+        """Pixel updates of one slice: the numerator of GU/s (an iterative method: of
+        its two operator applications per iteration)."""
+        if self.plan is None:
+            return 2 * self.setup.iterations * self.geometry.updates()
         return self.geometry.updates()
 
     # ---- a run (the rest: pybp.stream.recipe.Recipe) -------------------------------
@@ -166,7 +207,8 @@ class Unit(Recipe):
         ny, nx = g.slice_shape
         layout = layout or self.layout()
         return MemoryPlan.create(
-            stages or self.stages, self.device, n_slices, widths=tuple(self.plan.passes),
+            stages or self.stages, self.device, n_slices,
+            widths=(1,) if self.plan is None else tuple(self.plan.passes),
             chunk_slices=chunk_slices, own=(layout.input, layout.output), preferred=preferred,
             memory_limit=self.setup.memory_limit,
             subject=f"slice_shape: one {ny}x{nx} slice from {g.n_angles}x{g.n_bins} sinograms",

@@ -32,6 +32,12 @@ TRANSPOSE_ARGS = (
     Arg("volume", "__global const float *", "n_rows x ny x nx"),
     Arg("transposed", "__global float *", "n_rows x nx x ny"), *ints("nx", "ny"),
 )
+TO_PROJECTIONS_ARGS = (
+    Arg("sinograms", "__global const float *", "n_rows x n_angles x n_bins"),
+    Arg("projections", "__global float *", "n_angles x n_rows x n_bins"),
+    *ints("n_angles", "n_rows", "n_bins"),
+)
+TO_PROJECTIONS_GROUP = (64, 1, 1)
 TILE = 16  # the transpose's block side
 FLOAT_BYTES = 4
 # (angles, pairs of bins, 1): a warp of neighbouring angles reads nearly the same pixels
@@ -43,17 +49,20 @@ ROWS_PER_ITEM = 8  # slices a work-item takes: one position serves them all
 def source(rows: int) -> str:
     return codegen.render("operators/parallel.cl.mako",
                           {"parallel_forward": FORWARD_ARGS, "parallel_backward": BACKWARD_ARGS,
-                           "transpose_slices": TRANSPOSE_ARGS},
+                           "transpose_slices": TRANSPOSE_ARGS,
+                           "sinograms_to_projections": TO_PROJECTIONS_ARGS},
                           rows=rows, forward_group=FORWARD_GROUP, backward_group=BACKWARD_GROUP,
-                          tile=TILE)
+                          tile=TILE, to_projections_group=TO_PROJECTIONS_GROUP)
 
 
 class ParallelPair:
     """A and A^T of ``geometry`` for ``n_rows`` slices on ``queue``'s device. Launches
     last at most about :data:`pacing.LAUNCH_SECONDS` at the device type's first rate,
-    one queued ahead of another, so that Ctrl-C acts between them."""
+    one queued ahead of another, so that Ctrl-C acts between them. ``transposed``: a
+    buffer of a volume's bytes for the forward projection's transposed copy (default:
+    its own)."""
 
-    def __init__(self, geometry: Geometry, n_rows: int, context, queue, device):
+    def __init__(self, geometry: Geometry, n_rows: int, context, queue, device, transposed=None):
         self.geometry, self.n_rows, self.queue = geometry, n_rows, queue
         ny, nx = geometry.slice_shape
         self.volume_shape = (n_rows, ny, nx)
@@ -72,8 +81,10 @@ class ParallelPair:
                                           BACKWARD_ARGS)
         self._transpose = codegen.declared(context, device, text, "transpose_slices",
                                            TRANSPOSE_ARGS)
-        self._transposed = cl.Buffer(context, cl.mem_flags.READ_WRITE,
-                                     FLOAT_BYTES * n_rows * ny * nx)
+        self._to_projections = codegen.declared(context, device, text, "sinograms_to_projections",
+                                                TO_PROJECTIONS_ARGS)
+        self._transposed = transposed or cl.Buffer(context, cl.mem_flags.READ_WRITE,
+                                                   FLOAT_BYTES * n_rows * ny * nx)
         rate = pacing.FIRST_RATE.get(device.type, pacing.OTHER_RATE)
         self._launch_updates = max(1, int(rate * pacing.LAUNCH_SECONDS))
         self.sizes = dict(n_angles=geometry.n_angles, n_rows=n_rows, n_bins=geometry.n_bins,
@@ -113,8 +124,8 @@ class ParallelPair:
         items = ((self.geometry.n_bins + 1) // 2, self.row_groups)
         return pacing.launches(
             lambda first, count, wait: self._forward(
-                self.queue, global_size((count, *items), FORWARD_GROUP), FORWARD_GROUP, wait_for=wait, volume=volume, transposed=self._transposed,
-                constants=self.constants, projections=projections, first_angle=first,
+                self.queue, global_size((count, *items), FORWARD_GROUP), FORWARD_GROUP,
+                wait_for=wait, volume=volume, transposed=self._transposed, constants=self.constants, projections=projections, first_angle=first,
                 **self.sizes),
             n_angles, step, wait_for)
 
@@ -129,3 +140,14 @@ class ParallelPair:
                 wait_for=wait, projections=projections, constants=self.constants,
                 volume=volume, first_row_group=first, **self.sizes),
             self.row_groups, step, wait_for)
+
+    def from_sinograms(self, sinograms, projections, wait_for=None):
+        """projections ``(n_angles, n_rows, n_bins)`` of sinograms ``(n_rows, n_angles,
+        n_bins)`` (the stream's layout; device buffers); the event."""
+        sizes = dict(n_angles=self.sizes["n_angles"], n_rows=self.n_rows,
+                     n_bins=self.sizes["n_bins"])
+        return self._to_projections(
+            self.queue, global_size((sizes["n_bins"], sizes["n_angles"], self.n_rows),
+                                    TO_PROJECTIONS_GROUP),
+            TO_PROJECTIONS_GROUP, wait_for=wait_for, sinograms=sinograms,
+            projections=projections, **sizes)

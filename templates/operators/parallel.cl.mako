@@ -158,3 +158,15 @@ ${args['transpose_slices']}
     if (y0 + tx < ny && x0 + ty < nx)
         transposed[slice + (size_t)(x0 + ty) * ny + y0 + tx] = block[tx][ty];
 }
+
+// projections (n_angles, n_rows, n_bins) from the stream's sinograms (n_rows, n_angles,
+// n_bins): work-item (bin, angle, row), reads and writes consecutive along the bins.
+__kernel __attribute__((reqd_work_group_size(${to_projections_group[0]}, 1, 1)))
+void sinograms_to_projections(
+${args['sinograms_to_projections']}
+{
+    const int b = get_global_id(0), a = get_global_id(1), r = get_global_id(2);
+    if (b < n_bins)
+        projections[((size_t)a * n_rows + r) * n_bins + b] =
+            sinograms[((size_t)r * n_angles + a) * n_bins + b];
+}

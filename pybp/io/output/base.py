@@ -24,7 +24,8 @@ RESUME_KEYS = ("input", "input_sha1", "shape", "first_row", "dtype", "center", "
                "log", "filter", "padding", "interpolation", "precision", "slice_shape",
                "circle", "voxel_size", "volume_offset", "matrices_sha1", "rings",
                "ring_options", "phase", "chunk_slices", "memory_limit", "slices_per_pass",
-               "devices")
+               "devices", "method", "iterations", "nonnegative", "relaxation", "subsets",
+               "weight")
 
 
 def partial_path(path: Path) -> Path:

@@ -1,0 +1,152 @@
+"""Parallel beam's iterative methods as a stage of the stream: each chunk's sinograms
+reconstructed by SIRT, SART, CGLS or TV (pybp/iterative/methods.py) with the matched
+pair, in place of the filter and the back-projection. Each slice is its own problem,
+with the same bits however many share a chunk, so that chunks cut anywhere, several
+devices, Dask workers and ``--resume`` give the volume one call gives."""
+
+from __future__ import annotations
+
+import numpy as np
+import pyopencl as cl
+import pyopencl.array as cla
+
+from pybp import checks
+from pybp.cl import pacing
+from pybp.geometry.parallel import Geometry
+from pybp.iterative import methods
+from pybp.iterative.tv import Variation
+from pybp.iterative.vectors import Vectors
+from pybp.parallel.project import ParallelPair
+from pybp.stages.base import Need, Stage
+
+METHODS = ("sirt", "sart", "cgls", "tv")
+# Volumes and sets of projections of each method's working set, per slice, beside the
+# chunk's sinograms and slices: the pair's transposed copy and the projections in the
+# pair's layout among them (a Workspace refuses more).
+WORKING_SETS = {"sirt": (4, 4), "cgls": (3, 3), "sart": (4, 5), "tv": (8, 4)}
+FIXED_ALLOCATIONS = 16  # arrays a method carves besides SART's two per subset
+OPTIONS = {"sirt": ("nonnegative", "relaxation"),
+           "sart": ("nonnegative", "relaxation", "subsets"),
+           "cgls": (), "tv": ("weight", "nonnegative")}
+OPTION_NAMES = ("nonnegative", "relaxation", "subsets", "weight")
+
+
+def check_options(method: str, iterations, options) -> dict:
+    """The options of ``method`` (``nonnegative``, ``relaxation``, ``subsets``,
+    ``weight``: as :func:`pybp.sirt` and the others take them), checked, with their
+    defaults; an option the method does not take is named."""
+    checks.choice("method", method, METHODS)
+    checks.positive_int(iterations, "iterations")
+    options = dict(options or {})
+    for name in options:
+        if name not in OPTIONS[method]:
+            raise ValueError(f"{name}: not an option of {method} (its options: "
+                             f"{', '.join(OPTIONS[method]) or 'none'})")
+    out = {}
+    if "nonnegative" in OPTIONS[method]:
+        out["nonnegative"] = bool(options.get("nonnegative", False))
+    if "relaxation" in OPTIONS[method]:
+        relaxation = float(options.get("relaxation", 1.0))
+        if not 0 < relaxation < 2:
+            raise ValueError(f"relaxation: expected a number in (0, 2), got {relaxation:g}")
+        out["relaxation"] = relaxation
+    if method == "sart":
+        subsets = options.get("subsets")
+        out["subsets"] = None if subsets is None else checks.positive_int(subsets, "subsets")
+    if method == "tv":
+        if options.get("weight") is None:
+            raise ValueError("weight: tv needs the weight of its TV term (a positive number)")
+        weight = float(options["weight"])
+        if not weight > 0:
+            raise ValueError(f"weight: expected a positive number (the TV term's), got {weight:g}")
+        out["weight"] = weight
+    return out
+
+
+class Workspace:
+    """Float32 device arrays carved in turn from one buffer (the stage's share of the
+    memory plan), each at an offset the device allows a sub-buffer to start at."""
+
+    def __init__(self, buffer, queue, align):
+        self.buffer, self.queue, self.align, self.used = buffer, queue, align, 0
+
+    def __call__(self, shape):
+        shape = (shape,) if np.isscalar(shape) else tuple(shape)
+        n_bytes = int(np.prod(shape)) * 4
+        start = -(-self.used // self.align) * self.align
+        if start + n_bytes > self.buffer.size:
+            raise RuntimeError(f"iterate: the working set outgrew its {self.buffer.size} bytes "
+                               "(pybp/parallel/iterate.py WORKING_SETS)")
+        self.used = start + n_bytes
+        return cla.Array(self.queue, shape, np.float32,
+                         data=self.buffer.get_sub_region(start, n_bytes))
+
+
+class Iterate(Stage):
+    """``iterations`` of ``method`` on each chunk's sinograms into its slices, from
+    zero, with ``options`` (:func:`check_options`)."""
+
+    name = "iterate"
+
+    def __init__(self, context, cl_device, device, geometry: Geometry, method, iterations,
+                 options):
+        self.context, self.device, self.geometry = context, device, geometry
+        self.method, self.iterations = method, iterations
+        self.options = check_options(method, iterations, options)
+        if method == "sart":
+            subsets = self.options["subsets"] or geometry.n_angles
+            if subsets > geometry.n_angles:
+                raise ValueError(f"subsets: at most one per angle ({geometry.n_angles}), got "
+                                 f"{subsets}")
+            self.order = [np.arange(k, geometry.n_angles, subsets) for k in range(subsets)]
+        self.align = max(4, cl_device.mem_base_addr_align // 8)
+        ny, nx = geometry.slice_shape
+        volume, projections = ny * nx * 4, geometry.n_angles * geometry.n_bins * 4
+        volumes, sets = WORKING_SETS[method]
+        allocations = FIXED_ALLOCATIONS + (2 * len(self.order) if method == "sart" else 0)
+        self.needs = (Need("sinograms", projections), Need("slices", volume),
+                      Need("iterate", volumes * volume + sets * projections,
+                           fixed=self.align * allocations))
+        self._vectors = None
+
+    def enqueue(self, chunk):
+        q, n, g = chunk.queue, chunk.count, self.geometry
+        if self._vectors is None or self._vectors.queue is not q:
+            self._vectors = Vectors(self.context, q, self.device)
+        vectors = self._vectors
+        work = Workspace(chunk.buffers["iterate"], q, self.align)
+        shape = (n,) + g.slice_shape
+        pair = ParallelPair(g, n, self.context, q, self.device, transposed=work(shape).data)
+        b = work(pair.projection_shape)
+        pair.from_sinograms(chunk.buffers["sinograms"], b.data)
+        x = cla.Array(q, shape, np.float32, data=chunk.buffers["slices"])
+        cl.enqueue_copy(q, x.data, np.zeros(shape, np.float32))  # x0 = 0, as ASTRA's
+
+        def report(iteration, volume):
+            if chunk.stop is not None and chunk.stop.is_set():
+                raise pacing.Stopped()
+
+        common = dict(iterations=self.iterations, report=report, allocate=work)
+        if self.method == "sirt":
+            methods.sirt(pair, vectors, b, x, **common, **self.options)
+        elif self.method == "cgls":
+            methods.cgls(pair, vectors, b, x, **common)
+        elif self.method == "sart":
+            parts = [pair.restricted(angles) for angles in self.order]
+            b_parts = [self._subset(q, b, angles, work, n) for angles in self.order]
+            methods.sart(parts, vectors, b_parts, x, **common,
+                         **{k: v for k, v in self.options.items() if k != "subsets"})
+        else:
+            variation = Variation(self.context, q, self.device, shape, 2)
+            methods.tv(pair, variation, vectors, b, x, **common, **self.options)
+        return [(self.name, cl.enqueue_marker(q))]
+
+    def _subset(self, queue, b, angles, work, n_rows):
+        """The projections of ``angles`` from ``b`` ``(n_angles, n_rows, n_bins)``,
+        copied on the device into an array of the workspace."""
+        row = n_rows * self.geometry.n_bins * 4
+        out = work((len(angles), n_rows, self.geometry.n_bins))
+        for j, angle in enumerate(angles):
+            cl.enqueue_copy(queue, out.data, b.data, byte_count=row, src_offset=int(angle) * row,
+                            dst_offset=j * row)
+        return out

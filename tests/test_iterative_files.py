@@ -1,0 +1,184 @@
+"""Iterative methods through the stream and from files: ``pybp.reconstruct(method=...)``
+and ``pybp reconstruct --method`` for both geometries. Parallel beam's slices are each
+their own problem, so any chunks, two pipelines, Dask workers, a file and ``--resume``
+give the bits of one call of the method (pybp.sirt and the others); cone beam's command
+gives those of the method on the float64-normalised line integrals."""
+
+import json
+import signal
+
+import numpy as np
+import pytest
+import tifffile
+from test_files import make_input, read_tiff_folder, run, scan  # noqa: F401
+from test_files_errors import assert_one_line, stop_in_the_middle
+
+import pybp
+from pybp.centre import normalised_rows
+from pybp.cli import commands as cli
+from pybp.io import open_scan
+from pybp.io.cone import read_geometry
+
+CASES = {"sirt": dict(nonnegative=True), "sart": dict(subsets=8), "cgls": {},
+         "tv": dict(weight=0.02, nonnegative=True)}
+ITERATIONS = 3
+LINE_INTEGRALS_RTOL = 1e-5  # the device's float32 -log against float64's, carried through
+
+
+def line_integrals(scan):  # noqa: F811
+    """The scan's line integrals normalised in float64 on the host, as float32."""
+    return normalised_rows(scan["projections"], scan["flats"], scan["darks"], 0,
+                           scan["projections"].shape[1]).astype(np.float32)
+
+
+def options(method):
+    return [f"--{name}" if value is True else f"--{name}={value}"
+            for name, value in CASES[method].items()]
+
+
+@pytest.mark.parametrize("method", CASES)
+def test_the_stream_and_the_command_give_the_method(method, scan, tmp_path,  # noqa: F811
+                                                    cl_device):
+    """In memory in chunks of 4, and from a file in chunks of 2, the volume is the same
+    bits; against the method on the host-normalised line integrals, within float32's
+    -log."""
+    angles = np.deg2rad(scan["degrees"])
+    streamed = pybp.reconstruct(scan["projections"], angles, scan["flats"], scan["darks"],
+                                center=scan["center"], method=method, iterations=ITERATIONS,
+                                device=cl_device, progress=False, **CASES[method])
+    geometry = pybp.ParallelGeometry(angles, scan["projections"].shape[2],
+                                     center=scan["center"])
+    want = getattr(pybp, method)(line_integrals(scan), geometry, ITERATIONS, device=cl_device,
+                                 **CASES[method])
+    error = np.linalg.norm(streamed - want) / np.linalg.norm(want)
+    assert error < LINE_INTEGRALS_RTOL, error
+    out = tmp_path / "slices"
+    code, _ = run(make_input("dxchange", scan, tmp_path) + [
+        "-o", str(out), "--center", repr(scan["center"]), "--method", method, "--iterations",
+        str(ITERATIONS), "--chunk-slices", "2", "--device", cl_device.name, "--quiet"]
+        + options(method))
+    assert code == 0
+    np.testing.assert_array_equal(read_tiff_folder(out), streamed)
+    stored = json.loads((out / "pybp.json").read_text())
+    assert stored["method"] == method and stored["iterations"] == ITERATIONS
+    assert "filter" not in stored
+
+
+def test_two_pipelines_and_rows_give_the_same_bits(scan, cl_device):  # noqa: F811
+    angles = np.deg2rad(scan["degrees"])
+    common = dict(center=scan["center"], method="cgls", iterations=ITERATIONS,
+                  progress=False)
+    one = pybp.reconstruct(scan["projections"], angles, scan["flats"], scan["darks"],
+                           device=cl_device, chunk_slices=6, **common)
+    two = pybp.reconstruct(scan["projections"], angles, scan["flats"], scan["darks"],
+                           devices=[cl_device, cl_device], chunk_slices=1, **common)
+    part = pybp.reconstruct(scan["projections"], angles, scan["flats"], scan["darks"],
+                            device=cl_device, rows=(2, 5), **common)
+    np.testing.assert_array_equal(two, one)
+    np.testing.assert_array_equal(part, one[2:5])
+
+
+def test_dask_workers_give_the_same_bits(scan, cl_device):  # noqa: F811
+    distributed = pytest.importorskip("distributed")
+    from pybp.distributed import local_cluster
+
+    angles = np.deg2rad(scan["degrees"])
+    common = dict(center=scan["center"], method="sirt", iterations=ITERATIONS,
+                  progress=False)
+    one = pybp.reconstruct(scan["projections"], angles, scan["flats"], scan["darks"],
+                           device=cl_device, **common)
+    with local_cluster([cl_device, cl_device]) as cluster, distributed.Client(cluster) as client:
+        spread = pybp.reconstruct(scan["projections"], angles, scan["flats"], scan["darks"],
+                                  client=client, chunk_slices=2, **common)
+    np.testing.assert_array_equal(spread, one)
+
+
+def test_resume_is_bit_for_bit_and_refuses_other_iterations(scan, tmp_path, cl_device,  # noqa: F811
+                                                           capsys):
+    argv = make_input("dxchange", scan, tmp_path) + [
+        "--center", repr(scan["center"]), "--method", "sart", "--iterations", "2",
+        "--device", cl_device.name, "--quiet", "-o", str(tmp_path / "out")]
+    assert run(argv)[0] == 0
+    whole = read_tiff_folder(tmp_path / "out")
+    for row in (1, 4):
+        (tmp_path / "out" / f"slice_{row:05d}.tif").unlink()
+    assert run(argv + ["--resume"])[0] == 0
+    np.testing.assert_array_equal(read_tiff_folder(tmp_path / "out"), whole)
+    (tmp_path / "out" / "slice_00002.tif").unlink()
+    changed = [value if value != "2" else "3" for value in argv]
+    assert_one_line(capsys, run(changed + ["--resume"])[0], "resume:", "iterations")
+    assert_one_line(capsys, run(argv + ["--resume", "--nonnegative"])[0], "resume:",
+                    "nonnegative")
+
+
+def test_ctrl_c_mid_run_resumes_to_the_same_volume(scan, tmp_path, cl_device):  # noqa: F811
+    """A SIGINT once 2 slices are written: status 130, whole slices only; --resume
+    completes the volume one run makes."""
+    argv = make_input("dxchange", scan, tmp_path) + [
+        "--center", repr(scan["center"]), "--method", "sirt", "--iterations", "40",
+        "--chunk-slices", "1", "--device", cl_device.name, "--quiet"]
+    out = tmp_path / "stopped"
+    code, err = stop_in_the_middle(argv + ["-o", str(out)], out, signal.SIGINT)
+    done = sorted(out.glob("slice_*.tif"))
+    n_rows = scan["projections"].shape[1]
+    assert code == 130 and 2 <= len(done) < n_rows, err
+    assert run(argv + ["-o", str(out), "--resume"])[0] == 0
+    assert run(argv + ["-o", str(tmp_path / "whole")])[0] == 0
+    np.testing.assert_array_equal(read_tiff_folder(out), read_tiff_folder(tmp_path / "whole"))
+
+
+@pytest.mark.parametrize("extra, words", [
+    (["--iterations", "3"], ("--iterations", "--method")),
+    (["--method", "sirt"], ("--iterations", "needed")),
+    (["--method", "sirt", "--iterations", "3", "--filter", "hann"], ("--filter", "FBP")),
+    (["--method", "sirt", "--iterations", "3", "--precision", "half"], ("--precision",)),
+    (["--method", "sart", "--iterations", "3", "--weight", "2"], ("--weight", "sart")),
+    (["--method", "tv", "--iterations", "3"], ("--weight", "tv needs")),
+    (["--method", "tv", "--iterations", "3", "--weight", "-1"], ("--weight", "positive")),
+    (["--method", "cgls", "--iterations", "3", "--nonnegative"], ("--nonnegative", "cgls")),
+    (["--method", "sirt", "--iterations", "0"], ("--iterations",)),
+    (["--method", "sirt", "--iterations", "3", "--relaxation", "2"], ("--relaxation",)),
+])
+def test_bad_method_options_are_named(scan, tmp_path, capsys, extra, words):  # noqa: F811
+    argv = make_input("dxchange", scan, tmp_path) + ["-o", str(tmp_path / "out"), "--center",
+                                                     "40"]
+    assert_one_line(capsys, run(argv + extra)[0], *words)
+    assert not (tmp_path / "out").exists()
+
+
+@pytest.fixture(scope="module")
+def cone_scan(tmp_path_factory):
+    folder = tmp_path_factory.mktemp("cone")
+    assert cli.main(["demo", "--cone", "--size", "16", "--angles", "24", "--write-scan",
+                     str(folder / "scan.h5")]) == 0
+    return folder / "scan.h5", folder / "scan-cone.json"
+
+
+def test_cone_command_gives_the_method_and_resumes(cone_scan, tmp_path, cl_device, capsys):
+    """SIRT from the file equals pybp.sirt of the float64-normalised line integrals, bit
+    for bit; planes deleted and --resume give the same volume; several devices and
+    --rings are refused in one line each."""
+    path, geometry_path = cone_scan
+    out = tmp_path / "volume"
+    argv = ["reconstruct", str(path), "-o", str(out), "--geometry", str(geometry_path),
+            "--method", "sirt", "--iterations", "2", "--device", cl_device.name, "--quiet"]
+    assert cli.main(argv) == 0
+    with open_scan(str(path)) as s:
+        data = normalised_rows(s.projections, s.flats, s.darks, 0, s.shape[1]).astype(np.float32)
+        geometry = read_geometry(geometry_path, s.angles, s.shape[1:])
+    want = pybp.sirt(data, geometry, 2, device=cl_device)
+    got = np.stack([tifffile.imread(out / f"slice_{k:05d}.tif") for k in range(16)])
+    np.testing.assert_array_equal(got, want)
+    for k in (0, 9):
+        (out / f"slice_{k:05d}.tif").unlink()
+    assert cli.main(argv + ["--resume"]) == 0
+    again = np.stack([tifffile.imread(out / f"slice_{k:05d}.tif") for k in range(16)])
+    np.testing.assert_array_equal(again, want)
+    capsys.readouterr()
+    other = tmp_path / "other"
+    assert_one_line(capsys, cli.main(argv[:3] + [str(other)] + argv[4:-3] + [
+        "--devices", "0,0", "--quiet"]), "--devices", "one device")
+    assert_one_line(capsys, cli.main(argv[:3] + [str(other)] + argv[4:] + ["--rings", "sort",
+                                                                   "--ring-options", "size=5"]),
+                    "--rings", "not yet")
+    assert not other.exists()
