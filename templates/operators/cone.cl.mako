@@ -67,9 +67,15 @@ ${args['cone_backward']}
 // A: work-item (column, row, image) sums over the voxels whose position falls in
 // [row - 1, row + 1) x [column - 1, column + 1). The rays through that window's corners
 // (rays: voxel-index points x = w d - s, d = inverse(M) (c, r, 1), s = inverse(M) m4)
-// meet each plane along the ray's steepest axis in a quadrilateral; its bounding box,
-// widened by a voxel, holds the candidates, and each is judged by `cone_position`
+// meet each plane along the ray's steepest axis in a quadrilateral, the window's
+// preimage there; the voxels of its bounding box, widened by BOX_MARGIN for the
+// rounding of the corners, are the candidates, and each is judged by `cone_position`
 // itself, so the rounding of the box never changes a weight.
+% if real == "double":
+#define BOX_MARGIN 1e-6  /* voxels: positions in double are good to 1e-12 of thousands */
+% else:
+#define BOX_MARGIN 0.05f  /* voxels: positions in float, to 1e-7 of thousands of pixels */
+% endif
 __kernel void cone_forward(
 ${args['cone_forward']}
 {
@@ -109,22 +115,23 @@ ${args['cone_forward']}
         }
         if (!seen)
             continue;
-        const int first1 = max(0, (int)fmax(floor(low1) - 1, (real)(-1))), last1 = min(size[a1] - 1, (int)fmin(ceil(high1) + 1, (real)size[a1]));
-        const int first2 = max(0, (int)fmax(floor(low2) - 1, (real)(-1))), last2 = min(size[a2] - 1, (int)fmin(ceil(high2) + 1, (real)size[a2]));
+        // the box's voxels, within the volume (the bounds compared in real: no overflow)
+        const int first1 = (int)fmax(ceil(low1 - BOX_MARGIN), (real)0);
+        const int last1 = (int)fmin(floor(high1 + BOX_MARGIN), (real)(size[a1] - 1));
+        const int first2 = (int)fmax(ceil(low2 - BOX_MARGIN), (real)0);
+        const int last2 = (int)fmin(floor(high2 + BOX_MARGIN), (real)(size[a2] - 1));
         for (int v2 = first2; v2 <= last2; v2++)
             for (int v1 = first1; v1 <= last1; v1++) {
-                int index[3];
-                index[axis] = p;
-                index[a1] = v1;
-                index[a2] = v2;
+                const int i = axis == 0 ? p : v1, j = axis == 1 ? p : axis == 0 ? v1 : v2;
+                const int k = axis == 2 ? p : v2;
                 int vr, vc;
                 float fr, fc;
-                if (!cone_position(m, index[0], index[1], index[2], n_rows, n_cols, &vr, &vc, &fr, &fc))
+                if (!cone_position(m, i, j, k, n_rows, n_cols, &vr, &vc, &fr, &fc))
                     continue;
                 if ((vr != r && vr != r - 1) || (vc != c && vc != c - 1))
                     continue;
                 const float weight = (vr == r ? 1.0f - fr : fr) * (vc == c ? 1.0f - fc : fc);
-                sum += weight * volume[((size_t)index[2] * ny + index[1]) * nx + index[0]];
+                sum += weight * volume[((size_t)k * ny + j) * nx + i];
             }
     }
     projections[((size_t)q * n_rows + r) * n_cols + c] = sum;
