@@ -182,3 +182,13 @@ def test_cone_command_gives_the_method_and_resumes(cone_scan, tmp_path, cl_devic
                                                                    "--ring-options", "size=5"]),
                     "--rings", "not yet")
     assert not other.exists()
+
+
+def test_bench_prints_the_pair_and_iterations_beside_the_ceiling(capsys):
+    assert cli.main(["bench", "--iterative", "--size", "48", "--rows", "2", "--angles", "24",
+                     "--repeats", "1", "--iterations", "2"]) == 0
+    out = capsys.readouterr().out
+    assert "load ceiling:" in out
+    for what in ("forward A", "transpose A^T", "SIRT iteration", "CGLS iteration"):
+        line = next(line for line in out.splitlines() if line.startswith(f"| {what}"))
+        assert line.endswith("% |"), line

@@ -157,8 +157,9 @@ def build_parser():
                         help="only: a whole volume from uint16 projections with flats and darks "
                              "in memory to float32 slices in memory, beside the kernel-only "
                              "speed and silx's filtered_backprojection")
-    bench_.add_argument("--rows", type=int, default=2048,
-                        help="with --pipeline: detector rows, i.e. slices")
+    bench_.add_argument("--rows", type=int, default=None,
+                        help="with --pipeline: detector rows, i.e. slices (default 2048); with "
+                             "--forward or --iterative: slices (default 64)")
     bench_.add_argument("--flats", type=int, default=20,
                         help="with --pipeline: flat and dark frames each")
     bench_.add_argument("--rings", choices=("sort", "fw"),
@@ -175,6 +176,17 @@ def build_parser():
                         help="with --cone: projections over 360 degrees")
     bench_.add_argument("--detector", type=_detector, default=(960, 1248), metavar="ROWSxCOLUMNS",
                         help="with --cone: the detector (default 960x1248)")
+    bench_.add_argument("--forward", action="store_true",
+                        help="only: the forward projection and its exact transpose "
+                             "(pybp.Projector) on device arrays, beside the load ceiling; "
+                             "parallel beam: --rows slices of --size^2 from --angles angles "
+                             "(default 64 x 2048^2 from 2048, ASTRA's case); with --cone the "
+                             "volume of --size^3 from --projections of --detector")
+    bench_.add_argument("--iterative", action="store_true",
+                        help="only: as --forward, then a SIRT and a CGLS iteration "
+                             "(--iterations, the median shown)")
+    bench_.add_argument("--iterations", type=int, default=5,
+                        help="with --iterative: iterations timed one by one")
     bench_.set_defaults(func=tool("cmd_bench"))
 
     tune = sub.add_parser(

@@ -14,12 +14,13 @@ import numpy as np
 
 from pybp import checks, phantoms
 from pybp.api.sinograms import Backprojector
-from pybp.bench import cone as bench_cone, kernels as bench, volume as bench_pipeline
+from pybp.bench import cone as bench_cone, iterative as bench_iterative, kernels as bench
+from pybp.bench import volume as bench_pipeline
 from pybp.cl import store
 from pybp.cl.device import select_device
 from pybp.cli import cone as cone_cli
 from pybp.cli.writing import EXIT_INTERRUPTED
-from pybp.geometry.parallel import Geometry
+from pybp.geometry.parallel import Geometry, ParallelGeometry
 from pybp.io.demo import phantom_scan, write_dxchange
 from pybp.io.images import SLICE_SUFFIXES, write_slice
 from pybp.io.readers import HDF5_SUFFIXES
@@ -27,6 +28,7 @@ from pybp.io.writers import check_output_file
 from pybp.parallel import kernels, speed
 from pybp.parallel.params import SETTINGS, AluParams, family_of
 from pybp.tune import cone as cone_tuning, search as tuning
+from pybp.tune.cone import geometry as cone_geometry
 
 def cmd_write_scan(args):
     path = args.write_scan
@@ -136,6 +138,17 @@ def _selected(args, settings=SETTINGS):
 
 
 def cmd_bench(args):
+    if args.forward or args.iterative:
+        if args.cone:
+            geometry = cone_geometry(args.size or 512, args.projections, args.detector)
+        else:
+            size = args.size or 2048
+            geometry = ParallelGeometry(np.linspace(0, np.pi, args.angles or size,
+                                                    endpoint=False), size)
+        bench_iterative.run(geometry, args.rows or 64, device=args.device,
+                            repeats=args.repeats, iterations=args.iterations,
+                            iterative=args.iterative)
+        return 0
     if args.cone:
         bench_cone.run(device=args.device, size=args.size or 512,
                        n_projections=args.projections, detector=args.detector,
@@ -144,7 +157,7 @@ def cmd_bench(args):
     args.size = args.size or 2048
     if args.pipeline:
         bench_pipeline.run(device=args.device, size=args.size, n_angles=args.angles,
-                           rows=args.rows, n_flats=args.flats,
+                           rows=args.rows or 2048, n_flats=args.flats,
                            interpolation=(args.interpolation or ["linear"])[0],
                            precision=(args.storage or ["float"])[0], repeats=args.repeats,
                            with_silx=not args.no_silx, rings=args.rings,
