@@ -14,15 +14,21 @@
 typedef ${real} real;
 
 // Voxel (i, j, k) in image q of matrices m (12 values: voxel indices to (c w, r w, w)):
-// false where it is at or behind the source's plane, or beyond the image's bilinear
-// reach; else its pixel (*row, *col) = floor of its position and the fractions.
-inline bool cone_position(__global const real *m, const int i, const int j, const int k,
-                          const int n_rows, const int n_cols, int *row, int *col,
-                          float *fr, float *fc)
+// its homogeneous position, row by row.
+inline void cone_homogeneous(__global const real *m, const int i, const int j, const int k,
+                             real *c, real *r, real *w)
 {
-    const real c = m[0] * i + m[1] * j + m[2] * k + m[3];
-    const real r = m[4] * i + m[5] * j + m[6] * k + m[7];
-    const real w = m[8] * i + m[9] * j + m[10] * k + m[11];
+    *c = m[0] * i + m[1] * j + m[2] * k + m[3];
+    *r = m[4] * i + m[5] * j + m[6] * k + m[7];
+    *w = m[8] * i + m[9] * j + m[10] * k + m[11];
+}
+
+// Of a homogeneous position: false where it is at or behind the source's plane, or
+// beyond the image's bilinear reach; else its pixel (*row, *col) = floor of its
+// position and the fractions.
+inline bool cone_split(const real c, const real r, const real w, const int n_rows,
+                       const int n_cols, int *row, int *col, float *fr, float *fc)
+{
     if (!(w > 0))
         return false;
     const real u = c / w, v = r / w;
@@ -34,6 +40,16 @@ inline bool cone_position(__global const real *m, const int i, const int j, cons
     *fr = (float)(v - v0);
     *fc = (float)(u - u0);
     return true;
+}
+
+// Both together: the one position function of the pair.
+inline bool cone_position(__global const real *m, const int i, const int j, const int k,
+                          const int n_rows, const int n_cols, int *row, int *col,
+                          float *fr, float *fc)
+{
+    real c, r, w;
+    cone_homogeneous(m, i, j, k, &c, &r, &w);
+    return cone_split(c, r, w, n_rows, n_cols, row, col, fr, fc);
 }
 
 inline float pixel(__global const float *image, const int n_rows, const int n_cols,
@@ -71,6 +87,7 @@ ${args['cone_backward']}
 // preimage there; the voxels of its bounding box, widened by BOX_MARGIN for the
 // rounding of the corners, are the candidates, and each is judged by `cone_position`
 // itself, so the rounding of the box never changes a weight.
+#define REJECT 0.01f  /* pixels beyond the window a float position may stray */
 % if real == "double":
 #define BOX_MARGIN 1e-6  /* voxels: positions in double are good to 1e-12 of thousands */
 % else:
@@ -92,29 +109,33 @@ ${args['cone_forward']}
     const int axis = fabs(d[0]) >= fabs(d[1]) && fabs(d[0]) >= fabs(d[2]) ? 0
                    : fabs(d[1]) >= fabs(d[2]) ? 1 : 2;
     const int a1 = axis == 0 ? 1 : 0, a2 = axis == 2 ? 1 : 2;
-    real corner[4][3];
+    const real s_axis = t[9 + axis], s1 = t[9 + a1], s2 = t[9 + a2];
+    // A corner ray meets plane p at w = (p + s_axis) / d_axis: its other two indices
+    // are lines in p, x = p slope + offset, found once here.
+    real slope1[4], offset1[4], slope2[4], offset2[4];
+    bool meets[4];
     for (int n = 0; n < 4; n++) {
         const real cc = c + (n & 1 ? 1 : -1), rr = r + (n & 2 ? 1 : -1);
-        for (int a = 0; a < 3; a++)
-            corner[n][a] = t[3 * a] * cc + t[3 * a + 1] * rr + t[3 * a + 2];
+        const real along = t[3 * axis] * cc + t[3 * axis + 1] * rr + t[3 * axis + 2];
+        const real k1 = (t[3 * a1] * cc + t[3 * a1 + 1] * rr + t[3 * a1 + 2]) / along;
+        const real k2 = (t[3 * a2] * cc + t[3 * a2 + 1] * rr + t[3 * a2 + 2]) / along;
+        meets[n] = along != 0;
+        slope1[n] = k1;
+        offset1[n] = s_axis * k1 - s1;
+        slope2[n] = k2;
+        offset2[n] = s_axis * k2 - s2;
     }
     float sum = 0.0f;
     for (int p = 0; p < size[axis]; p++) {
         real low1 = INFINITY, high1 = -INFINITY, low2 = INFINITY, high2 = -INFINITY;
-        bool seen = false;
         for (int n = 0; n < 4; n++) {
-            if (corner[n][axis] == 0)
+            // (a plane behind the source gives a box whose voxels all fail w > 0 below)
+            if (!meets[n])
                 continue;
-            const real w = (p + t[9 + axis]) / corner[n][axis];
-            if (!(w > 0))
-                continue;
-            seen = true;
-            const real x1 = w * corner[n][a1] - t[9 + a1], x2 = w * corner[n][a2] - t[9 + a2];
+            const real x1 = p * slope1[n] + offset1[n], x2 = p * slope2[n] + offset2[n];
             low1 = fmin(low1, x1); high1 = fmax(high1, x1);
             low2 = fmin(low2, x2); high2 = fmax(high2, x2);
         }
-        if (!seen)
-            continue;
         // the box's voxels, within the volume (the bounds compared in real: no overflow)
         const int first1 = (int)fmax(ceil(low1 - BOX_MARGIN), (real)0);
         const int last1 = (int)fmin(floor(high1 + BOX_MARGIN), (real)(size[a1] - 1));
@@ -124,9 +145,19 @@ ${args['cone_forward']}
             for (int v1 = first1; v1 <= last1; v1++) {
                 const int i = axis == 0 ? p : v1, j = axis == 1 ? p : axis == 0 ? v1 : v2;
                 const int k = axis == 2 ? p : v2;
+                real hc, hr, hw;
+                cone_homogeneous(m, i, j, k, &hc, &hr, &hw);
+                // in float first, to pass over the voxels clearly outside the window
+                // without the exact divisions (slack: REJECT pixels and 8x float's
+                // relative error)
+                const float fw = (float)hw, uc = (float)hc / fw, ur = (float)hr / fw;
+                const float slack = REJECT + 1e-6f * (fabs(uc) + fabs(ur));
+                if (!(fw > 0) || uc < c - 1 - slack || uc >= c + 1 + slack
+                        || ur < r - 1 - slack || ur >= r + 1 + slack)
+                    continue;
                 int vr, vc;
                 float fr, fc;
-                if (!cone_position(m, i, j, k, n_rows, n_cols, &vr, &vc, &fr, &fc))
+                if (!cone_split(hc, hr, hw, n_rows, n_cols, &vr, &vc, &fr, &fc))
                     continue;
                 if ((vr != r && vr != r - 1) || (vc != c && vc != c - 1))
                     continue;
