@@ -14,9 +14,9 @@ import pyopencl.array as cla
 from pybp.cl import pacing
 
 
-def _filled(allocate, shape, value):
+def _filled(vectors, allocate, shape, value):
     made = allocate(shape)
-    made.set(np.full(shape, value, np.float32))
+    vectors.fill(made, value)
     return made
 
 
@@ -32,9 +32,9 @@ def sirt_weights(pair, vectors, mask=None, allocate=None):
     allocate = allocate or allocator(vectors.queue)
     row = allocate(pair.projection_shape)
     column = allocate(pair.volume_shape)
-    pair.forward(_filled(allocate, pair.volume_shape, 1).data, row.data)
+    pair.forward(_filled(vectors, allocate, pair.volume_shape, 1).data, row.data)
     vectors.invert(row, row)
-    pair.backward(_filled(allocate, pair.projection_shape, 1).data, column.data)
+    pair.backward(_filled(vectors, allocate, pair.projection_shape, 1).data, column.data)
     vectors.invert(column, column)
     if mask is not None:
         vectors.scale(column, mask)
@@ -126,8 +126,8 @@ def sart(parts, vectors, b_parts, x, *, iterations, relaxation=1.0, nonnegative=
     a volume per subset would not fit)."""
     allocate = allocate or allocator(vectors.queue)
     largest = max(int(np.prod(part.projection_shape)) for part in parts)
-    ones = _filled(allocate, largest, 1)
-    volume_ones = _filled(allocate, parts[0].volume_shape, 1)
+    ones = _filled(vectors, allocate, largest, 1)
+    volume_ones = _filled(vectors, allocate, parts[0].volume_shape, 1)
     rows = []
     for part in parts:
         row = allocate(int(np.prod(part.projection_shape)))
@@ -164,7 +164,7 @@ def operator_norm(pair, vectors, iterations=POWER_ITERATIONS, allocate=None) -> 
     the norm of a slice's A has the same bits however many slices share the call."""
     allocate = allocate or allocator(vectors.queue)
     shape = pair.volume_shape
-    v = _filled(allocate, shape, 1.0 / np.sqrt(pair.volume_block))
+    v = _filled(vectors, allocate, shape, 1.0 / np.sqrt(pair.volume_block))
     w = allocate(shape)
     projected = allocate(pair.projection_shape)
     value = np.zeros(pair.problems)
@@ -198,8 +198,8 @@ def tv(pair, variation, vectors, b, x, *, iterations, weight, nonnegative=False,
     step = STEP_MARGIN / (np.sqrt(2.0) * norm)
     xbar = allocate(pair.volume_shape)
     vectors.combine(xbar, 1.0, x, 0.0, x)
-    p = _filled(allocate, pair.projection_shape, 0.0)
-    q = _filled(allocate, (variation.dims,) + pair.volume_shape, 0.0)
+    p = _filled(vectors, allocate, pair.projection_shape, 0.0)
+    q = _filled(vectors, allocate, (variation.dims,) + pair.volume_shape, 0.0)
     ax = allocate(pair.projection_shape)
     atp = allocate(pair.volume_shape)
     gtq = allocate(pair.volume_shape)

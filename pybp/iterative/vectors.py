@@ -21,6 +21,7 @@ ARGS = {
     "combine": (Arg("out", "__global float *"), Arg("a", "const float"),
                 Arg("x", "__global const float *"), Arg("b", "const float"),
                 Arg("y", "__global const float *"), N),
+    "fill": (Arg("out", "__global float *"), Arg("value", "const float"), N),
     "invert_sums": (Arg("sums", "__global const float *"), Arg("weights", "__global float *"), N),
     "weighted_residual": (Arg("b", "__global const float *", "the data"),
                  Arg("r", "__global float *", "A x in, the weighted residual out"),
@@ -57,6 +58,10 @@ class Vectors:
     def combine(self, out, a, x, b, y):
         """out = a x + b y"""
         return self._run("combine", out.size, out=out.data, a=a, x=x.data, b=b, y=y.data)
+
+    def fill(self, out, value):
+        """out = value, on the device"""
+        return self._run("fill", out.size, out=out.data, value=value)
 
     def invert(self, sums, weights):
         """weights = 1 / sums where sums > 0, else 0"""

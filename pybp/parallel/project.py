@@ -44,6 +44,7 @@ FLOAT_BYTES = 4
 FORWARD_GROUP = (32, 2, 1)
 BACKWARD_GROUP = (16, 8, 1)  # a tile of pixels of a slice
 ROWS_PER_ITEM = 8  # slices a work-item takes: one position serves them all
+LAUNCH_ITEMS_PER_UNIT = 8192  # the fewest forward work-items a launch has per compute unit
 
 
 def source(rows: int) -> str:
@@ -87,6 +88,7 @@ class ParallelPair:
                                                    FLOAT_BYTES * n_rows * ny * nx)
         rate = pacing.FIRST_RATE.get(device.type, pacing.OTHER_RATE)
         self._launch_updates = max(1, int(rate * pacing.LAUNCH_SECONDS))
+        self._launch_items = LAUNCH_ITEMS_PER_UNIT * device.compute_units
         self.sizes = dict(n_angles=geometry.n_angles, n_rows=n_rows, n_bins=geometry.n_bins,
                           nx=nx, ny=ny)
 
@@ -118,10 +120,15 @@ class ParallelPair:
                                     transposed=self._transposed, nx=nx, ny=ny)]
         n_angles = self.sizes["n_angles"]
         per_angle = self.updates() // n_angles
-        # whole groups of angles: a launch's last group would otherwise overlap the next
-        angles = FORWARD_GROUP[0]
-        step = angles * max(1, min(n_angles, self._launch_updates // max(1, per_angle)) // angles)
         items = ((self.geometry.n_bins + 1) // 2, self.row_groups)
+        # Enough angles that a launch fills the device (few slices give few items per
+        # angle: 16 slices of 1024^2 at the launch duration's share ran at a quarter of
+        # the rate), in whole groups of angles (a launch's last group would otherwise
+        # overlap the next).
+        angles = FORWARD_GROUP[0]
+        filling = -(-self._launch_items // (items[0] * items[1]))
+        wanted = max(self._launch_updates // max(1, per_angle), filling)
+        step = angles * max(1, min(n_angles, wanted) // angles)
         return pacing.launches(
             lambda first, count, wait: self._forward(
                 self.queue, global_size((count, *items), FORWARD_GROUP), FORWARD_GROUP,

@@ -12,6 +12,15 @@ ${args['combine']}
         out[k] = a * x[k] + b * y[k];
 }
 
+// out = value
+__kernel void fill(
+${args['fill']}
+{
+    const size_t k = get_global_id(0);
+    if (k < n)
+        out[k] = value;
+}
+
 // weights = 1 / sums where sums > 0, else 0: ASTRA's SIRT weights (the inverse row and
 // column sums of A), zero for a pixel no ray meets or a ray that meets no pixel.
 __kernel void invert_sums(
