@@ -68,6 +68,12 @@ def reconstruct(projections, angles, flats=None, darks=None, center=None, rows=N
       fewer where the device's memory, or ``memory_limit``, asks).
     - ``memory_limit`` (in ``options``): the most bytes of each device's memory a call
       keeps (default: 75% of the device's; the same rule as cone beam's).
+    - ``method``: ``"fbp"`` (default), or an iterative method, ``"sirt"``, ``"sart"``,
+      ``"cgls"`` or ``"tv"``, run on each chunk of slices in place of the filter and the
+      back-projection, with ``iterations`` and its options in ``options``
+      (``nonnegative``, ``relaxation``, ``subsets``, ``weight``: as :func:`pybp.sirt`
+      and the others take them); ``filter``, FBP's, is then left at its default. Each
+      slice is its own problem: any chunks, devices or workers give the same bits.
     - ``progress``: rows done, GU/s and time left on standard error for work longer
       than 2 s.
     - ``stats``: a dict to fill with timings (wall, device time per stage, host copies;
