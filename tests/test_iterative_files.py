@@ -192,3 +192,40 @@ def test_bench_prints_the_pair_and_iterations_beside_the_ceiling(capsys):
     for what in ("forward A", "transpose A^T", "SIRT iteration", "CGLS iteration"):
         line = next(line for line in out.splitlines() if line.startswith(f"| {what}"))
         assert line.endswith("% |"), line
+
+
+@pytest.mark.parametrize("method", CASES)
+def test_the_working_set_the_plan_counts_holds_what_a_chunk_allocates(method, scan,  # noqa: F811
+                                                                    cl_device, monkeypatch):
+    """The memory plan sizes chunks by WORKING_SETS (the stage allocates the arrays
+    itself): each chunk's arrays add up to no more than it counts."""
+    from pybp.parallel import iterate
+
+    angles = np.deg2rad(scan["degrees"])
+    n_angles, _, n_bins = scan["projections"].shape
+    volumes, sets = iterate.WORKING_SETS[method]
+    counted, chunks = [], []
+
+    def counting(queue):
+        made = iterate.methods.allocator(queue)
+
+        def allocate(shape):
+            counted[-1] += 4 * int(np.prod(shape))
+            return made(shape)
+        counted.append(0)
+        return allocate
+
+    real_enqueue = iterate.Iterate.enqueue
+
+    def enqueue(self, chunk):
+        chunks.append(chunk.count)
+        return real_enqueue(self, chunk)
+
+    monkeypatch.setattr(iterate.Iterate, "allocator", staticmethod(counting))
+    monkeypatch.setattr(iterate.Iterate, "enqueue", enqueue)
+    pybp.reconstruct(scan["projections"], angles, scan["flats"], scan["darks"],
+                     center=scan["center"], method=method, iterations=1, chunk_slices=2,
+                     device=cl_device, progress=False, **CASES[method])
+    for count, used in zip(chunks, counted):
+        limit = count * 4 * (volumes * n_bins * n_bins + sets * n_angles * n_bins)
+        assert 0 < used <= limit, (method, count, used, limit)

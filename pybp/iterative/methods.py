@@ -22,7 +22,7 @@ def _filled(vectors, allocate, shape, value):
 
 def allocator(queue):
     """Float32 device arrays by shape, each a buffer of its own: what the methods use
-    unless given ``allocate`` (the stream's stage carves them from one buffer)."""
+    unless given ``allocate``."""
     return lambda shape: cla.empty(queue, shape, np.float32)
 
 

@@ -22,9 +22,8 @@ from pybp.stages.base import Need, Stage
 METHODS = ("sirt", "sart", "cgls", "tv")
 # Volumes and sets of projections of each method's working set, per slice, beside the
 # chunk's sinograms and slices: the pair's transposed copy and the projections in the
-# pair's layout among them (a Workspace refuses more).
+# pair's layout among them (tests/test_iterative_files.py counts what a chunk allocates).
 WORKING_SETS = {"sirt": (4, 4), "cgls": (3, 3), "sart": (4, 5), "tv": (8, 4)}
-FIXED_ALLOCATIONS = 16  # arrays a method carves besides SART's two per subset
 OPTIONS = {"sirt": ("nonnegative", "relaxation"),
            "sart": ("nonnegative", "relaxation", "subsets"),
            "cgls": (), "tv": ("weight", "nonnegative")}
@@ -63,25 +62,6 @@ def check_options(method: str, iterations, options) -> dict:
     return out
 
 
-class Workspace:
-    """Float32 device arrays carved in turn from one buffer (the stage's share of the
-    memory plan), each at an offset the device allows a sub-buffer to start at."""
-
-    def __init__(self, buffer, queue, align):
-        self.buffer, self.queue, self.align, self.used = buffer, queue, align, 0
-
-    def __call__(self, shape):
-        shape = (shape,) if np.isscalar(shape) else tuple(shape)
-        n_bytes = int(np.prod(shape)) * 4
-        start = -(-self.used // self.align) * self.align
-        if start + n_bytes > self.buffer.size:
-            raise RuntimeError(f"iterate: the working set outgrew its {self.buffer.size} bytes "
-                               "(pybp/parallel/iterate.py WORKING_SETS)")
-        self.used = start + n_bytes
-        return cla.Array(self.queue, shape, np.float32,
-                         data=self.buffer.get_sub_region(start, n_bytes))
-
-
 class Iterate(Stage):
     """``iterations`` of ``method`` on each chunk's sinograms into its slices, from
     zero, with ``options`` (:func:`check_options`)."""
@@ -92,8 +72,7 @@ class Iterate(Stage):
     # SIRT took 14.1 s in the chunks of 16 a file is read in).
     chunk_rows = 64
 
-    def __init__(self, context, cl_device, device, geometry: Geometry, method, iterations,
-                 options):
+    def __init__(self, context, device, geometry: Geometry, method, iterations, options):
         self.context, self.device, self.geometry = context, device, geometry
         self.method, self.iterations = method, iterations
         self.options = check_options(method, iterations, options)
@@ -103,14 +82,12 @@ class Iterate(Stage):
                 raise ValueError(f"subsets: at most one per angle ({geometry.n_angles}), got "
                                  f"{subsets}")
             self.order = [np.arange(k, geometry.n_angles, subsets) for k in range(subsets)]
-        self.align = max(4, cl_device.mem_base_addr_align // 8)
         ny, nx = geometry.slice_shape
         volume, projections = ny * nx * 4, geometry.n_angles * geometry.n_bins * 4
         volumes, sets = WORKING_SETS[method]
-        allocations = FIXED_ALLOCATIONS + (2 * len(self.order) if method == "sart" else 0)
+        # the working set: counted by the memory plan, allocated here per chunk
         self.needs = (Need("sinograms", projections), Need("slices", volume),
-                      Need("iterate", volumes * volume + sets * projections,
-                           fixed=self.align * allocations))
+                      Need("iterate", volumes * volume + sets * projections, allocated=False))
         self._vectors = None
 
     def enqueue(self, chunk):
@@ -118,7 +95,7 @@ class Iterate(Stage):
         if self._vectors is None or self._vectors.queue is not q:
             self._vectors = Vectors(self.context, q, self.device)
         vectors = self._vectors
-        work = Workspace(chunk.buffers["iterate"], q, self.align)
+        work = self.allocator(q)
         shape = (n,) + g.slice_shape
         pair = ParallelPair(g, n, self.context, q, self.device, transposed=work(shape).data)
         b = work(pair.projection_shape)
@@ -144,6 +121,11 @@ class Iterate(Stage):
             variation = Variation(self.context, q, self.device, shape, 2)
             methods.tv(pair, variation, vectors, b, x, **common, **self.options)
         return [(self.name, cl.enqueue_marker(q))]
+
+    @staticmethod
+    def allocator(queue):
+        """The working set's arrays, each a buffer of its own, freed after the chunk."""
+        return methods.allocator(queue)
 
     def _subset(self, queue, b, angles, work, n_rows):
         """The projections of ``angles`` from ``b`` ``(n_angles, n_rows, n_bins)``,

@@ -131,8 +131,8 @@ class Unit(Recipe):
             stages += self._fbp(setup)
         else:  # in place of the filter and the back-projection (pybp/parallel/iterate.py)
             self.plan, self.slices_per_pass, self.result_bound = None, 1, None
-            stages.append(iterate.Iterate(self.context, self.cl_device, self.device, g,
-                                          setup.method, setup.iterations, setup.method_options))
+            stages.append(iterate.Iterate(self.context, self.device, g, setup.method,
+                                          setup.iterations, setup.method_options))
         if setup.circle:
             radius = None if setup.circle is True else setup.circle
             stages.append(Circle(self.context, self.device, g, radius))

@@ -18,12 +18,16 @@ class Need:
     of the chunk plus ``fixed`` bytes. Stages that name the same buffer share it (the
     largest size wins): ``sinograms`` is written by one stage and read by the next.
     ``host``: the dtype the host fills it with, for buffers uploaded with a chunk
-    (:attr:`Stage.uploads`) or read back after it (:attr:`Stage.reports`)."""
+    (:attr:`Stage.uploads`) or read back after it (:attr:`Stage.reports`).
+    ``allocated=False``: memory the stage allocates itself, in arrays of their own, that
+    the plan counts but the executor does not make (the iterative methods' working set:
+    NVIDIA's OpenCL ran their kernels 3x slower on sub-buffers of one buffer)."""
 
     name: str
     per_slice: int = 0
     fixed: int = 0
     host: np.dtype | None = None
+    allocated: bool = True
 
     def bytes(self, slices: int) -> int:
         return max(1, self.per_slice * slices + self.fixed)

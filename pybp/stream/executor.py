@@ -71,10 +71,11 @@ class Layout:
 
 
 def device_buffers(context, needs: dict, memory: MemoryPlan) -> dict:
-    """Name -> a device buffer of each of ``needs``, as many rows as ``memory`` says."""
+    """Name -> a device buffer of each of ``needs`` the executor makes (not those a
+    stage allocates itself), as many rows as ``memory`` says."""
     rw = cl.mem_flags.READ_WRITE
     return {name: cl.Buffer(context, rw, need.bytes(memory.rows(name)))
-            for name, need in needs.items()}
+            for name, need in needs.items() if need.allocated}
 
 
 class Slot:

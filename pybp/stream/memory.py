@@ -170,5 +170,6 @@ def merged_needs(stages) -> dict:
         for need in stage.needs:
             known = needs.get(need.name, need)
             needs[need.name] = Need(need.name, max(known.per_slice, need.per_slice),
-                                    max(known.fixed, need.fixed), known.host or need.host)
+                                    max(known.fixed, need.fixed), known.host or need.host,
+                                    known.allocated and need.allocated)
     return needs
