@@ -67,9 +67,10 @@ class Iterate(Stage):
     zero, with ``options`` (:func:`check_options`)."""
 
     name = "iterate"
-    # Slices per chunk where memory allows: an iteration's launches and waits cost as
-    # much for a few slices as for many (on the H100, 256 slices of 1024^2 through
-    # SIRT took 14.1 s in the chunks of 16 a file is read in).
+    # Slices per chunk where memory allows: the pair's kernels take 8 slices a
+    # work-item, and fewer slices give launches too small to fill a GPU (the stream's
+    # 4.25 s for 256 slices of 1024^2, 10 SIRT iterations on the H100, was in chunks of
+    # 64; docs/benchmarks.md).
     chunk_rows = 64
 
     def __init__(self, context, device, geometry: Geometry, method, iterations, options):
@@ -129,7 +130,7 @@ class Iterate(Stage):
 
     def _subset(self, queue, b, angles, work, n_rows):
         """The projections of ``angles`` from ``b`` ``(n_angles, n_rows, n_bins)``,
-        copied on the device into an array of the workspace."""
+        copied on the device into an array of the working set."""
         row = n_rows * self.geometry.n_bins * 4
         out = work((len(angles), n_rows, self.geometry.n_bins))
         for j, angle in enumerate(angles):
