@@ -152,8 +152,10 @@ def gradient64_transpose(q):
     return out
 
 
-def tv64(a, b, shape, iterations, weight, dims, nonnegative=False):
-    """Chambolle-Pock as pybp.iterative.methods.tv, in float64 on the dense matrix."""
+def tv64(a, b, shape, iterations, weight, dims, nonnegative=False, inside=None):
+    """Chambolle-Pock as pybp.iterative.methods.tv, in float64 on the dense matrix; with
+    ``inside``, the primal step inside it alone."""
+    m = np.ones(a.shape[1]) if inside is None else inside
     v = np.full(a.shape[1], 1 / np.sqrt(a.shape[1]))
     value = 0.0
     for _ in range(20):
@@ -169,7 +171,7 @@ def tv64(a, b, shape, iterations, weight, dims, nonnegative=False):
         p = (p + step * (a @ xbar - b)) / (1 + step)
         q = q + step * mu * gradient64(xbar.reshape(shape), dims)
         q /= np.maximum(1, np.sqrt((q ** 2).sum(0)) / (weight / mu))
-        new = x - step * (a.T @ p) - step * mu * gradient64_transpose(q).ravel()
+        new = x - m * (step * (a.T @ p) + step * mu * gradient64_transpose(q).ravel())
         new = np.maximum(new, 0) if nonnegative else new
         xbar, x = 2 * new - x, new
     return x
@@ -198,8 +200,8 @@ SMALL = pybp.ParallelGeometry(np.linspace(0, np.pi, 30, endpoint=False) + 0.05, 
 @pytest.mark.parametrize("iterations", [1, 5])
 def test_iterations_match_float64(cl_device, rng, iterations):
     """SIRT (plain, nonnegative, masked), SART (4 subsets; one angle at a time,
-    nonnegative and masked), CGLS (plain, in a circle) and TV (nonnegative) against the
-    same iterations in float64 on the dense matrix."""
+    nonnegative and masked), CGLS (plain, in a circle) and TV (nonnegative; masked)
+    against the same iterations in float64 on the dense matrix."""
     a = dense(SMALL)
     truth = rng.random(SMALL.slice_shape) - 0.2
     b = (a @ truth.ravel()).reshape(SMALL.n_angles, SMALL.n_bins)
@@ -227,6 +229,9 @@ def test_iterations_match_float64(cl_device, rng, iterations):
                                    device=cl_device),
                            tv64(a, b.ravel(), (1,) + SMALL.slice_shape, iterations, 0.5, 2,
                                 nonnegative=True)),
+        "tv masked": (pybp.tv(b32, SMALL, iterations, 0.5, mask=mask, device=cl_device),
+                      tv64(a, b.ravel(), (1,) + SMALL.slice_shape, iterations, 0.5, 2,
+                           inside=mask.ravel())),
         "cgls circle": (pybp.cgls(b32, SMALL, iterations, circle=True, device=cl_device),
                         cgls64(a, b.ravel(), iterations, inside=circle.ravel())),
     }

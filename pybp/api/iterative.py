@@ -195,25 +195,26 @@ def cgls(projections, geometry, iterations, x0=None, mask=None, circle=False, ca
     return run.result()
 
 
-def tv(projections, geometry, iterations, weight, x0=None, nonnegative=False, callback=None,
-       progress=False, device=None):
+def tv(projections, geometry, iterations, weight, x0=None, nonnegative=False, mask=None,
+       circle=False, callback=None, progress=False, device=None):
     """Total-variation regularised least squares: ``iterations`` of Chambolle and Pock's
     primal-dual method on 1/2 ||A x - b||^2 + ``weight`` TV(x), on one device. TV is
     isotropic, the sum of each voxel's gradient length (forward differences): within
     each slice for parallel beam (slices stay independent), in 3-D for cone beam.
     The steps come from ||A||, estimated by 20 power iterations
-    (:func:`pybp.iterative.methods.tv`). ``nonnegative`` constrains x >= 0. Other arguments and result as
-    :func:`sirt`'s (no mask as yet)."""
+    (:func:`pybp.iterative.methods.tv`). ``nonnegative`` constrains x >= 0; ``mask`` and
+    ``circle`` keep the pixels outside at their start (the primal step is taken inside
+    alone). Other arguments and result as :func:`sirt`'s."""
     weight = float(checks.float_array([weight], "weight", 1)[0])
     if not weight > 0:
         raise ValueError(f"weight: expected a positive number (the TV term's), got {weight:g}")
     run = _Run("tv", projections=projections, geometry=geometry, iterations=iterations,
-               x0=x0, mask=None, circle=False, callback=callback, progress=progress,
+               x0=x0, mask=mask, circle=circle, callback=callback, progress=progress,
                device=device)
     projector = run.projector
     dims = 3 if isinstance(geometry, ConeGeometry) else 2
     variation = Variation(projector.context, projector.queue, projector.device,
                           projector.volume_shape, dims)
     methods.tv(projector.pair, variation, run.vectors, run.b, run.x, iterations=run.iterations,
-               weight=weight, nonnegative=bool(nonnegative), report=run.report)
+               weight=weight, nonnegative=bool(nonnegative), mask=run.mask, report=run.report)
     return run.result()

@@ -180,8 +180,8 @@ def operator_norm(pair, vectors, iterations=POWER_ITERATIONS, allocate=None) -> 
     return float(np.sqrt(value.max()))
 
 
-def tv(pair, variation, vectors, b, x, *, iterations, weight, nonnegative=False, report=None,
-       allocate=None):
+def tv(pair, variation, vectors, b, x, *, iterations, weight, nonnegative=False, mask=None,
+       report=None, allocate=None):
     """``iterations`` of Chambolle and Pock's primal-dual method on
     1/2 ||A x - b||^2 + weight TV(x) (isotropic: the length of each voxel's gradient),
     x >= 0 where ``nonnegative``, in place on ``x``. K = [A; mu grad] with mu = ||A|| /
@@ -209,6 +209,9 @@ def tv(pair, variation, vectors, b, x, *, iterations, weight, nonnegative=False,
         variation.dual(q, xbar, step * mu, weight / mu)
         pair.backward(p.data, atp.data)
         variation.transpose(q, gtq)
+        if mask is not None:  # the primal step inside the mask alone: outside, x keeps its start
+            vectors.scale(atp, mask)
+            vectors.scale(gtq, mask)
         pacing.wait(variation.primal(x, xbar, atp, gtq, step, step * mu, nonnegative))
         if report is not None:
             report(iteration, x)
