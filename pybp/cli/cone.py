@@ -18,7 +18,6 @@ from pybp.cl.device import describe, select_device
 from pybp.api import iterative as api_iterative
 from pybp.api.iterative import WORKING_SETS
 from pybp.api.projector import fits
-from pybp.centre import normalised_rows
 from pybp.cli import methods, preprocessing, scans, writing
 from pybp.cli.preview import sections
 from pybp.cli.scans import say
@@ -36,7 +35,6 @@ from pybp.io.readers import HDF5_SUFFIXES, open_scan
 from pybp.io.writers import check_output_file, check_output_path, open_output, stored_metadata
 from pybp.stages.normalize import warn_replaced
 
-NORMALISED_ROWS = 16  # detector rows normalised at a time (float64) for an iterative method
 # Parallel-beam options and their defaults: given with --geometry, they are refused.
 PARALLEL_ONLY = {"center": "auto", "center_search": None, "center_sweep": None, "rows": None,
                  "interpolation": "linear", "precision": "float", "slices_per_pass": "auto",
@@ -83,7 +81,7 @@ def reconstruct(args):
         steps = preprocessing.options(args, n_angles, n_cols)
         devices = scans.devices(args)  # none with --scheduler: the workers choose theirs
         if method:
-            _check_iterative(args, devices, steps)
+            _check_iterative(args, devices)
         described = [describe(d) for d in devices]
         params = default_params(described[0]) if devices else None
         nz, ny, nx = geometry.volume_shape
@@ -118,7 +116,8 @@ def reconstruct(args):
         whole = None if streamed or method else _backprojector(
             args, geometry, flats, darks, devices[0], (0, nz), options)
         if method:
-            iterative = _Iterative(args, scan, geometry, devices[0], method)
+            iterative = _Iterative(args, scan, geometry, devices[0], method, flats, darks,
+                                   steps)
         client = None
         try:
             client = scans.cluster(args)
@@ -178,29 +177,26 @@ def reconstruct(args):
     return 0
 
 
-def _check_iterative(args, devices, steps):
-    """Cone beam's iterative methods hold the volume and the projections on one device,
-    which normalises them on the host: what they do not take yet is named."""
+def _check_iterative(args, devices):
+    """Cone beam's iterative methods hold the volume and the projections on one
+    device."""
     if args.scheduler or len(devices) != 1:
         option = "--scheduler" if args.scheduler else "--devices"
         raise ValueError(f"{option}: cone beam's --method {args.method} holds the whole volume "
                          "on one device; give one --device")
-    for name in ("rings", "phase"):
-        if steps.get(name) is not None:
-            raise ValueError(f"--{name}: not yet with cone beam's --method {args.method} "
-                             "(FDK's stream takes it)")
 
 
 class _Iterative:
     """The volume of cone beam's iterative ``method`` (:func:`chosen`), made once when
-    first asked: the scan's line integrals on the host (the rule of every path,
-    :func:`pybp.centre.normalised_rows`), then :func:`pybp.sirt` or another on
-    ``device``. A resumed run makes the whole volume again and writes what is missing:
-    the same device gives the same bits."""
+    first asked: the scan's line integrals in host memory as FDK's first phase makes them
+    on ``device`` (flats, darks, ``-log``, and ``steps``: rings, phase;
+    :func:`pybp.cone.run.line_integrals`), then :func:`pybp.sirt` or another there. A
+    resumed run makes the whole volume again and writes what is missing: the same device
+    gives the same bits."""
 
-    def __init__(self, args, scan, geometry, device, method):
+    def __init__(self, args, scan, geometry, device, method, flats, darks, steps):
         self.args, self.scan, self.geometry, self.device = args, scan, geometry, device
-        self.method = dict(method)
+        self.method, self.flats, self.darks, self.steps = dict(method), flats, darks, steps
         self._volume = None
         n_angles, n_rows, n_cols = scan.shape
         volumes, sets = WORKING_SETS[method["method"]]
@@ -214,12 +210,11 @@ class _Iterative:
     def volume(self):
         if self._volume is None:
             scan, args = self.scan, self.args
-            n_angles, n_rows, n_cols = scan.shape
-            data = np.empty(scan.shape, np.float32)
-            for first in range(0, n_rows, NORMALISED_ROWS):
-                stop = min(n_rows, first + NORMALISED_ROWS)
-                data[:, first:stop] = normalised_rows(scan.projections, scan.flats, scan.darks,
-                                                      first, stop, log=not args.no_log)
+            data, replaced = _checked(
+                run.line_integrals, scan.projections, self.geometry, [dict(device=self.device)],
+                flats=self.flats, darks=self.darks, memory_limit=args.memory_limit,
+                progress=not args.quiet, **self.steps)
+            warn_replaced(replaced, int(np.prod(scan.shape)))
             options = dict(self.method)
             name, iterations = options.pop("method"), options.pop("iterations")
             call = {"sirt": api_iterative.sirt, "sart": api_iterative.sart,

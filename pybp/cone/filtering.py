@@ -30,7 +30,7 @@ ROW_ALIGN = 2  # chunks start on even detector rows: the filter's pairs of rows
 class Filtering(Recipe):
     """FDK's filtering of ``geometry``'s projections on one device (``device``,
     ``context`` or ``queue``): ``filter``, ``padding``, ``short_scan`` as for
-    :func:`pybp.fdk`; ``rings`` and ``ring_options`` (ring removal on each detector
+    :func:`pybp.fdk` (``filter=None``: no weights and no filter, the line integrals); ``rings`` and ``ring_options`` (ring removal on each detector
     row's sinogram, as :func:`pybp.reconstruct`), ``phase`` (Paganin's retrieval on the
     projections), ``memory_limit`` (the one budget: pybp/stream/memory.py)."""
 
@@ -48,10 +48,11 @@ class Filtering(Recipe):
         if rings_method is not None:
             stages.append(rings.RingRemoval(self.context, self.device, self.n_angles,
                                             self.n_bins, rings_method, options))
-        stages.append(Weight(self.context, self.device, geometry, short_scan))
-        stages.append(filters.Filter(self.context, self.device, filter, self.n_bins,
-                                     np.ones(self.n_angles), padding, filter_method,
-                                     pair_stride=self.n_angles))
+        if filter is not None:  # None: the line integrals alone (the iterative methods')
+            stages.append(Weight(self.context, self.device, geometry, short_scan))
+            stages.append(filters.Filter(self.context, self.device, filter, self.n_bins,
+                                         np.ones(self.n_angles), padding, filter_method,
+                                         pair_stride=self.n_angles))
         self.stages = tuple(stages)
         self.executor = Executor(self.device, self.context, queue)
 

@@ -71,10 +71,7 @@ def reconstruct(projections, geometry: ConeGeometry, out, targets, *, filter="ra
         raise ValueError(f"projections: their filtered line integrals ({size / 2**30:.3g} GiB) "
                          f"are kept in host memory, over {STORE_HOST_SHARE:.0%} of this "
                          f"machine's {checks.host_memory() / 2**30:.3g} GiB")
-    opened = []
-    for target in targets:  # one context per device, for both phases
-        _, context, queue = open_device(**target)
-        opened.append(dict(queue=queue) if queue is not None else dict(context=context))
+    opened = _opened(targets)
     log = flats is not None
     if log and darks is None:
         darks = np.zeros(geometry.detector_shape, np.float32)
@@ -108,6 +105,47 @@ def reconstruct(projections, geometry: ConeGeometry, out, targets, *, filter="ra
         if staging is not None:
             staging.release()
     return replaced
+
+
+def _opened(targets) -> list:
+    """One context per device of ``targets``, for both phases."""
+    opened = []
+    for target in targets:
+        _, context, queue = open_device(**target)
+        opened.append(dict(queue=queue) if queue is not None else dict(context=context))
+    return opened
+
+
+def line_integrals(projections, geometry: ConeGeometry, targets, *, flats=None, darks=None,
+                   rings=None, ring_options=None, phase=None, memory_limit=None,
+                   progress=True):
+    """``(line integrals, values the flat-field rule replaced)``: the line integrals of
+    ``projections`` ``(n_angles, n_rows, n_cols)`` (counts where ``flats`` are given) in
+    host memory, float32, made on ``targets`` as FDK's first phase makes them
+    (normalisation, ``-log``, ``phase``, ``rings``), without its weights and filter:
+    what cone beam's iterative methods start from."""
+    n_rows, n_cols = geometry.detector_shape
+    shape = (geometry.n_angles, slabs.even(n_rows), n_cols)  # the filter's pairs of rows
+    size = 4 * int(np.prod(shape))
+    if size > STORE_HOST_SHARE * checks.host_memory():
+        raise ValueError(f"projections: their line integrals ({size / 2**30:.3g} GiB) are "
+                         f"kept in host memory, over {STORE_HOST_SHARE:.0%} of this "
+                         f"machine's {checks.host_memory() / 2**30:.3g} GiB")
+    opened = _opened(targets)
+    log = flats is not None
+    if log and darks is None:
+        darks = np.zeros(geometry.detector_shape, np.float32)
+    store = np.zeros(shape, np.float32)
+
+    def normalising(target):
+        return Filtering(geometry, None, "zero", None, rings, ring_options, phase,
+                         memory_limit, **target)
+
+    with Pipelines(normalising, opened, align=ROW_ALIGN) as team, \
+            ThreadPoolExecutor(COPY_THREADS * WRITES, thread_name_prefix="pybp-store") as pool:
+        replaced = team.run(Job(projections, flats, darks, 0, n_rows, _StoreRows(store, pool),
+                                offset=0, log=log, progress=progress))
+    return store[:, :n_rows], replaced
 
 
 def _back_project(store, first_row, geometry, out, targets, filter, params, memory_limit,
