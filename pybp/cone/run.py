@@ -60,21 +60,14 @@ def reconstruct(projections, geometry: ConeGeometry, out, targets, *, filter="ra
     :func:`pybp.reconstruct`; returns how many values the flat-field rule replaced.
     ``stats`` (a dict): the rows' stream's (as :class:`pybp.stream.team.Job` has
     them), and the seconds of each phase (``rows_seconds``, ``slabs_seconds``)."""
-    n_cols = geometry.detector_shape[1]
     wanted = plane_range(planes, geometry.volume_shape[0])
     # The rows the planes project onto (all of them for the whole volume), from an even
     # row, and a zero row after an odd last one (the FFT pairs it with zeros).
     first_row, count = slabs.window(geometry, wanted, range(geometry.n_angles))
-    shape = (geometry.n_angles, slabs.even(count), n_cols)
+    shape = _store_shape(geometry, count, "filtered line integrals")
     size = 4 * int(np.prod(shape))
-    if size > STORE_HOST_SHARE * checks.host_memory():
-        raise ValueError(f"projections: their filtered line integrals ({size / 2**30:.3g} GiB) "
-                         f"are kept in host memory, over {STORE_HOST_SHARE:.0%} of this "
-                         f"machine's {checks.host_memory() / 2**30:.3g} GiB")
     opened = _opened(targets)
-    log = flats is not None
-    if log and darks is None:
-        darks = np.zeros(geometry.detector_shape, np.float32)
+    log, darks = _flat_field(geometry, flats, darks)
     staging = None
     if PINNED_STORE:
         first = opened[0]
@@ -107,6 +100,28 @@ def reconstruct(projections, geometry: ConeGeometry, out, targets, *, filter="ra
     return replaced
 
 
+def _store_shape(geometry, count, what) -> tuple:
+    """``(n_angles, rows, n_cols)`` of a store of ``count`` rows in host memory, the rows
+    made even (the filter's pairs of rows), refused where it would take over
+    :data:`STORE_HOST_SHARE` of the host's memory."""
+    shape = (geometry.n_angles, slabs.even(count), geometry.detector_shape[1])
+    size = 4 * int(np.prod(shape))
+    if size > STORE_HOST_SHARE * checks.host_memory():
+        raise ValueError(f"projections: their {what} ({size / 2**30:.3g} GiB) are kept in "
+                         f"host memory, over {STORE_HOST_SHARE:.0%} of this machine's "
+                         f"{checks.host_memory() / 2**30:.3g} GiB")
+    return shape
+
+
+def _flat_field(geometry, flats, darks) -> tuple:
+    """``(log, darks)``: counts with ``flats`` are normalised and taken ``-log`` of,
+    against zero darks where none are given."""
+    log = flats is not None
+    if log and darks is None:
+        darks = np.zeros(geometry.detector_shape, np.float32)
+    return log, darks
+
+
 def _opened(targets) -> list:
     """One context per device of ``targets``, for both phases."""
     opened = []
@@ -124,18 +139,10 @@ def line_integrals(projections, geometry: ConeGeometry, targets, *, flats=None, 
     host memory, float32, made on ``targets`` as FDK's first phase makes them
     (normalisation, ``-log``, ``phase``, ``rings``), without its weights and filter:
     what cone beam's iterative methods start from."""
-    n_rows, n_cols = geometry.detector_shape
-    shape = (geometry.n_angles, slabs.even(n_rows), n_cols)  # the filter's pairs of rows
-    size = 4 * int(np.prod(shape))
-    if size > STORE_HOST_SHARE * checks.host_memory():
-        raise ValueError(f"projections: their line integrals ({size / 2**30:.3g} GiB) are "
-                         f"kept in host memory, over {STORE_HOST_SHARE:.0%} of this "
-                         f"machine's {checks.host_memory() / 2**30:.3g} GiB")
+    n_rows = geometry.detector_shape[0]
+    store = np.zeros(_store_shape(geometry, n_rows, "line integrals"), np.float32)
     opened = _opened(targets)
-    log = flats is not None
-    if log and darks is None:
-        darks = np.zeros(geometry.detector_shape, np.float32)
-    store = np.zeros(shape, np.float32)
+    log, darks = _flat_field(geometry, flats, darks)
 
     def normalising(target):
         return Filtering(geometry, None, "zero", None, rings, ring_options, phase,
