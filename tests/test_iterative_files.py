@@ -217,8 +217,10 @@ def test_the_working_set_the_plan_counts_holds_what_a_chunk_allocates(method, sc
     volumes, sets = iterate.WORKING_SETS[method]
     counted, chunks = [], []
 
+    allocator = iterate.methods.allocator
+
     def counting(queue):
-        made = iterate.methods.allocator(queue)
+        made = allocator(queue)
 
         def allocate(shape):
             counted[-1] += 4 * int(np.prod(shape))
@@ -232,7 +234,7 @@ def test_the_working_set_the_plan_counts_holds_what_a_chunk_allocates(method, sc
         chunks.append(chunk.count)
         return real_enqueue(self, chunk)
 
-    monkeypatch.setattr(iterate.Iterate, "allocator", staticmethod(counting))
+    monkeypatch.setattr(iterate.methods, "allocator", counting)
     monkeypatch.setattr(iterate.Iterate, "enqueue", enqueue)
     pybp.reconstruct(scan["projections"], angles, scan["flats"], scan["darks"],
                      center=scan["center"], method=method, iterations=1, chunk_slices=2,

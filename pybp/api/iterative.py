@@ -13,7 +13,7 @@ import pyopencl.array as cla
 from pybp import checks
 from pybp.api.projector import Projector, check_geometry, fits
 from pybp.geometry.cone import ConeGeometry
-from pybp.iterative import methods
+from pybp.iterative import methods, options
 from pybp.iterative.tv import Variation
 from pybp.iterative.vectors import Vectors
 from pybp.stream.progress import Progress
@@ -44,13 +44,6 @@ def _volume_mask(geometry, shape, mask, circle):
             plane[row, first:stop] = 1
         inside *= plane
     return inside
-
-
-def _relaxation(value) -> float:
-    relaxation = float(checks.float_array([value], "relaxation", 1)[0])
-    if not 0 < relaxation < 2:
-        raise ValueError(f"relaxation: expected a number in (0, 2), got {relaxation:g}")
-    return relaxation
 
 
 class _Run:
@@ -143,7 +136,7 @@ def sirt(projections, geometry, iterations, x0=None, nonnegative=False, mask=Non
     each iteration (a copy to the host each time); ``progress`` shows iterations done on
     standard error. Returns the float32 volume ``(rows, ny, nx)`` (``(ny, nx)`` for one
     sinogram; cone beam: the geometry's ``(nz, ny, nx)``)."""
-    relaxation = _relaxation(relaxation)
+    relaxation = options.relaxation(relaxation)
     run = _Run("sirt", projections=projections, geometry=geometry, iterations=iterations,
                x0=x0, mask=mask, circle=circle, callback=callback, progress=progress,
                device=device)
@@ -161,16 +154,13 @@ def sart(projections, geometry, iterations, subsets=None, x0=None, nonnegative=F
     each subset's rows alone (its own row and column sums). Where ASTRA takes the
     projections in a random order by default, pybp takes them in that fixed order, so
     that a run is the same every time. Arguments and result as :func:`sirt`'s."""
-    relaxation = _relaxation(relaxation)
+    relaxation = options.relaxation(relaxation)
     check_geometry(geometry)
-    subsets = geometry.n_angles if subsets is None else checks.positive_int(subsets, "subsets")
-    if subsets > geometry.n_angles:
-        raise ValueError(f"subsets: at most one per angle ({geometry.n_angles}), got {subsets}")
+    order = options.subset_order(geometry.n_angles, subsets)
     run = _Run("sart", projections=projections, geometry=geometry, iterations=iterations,
                x0=x0, mask=mask, circle=circle, callback=callback, progress=progress,
                device=device)
     queue, pair = run.projector.queue, run.projector.pair
-    order = [np.arange(k, geometry.n_angles, subsets) for k in range(subsets)]
     parts = [pair.restricted(angles) for angles in order]
     b_parts = [cla.to_device(queue, np.ascontiguousarray(run.data[angles]).ravel())
                for angles in order]
@@ -205,9 +195,7 @@ def tv(projections, geometry, iterations, weight, x0=None, nonnegative=False, ma
     (:func:`pybp.iterative.methods.tv`). ``nonnegative`` constrains x >= 0; ``mask`` and
     ``circle`` keep the pixels outside at their start (the primal step is taken inside
     alone). Other arguments and result as :func:`sirt`'s."""
-    weight = float(checks.float_array([weight], "weight", 1)[0])
-    if not weight > 0:
-        raise ValueError(f"weight: expected a positive number (the TV term's), got {weight:g}")
+    weight = options.weight(weight)
     run = _Run("tv", projections=projections, geometry=geometry, iterations=iterations,
                x0=x0, mask=mask, circle=circle, callback=callback, progress=progress,
                device=device)

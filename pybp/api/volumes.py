@@ -21,7 +21,8 @@ import numpy as np
 from pybp import checks, distributed
 from pybp.centre import find_center
 from pybp.geometry.angles import in_radians
-from pybp.parallel import iterate, speed
+from pybp.iterative.options import OPTION_NAMES
+from pybp.parallel import speed
 from pybp.parallel.prepare import Setup, team
 from pybp.stages import filters
 from pybp.stages.normalize import warn_replaced
@@ -129,8 +130,7 @@ class Reconstructor:
     def __init__(self, n_bins, angles, center=None, *, filter="ramp", padding="zero",
                  device=None, devices=None, client=None, context=None, queue=None,
                  angle_unit=None, method="fbp", iterations=None, **options):
-        method_options = {name: options.pop(name) for name in iterate.OPTION_NAMES
-                          if name in options}
+        method_options = {name: options.pop(name) for name in OPTION_NAMES if name in options}
         if method != "fbp":
             if filter not in (None, "ramp"):  # the default is FBP's
                 raise ValueError(f"filter: FBP's window; {method} takes none")

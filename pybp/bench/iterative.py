@@ -22,6 +22,7 @@ import numpy as np
 import pyopencl.array as cla
 
 import pybp
+from pybp import checks
 from pybp.bench.kernels import local_ceiling
 from pybp.geometry.cone import ConeGeometry
 from pybp.iterative import methods
@@ -58,6 +59,9 @@ def iteration_seconds(method, pair, vectors, data, shape, iterations):
 def run(geometry, rows=None, device=None, repeats=5, iterations=5, iterative=True, log=print):
     """Print the table for ``geometry`` (``rows`` slices of a parallel-beam one);
     return its rows as dicts (``what``, ``seconds``, ``rate``)."""
+    if iterative and checks.positive_int(iterations, "--iterations") < 2:
+        raise ValueError("--iterations: at least 2 (the first, which holds SIRT's weights, "
+                         "is not timed)")
     cone = isinstance(geometry, ConeGeometry)
     projector = pybp.Projector(geometry, None if cone else rows, device=device)
     queue, pair = projector.queue, projector.pair

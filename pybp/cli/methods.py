@@ -1,12 +1,12 @@
 """``--method`` and its options, for both geometries of ``pybp reconstruct``: FBP (FDK
-with ``--geometry``) or an iterative method (pybp/parallel/iterate.py names them and
+with ``--geometry``) or an iterative method (pybp/iterative/options.py names them and
 checks their options)."""
 
 from __future__ import annotations
 
-from pybp.parallel import iterate
+from pybp.iterative import options
 
-METHODS = ("fbp",) + iterate.METHODS
+METHODS = ("fbp",) + options.METHODS
 
 
 def add_options(parser):
@@ -31,7 +31,7 @@ def add_options(parser):
 def chosen(args) -> dict:
     """``method``, ``iterations`` and the method's options as the API takes them (empty
     for fbp), checked; a mistake names its option."""
-    given = {name: getattr(args, name) for name in iterate.OPTION_NAMES
+    given = {name: getattr(args, name) for name in options.OPTION_NAMES
              if getattr(args, name) not in (None, False)}
     if args.method == "fbp":
         stray = (["iterations"] if args.iterations is not None else []) + list(given)
@@ -48,8 +48,8 @@ def chosen(args) -> dict:
             raise ValueError(f"--{name.replace('_', '-')}: an option of FBP; --method "
                              f"{args.method} takes none")
     try:
-        options = iterate.check_options(args.method, args.iterations, given)
+        checked = options.check_options(args.method, args.iterations, given)
     except ValueError as exc:
         name, _, rest = str(exc).partition(":")
         raise ValueError(f"--{name}:{rest}") from None
-    return dict(method=args.method, iterations=args.iterations, **options)
+    return dict(method=args.method, iterations=args.iterations, **checked)

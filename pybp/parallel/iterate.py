@@ -10,61 +10,24 @@ import numpy as np
 import pyopencl as cl
 import pyopencl.array as cla
 
-from pybp import checks
 from pybp.cl import pacing
 from pybp.geometry.parallel import Geometry
 from pybp.iterative import methods
+from pybp.iterative.options import check_options, subset_order
 from pybp.iterative.tv import Variation
 from pybp.iterative.vectors import Vectors
 from pybp.parallel.project import ParallelPair
 from pybp.stages.base import Need, Stage
 
-METHODS = ("sirt", "sart", "cgls", "tv")
 # Volumes and sets of projections of each method's working set, per slice, beside the
 # chunk's sinograms and slices: the pair's transposed copy and the projections in the
 # pair's layout among them (tests/test_iterative_files.py counts what a chunk allocates).
 WORKING_SETS = {"sirt": (4, 4), "cgls": (3, 3), "sart": (4, 5), "tv": (8, 4)}
-OPTIONS = {"sirt": ("nonnegative", "relaxation"),
-           "sart": ("nonnegative", "relaxation", "subsets"),
-           "cgls": (), "tv": ("weight", "nonnegative")}
-OPTION_NAMES = ("nonnegative", "relaxation", "subsets", "weight")
-
-
-def check_options(method: str, iterations, options) -> dict:
-    """The options of ``method`` (``nonnegative``, ``relaxation``, ``subsets``,
-    ``weight``: as :func:`pybp.sirt` and the others take them), checked, with their
-    defaults; an option the method does not take is named."""
-    checks.choice("method", method, METHODS)
-    checks.positive_int(iterations, "iterations")
-    options = dict(options or {})
-    for name in options:
-        if name not in OPTIONS[method]:
-            raise ValueError(f"{name}: not an option of {method} (its options: "
-                             f"{', '.join(OPTIONS[method]) or 'none'})")
-    out = {}
-    if "nonnegative" in OPTIONS[method]:
-        out["nonnegative"] = bool(options.get("nonnegative", False))
-    if "relaxation" in OPTIONS[method]:
-        relaxation = float(options.get("relaxation", 1.0))
-        if not 0 < relaxation < 2:
-            raise ValueError(f"relaxation: expected a number in (0, 2), got {relaxation:g}")
-        out["relaxation"] = relaxation
-    if method == "sart":
-        subsets = options.get("subsets")
-        out["subsets"] = None if subsets is None else checks.positive_int(subsets, "subsets")
-    if method == "tv":
-        if options.get("weight") is None:
-            raise ValueError("weight: tv needs the weight of its TV term (a positive number)")
-        weight = float(options["weight"])
-        if not weight > 0:
-            raise ValueError(f"weight: expected a positive number (the TV term's), got {weight:g}")
-        out["weight"] = weight
-    return out
 
 
 class Iterate(Stage):
     """``iterations`` of ``method`` on each chunk's sinograms into its slices, from
-    zero, with ``options`` (:func:`check_options`)."""
+    zero, with ``options`` (:func:`pybp.iterative.options.check_options`)."""
 
     name = "iterate"
     # Slices per chunk where memory allows: the pair's kernels take 8 slices a
@@ -78,11 +41,7 @@ class Iterate(Stage):
         self.method, self.iterations = method, iterations
         self.options = check_options(method, iterations, options)
         if method == "sart":
-            subsets = self.options["subsets"] or geometry.n_angles
-            if subsets > geometry.n_angles:
-                raise ValueError(f"subsets: at most one per angle ({geometry.n_angles}), got "
-                                 f"{subsets}")
-            self.order = [np.arange(k, geometry.n_angles, subsets) for k in range(subsets)]
+            self.order = subset_order(geometry.n_angles, self.options["subsets"])
         ny, nx = geometry.slice_shape
         volume, projections = ny * nx * 4, geometry.n_angles * geometry.n_bins * 4
         volumes, sets = WORKING_SETS[method]
@@ -96,7 +55,7 @@ class Iterate(Stage):
         if self._vectors is None or self._vectors.queue is not q:
             self._vectors = Vectors(self.context, q, self.device)
         vectors = self._vectors
-        work = self.allocator(q)
+        work = methods.allocator(q)
         shape = (n,) + g.slice_shape
         pair = ParallelPair(g, n, self.context, q, self.device, transposed=work(shape).data)
         b = work(pair.projection_shape)
@@ -122,11 +81,6 @@ class Iterate(Stage):
             variation = Variation(self.context, q, self.device, shape, 2)
             methods.tv(pair, variation, vectors, b, x, **common, **self.options)
         return [(self.name, cl.enqueue_marker(q))]
-
-    @staticmethod
-    def allocator(queue):
-        """The working set's arrays, each a buffer of its own, freed after the chunk."""
-        return methods.allocator(queue)
 
     def _subset(self, queue, b, angles, work, n_rows):
         """The projections of ``angles`` from ``b`` ``(n_angles, n_rows, n_bins)``,

@@ -20,6 +20,7 @@ from pybp.cl import profiles
 from pybp.cl.device import describe, open_device
 from pybp.cl.images import usable_image_formats
 from pybp.geometry.parallel import Geometry
+from pybp.iterative import options
 from pybp.parallel import iterate, kernels, profiler, project, verify
 from pybp.parallel.backproject import Backproject, Circle
 from pybp.parallel.params import INTERPOLATIONS, KERNELS, SLICES_PER_PASS, STORAGES
@@ -68,7 +69,7 @@ class Setup:
 
     def __post_init__(self):
         object.__setattr__(self, "memory_limit", checks.memory_limit(self.memory_limit))
-        checks.choice("method", self.method, ("fbp",) + iterate.METHODS)
+        checks.choice("method", self.method, ("fbp",) + options.METHODS)
         if self.method == "fbp":
             given = (["iterations"] if self.iterations is not None else []) + \
                 list(self.method_options or ())
@@ -78,7 +79,7 @@ class Setup:
         else:
             if self.filter is not None:
                 raise ValueError(f"filter: FBP's; {self.method} takes none")
-            object.__setattr__(self, "method_options", iterate.check_options(
+            object.__setattr__(self, "method_options", options.check_options(
                 self.method, self.iterations, self.method_options))
         checks.choice("interpolation", self.interpolation, INTERPOLATIONS)
         checks.choice("precision", self.precision, STORAGES)
