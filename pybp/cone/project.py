@@ -24,6 +24,7 @@ def _args(real):
         Arg("volume", "__global const float *", "nz x ny x nx"), matrices,
         Arg("inverses", f"__global const {real} *",
             "per image: inverse(M) row by row, then inverse(M) m4: 12 values"),
+        Arg("shift", "__global const int *", "the terms' scale, 2^shift (cone_shift)"),
         Arg("projections", "__global float *", "n_angles x n_rows x n_cols"), *SIZES,
         Arg("first_angle", "const int", "the launch's first image (pybp/cl/pacing.py)"),
     )
@@ -32,11 +33,38 @@ def _args(real):
         Arg("volume", "__global float *", "nz x ny x nx"), *SIZES,
         Arg("first_plane", "const int", "the launch's first z plane (pybp/cl/pacing.py)"),
     )
-    return forward, backward
+    magnitude = (
+        Arg("volume", "__global const float *", "nz x ny x nx"),
+        Arg("size", "const ulong", "voxels"),
+        Arg("parts", "__global float *", "MAGNITUDE_GROUPS partial sums of |volume|"),
+    )
+    shift = (
+        Arg("parts", "__global const float *", "cone_magnitude's partial sums"),
+        Arg("n_parts", "const int", "how many"),
+        Arg("shift", "__global int *", "out: the forward projection's scale exponent"),
+    )
+    return forward, backward, magnitude, shift
 
 
-FORWARD_GROUP = (16, 4, 1)  # a tile of detector pixels of one image
+# A's work-group: FORWARD_GROUP work-items scatter the voxels of a tile of (rows,
+# columns) detector pixels of one image, PLANES planes of voxels at a time; the tile the
+# first of FORWARD_TILES whose sums fit the device's local memory (forward_tile).
+FORWARD_GROUP = 256
+FORWARD_TILES = ((32, 128), (16, 64))
+PLANES = 8
+LANES = 16  # work-items along a row of voxels (on the H100, 16 beat a warp's 32)
+MAGNITUDE_GROUP, MAGNITUDE_GROUPS = 256, 256  # the L1 norm's partial sums
 BACKWARD_GROUP = (16, 8, 1)  # a tile of voxels of one plane
+
+
+def forward_tile(device) -> tuple:
+    """A's tile on ``device`` (a :class:`pybp.cl.device.DeviceDescription`): the first of
+    FORWARD_TILES whose local memory (a sum of two 32-bit words and a flag per pixel, the
+    boxes' lines) the device has, else the last."""
+    for tile in FORWARD_TILES:
+        if 9 * tile[0] * tile[1] + 256 <= device.local_memory:
+            return tile
+    return FORWARD_TILES[-1]
 
 
 def tables(geometry: ConeGeometry):
@@ -66,12 +94,19 @@ class ConePair:
         dtype = np.float64 if self.real == "double" else np.float32
         self._tables = tuple(t.astype(dtype) for t in tables(geometry))
         self.matrices, self.inverses = (self._buffer(t) for t in self._tables)
-        forward, backward = _args(self.real)
-        text = codegen.render("operators/cone.cl.mako",
-                              {"cone_forward": forward, "cone_backward": backward},
-                              real=self.real)
+        self.forward_tile = forward_tile(device)
+        forward, backward, magnitude, shift = _args(self.real)
+        text = codegen.render(
+            "operators/cone.cl.mako", {"cone_forward": forward, "cone_backward": backward,
+                                       "cone_magnitude": magnitude, "cone_shift": shift},
+            real=self.real, forward_group=FORWARD_GROUP, forward_tile=self.forward_tile,
+            planes=PLANES, lanes=LANES, magnitude_group=MAGNITUDE_GROUP)
         self._forward = codegen.declared(context, device, text, "cone_forward", forward)
         self._backward = codegen.declared(context, device, text, "cone_backward", backward)
+        self._magnitude = codegen.declared(context, device, text, "cone_magnitude", magnitude)
+        self._shift = codegen.declared(context, device, text, "cone_shift", shift)
+        self._parts = cl.Buffer(context, cl.mem_flags.READ_WRITE, 4 * MAGNITUDE_GROUPS)
+        self._scale = cl.Buffer(context, cl.mem_flags.READ_WRITE, 4)
         rate = pacing.FIRST_RATE.get(device.type, pacing.OTHER_RATE)
         self._launch_updates = max(1, int(rate * pacing.LAUNCH_SECONDS))
         nz, ny, nx = self.volume_shape
@@ -102,13 +137,22 @@ class ConePair:
     def forward(self, volume, projections, wait_for=None):
         """projections = A volume (device buffers); the last launch's event."""
         n_angles, n_rows, n_cols = self.sizes["n_angles"], self.sizes["n_rows"], self.sizes["n_cols"]
+        group = (MAGNITUDE_GROUP, 1, 1)
+        summed = self._magnitude(self.queue, (MAGNITUDE_GROUP * MAGNITUDE_GROUPS, 1, 1), group,
+                                 wait_for=wait_for, volume=volume, size=self.volume_block,
+                                 parts=self._parts)
+        scaled = self._shift(self.queue, group, group, wait_for=[summed], parts=self._parts,
+                             n_parts=MAGNITUDE_GROUPS, shift=self._scale)
         step = max(1, min(n_angles, self._launch_updates * n_angles // max(1, self.updates())))
+        tile_rows, tile_cols = self.forward_tile
+        tiles = (-(-n_cols // tile_cols) * FORWARD_GROUP, -(-n_rows // tile_rows))
         return pacing.launches(
             lambda first, count, wait: self._forward(
-                self.queue, global_size((n_cols, n_rows, count), FORWARD_GROUP), FORWARD_GROUP,
-                wait_for=wait, volume=volume, matrices=self.matrices, inverses=self.inverses,
-                projections=projections, first_angle=first, **self.sizes),
-            n_angles, step, wait_for)
+                self.queue, (*tiles, count), (FORWARD_GROUP, 1, 1), wait_for=wait,
+                volume=volume, matrices=self.matrices, inverses=self.inverses,
+                shift=self._scale, projections=projections, first_angle=first,
+                **self.sizes),
+            n_angles, step, [scaled])
 
     def backward(self, projections, volume, wait_for=None):
         """volume = A^T projections (device buffers); the last launch's event."""

@@ -4,14 +4,22 @@
 ## Both find where voxel (i, j, k) projects in image q with the one function
 ## `cone_position` below (the voxel's matrix row by row, in `real`), so that each voxel-
 ## pixel weight comes from the same floats in both kernels. A^T gathers, per voxel, the
-## bilinear sample of each image (zero beyond its edge pixels); A gathers, per detector
-## pixel, each voxel whose sample reads it, with the weight the sample gives it. Voxels
-## at or behind a source's plane (w <= 0) are left out of both.
+## bilinear sample of each image (zero beyond its edge pixels); A scatters each voxel
+## into the pixels its sample reads, with the weights the sample gives them, summed in
+## 64-bit fixed point so that the order of the additions does not show. Voxels at or
+## behind a source's plane (w <= 0) are left out of both.
 /* pybp matched cone-beam operators: forward projection and its transpose */
 % if real == "double":
 #pragma OPENCL EXTENSION cl_khr_fp64 : enable
 % endif
 typedef ${real} real;
+#define FORWARD_GROUP ${forward_group}
+#define TILE_ROWS ${forward_tile[0]}
+#define TILE_COLS ${forward_tile[1]}
+#define TILE (TILE_ROWS * TILE_COLS)
+#define PLANES ${planes}  /* voxel planes whose boxes are scattered together */
+#define LANES ${lanes}  /* work-items along a row of a box */
+#define MAGNITUDE_GROUP ${magnitude_group}
 
 // Voxel (i, j, k) in image q of matrices m (12 values: voxel indices to (c w, r w, w)):
 // its homogeneous position, row by row.
@@ -31,7 +39,8 @@ inline bool cone_split(const real c, const real r, const real w, const int n_row
 {
     if (!(w > 0))
         return false;
-    const real u = c / w, v = r / w;
+    const real reciprocal = 1 / w;  // one division, not two
+    const real u = c * reciprocal, v = r * reciprocal;
     const real u0 = floor(u), v0 = floor(v);
     if (!(v0 >= -1 && v0 <= n_rows - 1 && u0 >= -1 && u0 <= n_cols - 1))
         return false;
@@ -80,90 +89,206 @@ ${args['cone_backward']}
     volume[((size_t)k * ny + j) * nx + i] = sum;
 }
 
-// A: work-item (column, row, image) sums over the voxels whose position falls in
-// [row - 1, row + 1) x [column - 1, column + 1). The rays through that window's corners
-// (rays: voxel-index points x = w d - s, d = inverse(M) (c, r, 1), s = inverse(M) m4)
-// meet each plane along the ray's steepest axis in a quadrilateral, the window's
-// preimage there; the voxels of its bounding box, widened by BOX_MARGIN for the
-// rounding of the corners, are the candidates, and each is judged by `cone_position`
-// itself, so the rounding of the box never changes a weight.
+// The scale of A's sums. A adds its terms as 64-bit integers in local memory, so that
+// the sum of a pixel is one number whatever order the work-items add in (float atomics
+// would give other bits on each run). A term is weight * voxel * 2^shift, rounded; no
+// pixel's terms add to more than the volume's L1 norm (a voxel reaches a pixel once,
+// with a weight of at most 1), so with L1 < 2^e and shift = 60 - e no sum overflows, and
+// each term is good to 2^-60 of the L1 norm (float32's own rounding is 2^-24 of the
+// term). The norm is summed in a fixed order: MAGNITUDE_GROUPS partial sums, then one
+// group's tree.
+__kernel __attribute__((reqd_work_group_size(MAGNITUDE_GROUP, 1, 1)))
+void cone_magnitude(
+${args['cone_magnitude']}
+{
+    __local float part[MAGNITUDE_GROUP];
+    const int item = get_local_id(0);
+    float sum = 0.0f;
+    for (size_t n = get_global_id(0); n < size; n += get_global_size(0))
+        sum += fabs(volume[n]);
+    part[item] = sum;
+    for (int width = MAGNITUDE_GROUP / 2; width > 0; width /= 2) {
+        barrier(CLK_LOCAL_MEM_FENCE);
+        if (item < width)
+            part[item] += part[item + width];
+    }
+    if (item == 0)
+        parts[get_group_id(0)] = part[0];
+}
+
+__kernel __attribute__((reqd_work_group_size(MAGNITUDE_GROUP, 1, 1)))
+void cone_shift(
+${args['cone_shift']}
+{
+    __local float part[MAGNITUDE_GROUP];
+    const int item = get_local_id(0);
+    part[item] = item < n_parts ? parts[item] : 0.0f;
+    for (int width = MAGNITUDE_GROUP / 2; width > 0; width /= 2) {
+        barrier(CLK_LOCAL_MEM_FENCE);
+        if (item < width)
+            part[item] += part[item + width];
+    }
+    if (item == 0) {
+        int exponent = 0;
+        const float total = part[0];
+        if (isfinite(total))
+            frexp(total, &exponent);  // total < 2^exponent
+        // (an infinite or NaN norm: the smallest scale; each non-finite voxel is caught
+        // by A itself)
+        shift[0] = isfinite(total) ? clamp(60 - exponent, -100, 100) : -100;
+    }
+}
+
+// A pixel's sum as two 32-bit words TILE apart, added to with 32-bit local atomics (a
+// low word's carry into the high one): addition modulo 2^64 in any order gives the one
+// sum. (64-bit atomics on one word were slower on the H100: 8-byte words put twice the
+// lanes on a bank.)
+inline void add_term(volatile __local uint *sums, const int n, const long term)
+{
+    const uint low = (uint)term;
+    const uint before = atomic_add(sums + n, low);
+    atomic_add(sums + TILE + n, (uint)(term >> 32) + (before + low < before ? 1u : 0u));
+}
+
+// A: work-group (tile column, tile row, image) adds, into its TILE_ROWS x TILE_COLS
+// pixels, each voxel whose bilinear sample reads them, with the weight the sample gives
+// them: a voxel-driven scatter, so each voxel's position is found once per image (less
+// the margins of the boxes below), not once per pixel and plane. The voxels are those of
+// the tile's window preimage: the rays through the window's corners (rays: voxel-index
+// points x = w d - s, d = inverse(M) (c, r, 1), s = inverse(M) m4) meet each plane along
+// the tile's central ray's steepest axis in a quadrilateral; the voxels of the boxes
+// bounding those of PLANES planes at a time, widened by BOX_MARGIN for the rounding of
+// the corners, are the candidates, and each is judged by `cone_position` itself, so the
+// rounding of a box never changes a weight.
 #define REJECT 0.01f  /* pixels beyond the window a float position may stray */
 % if real == "double":
 #define BOX_MARGIN 1e-6  /* voxels: positions in double are good to 1e-12 of thousands */
 % else:
 #define BOX_MARGIN 0.05f  /* voxels: positions in float, to 1e-7 of thousands of pixels */
 % endif
-__kernel void cone_forward(
+__kernel __attribute__((reqd_work_group_size(FORWARD_GROUP, 1, 1)))
+void cone_forward(
 ${args['cone_forward']}
 {
-    const int c = get_global_id(0), r = get_global_id(1), q = first_angle + get_global_id(2);
-    if (c >= n_cols || r >= n_rows || q >= n_angles)
-        return;
+    __local uint sums[2 * TILE];  // low words, then high words
+    __local uchar nonfinite[TILE];
+    const int item = get_local_id(0);
+    const int c0 = get_group_id(0) * TILE_COLS, r0 = get_group_id(1) * TILE_ROWS;
+    const int q = first_angle + get_group_id(2);
+    for (int n = item; n < TILE; n += FORWARD_GROUP) {
+        sums[n] = sums[TILE + n] = 0;
+        nonfinite[n] = 0;
+    }
+    barrier(CLK_LOCAL_MEM_FENCE);
+    const float scale = ldexp(1.0f, shift[0]);
     __global const real *m = matrices + 12 * q;
     __global const real *t = inverses + 12 * q;  // inverse(M) row by row, then s
     const int size[3] = {nx, ny, nz};
+    // The window: the positions whose bilinear sample reads a pixel of the tile.
+    const real left = c0 - 1, right = c0 + TILE_COLS, top = r0 - 1, bottom = r0 + TILE_ROWS;
     // The central ray's direction picks the axis.
     real d[3];
     for (int a = 0; a < 3; a++)
-        d[a] = t[3 * a] * c + t[3 * a + 1] * r + t[3 * a + 2];
+        d[a] = t[3 * a] * (0.5 * (left + right)) + t[3 * a + 1] * (0.5 * (top + bottom))
+             + t[3 * a + 2];
     const int axis = fabs(d[0]) >= fabs(d[1]) && fabs(d[0]) >= fabs(d[2]) ? 0
                    : fabs(d[1]) >= fabs(d[2]) ? 1 : 2;
     const int a1 = axis == 0 ? 1 : 0, a2 = axis == 2 ? 1 : 2;
     const real s_axis = t[9 + axis], s1 = t[9 + a1], s2 = t[9 + a2];
     // A corner ray meets plane p at w = (p + s_axis) / d_axis: its other two indices
-    // are lines in p, x = p slope + offset, found once here.
-    real slope1[4], offset1[4], slope2[4], offset2[4];
-    bool meets[4];
-    for (int n = 0; n < 4; n++) {
-        const real cc = c + (n & 1 ? 1 : -1), rr = r + (n & 2 ? 1 : -1);
+    // are lines in p, x = p slope + offset, found once here (in local memory, not in
+    // registers held through the loops below).
+    __local real lines[4][4];  // per corner: slope1, offset1, slope2, offset2
+    __local int meets[4];
+    if (item < 4) {
+        const real cc = item & 1 ? right : left, rr = item & 2 ? bottom : top;
         const real along = t[3 * axis] * cc + t[3 * axis + 1] * rr + t[3 * axis + 2];
         const real k1 = (t[3 * a1] * cc + t[3 * a1 + 1] * rr + t[3 * a1 + 2]) / along;
         const real k2 = (t[3 * a2] * cc + t[3 * a2 + 1] * rr + t[3 * a2 + 2]) / along;
-        meets[n] = along != 0;
-        slope1[n] = k1;
-        offset1[n] = s_axis * k1 - s1;
-        slope2[n] = k2;
-        offset2[n] = s_axis * k2 - s2;
+        meets[item] = along != 0;
+        lines[item][0] = k1;
+        lines[item][1] = s_axis * k1 - s1;
+        lines[item][2] = k2;
+        lines[item][3] = s_axis * k2 - s2;
     }
-    float sum = 0.0f;
-    for (int p = 0; p < size[axis]; p++) {
+    barrier(CLK_LOCAL_MEM_FENCE);
+    for (int p = 0; p < size[axis]; p += PLANES) {
+        const int planes = min(PLANES, size[axis] - p);
         real low1 = INFINITY, high1 = -INFINITY, low2 = INFINITY, high2 = -INFINITY;
-        for (int n = 0; n < 4; n++) {
+        for (int n = 0; n < 8; n++) {
             // (a plane behind the source gives a box whose voxels all fail w > 0 below)
-            if (!meets[n])
+            if (!meets[n / 2])
                 continue;
-            const real x1 = p * slope1[n] + offset1[n], x2 = p * slope2[n] + offset2[n];
+            const int plane = n & 1 ? p + planes - 1 : p;  // a line's extremes: its ends
+            const real x1 = plane * lines[n / 2][0] + lines[n / 2][1];
+            const real x2 = plane * lines[n / 2][2] + lines[n / 2][3];
             low1 = fmin(low1, x1); high1 = fmax(high1, x1);
             low2 = fmin(low2, x2); high2 = fmax(high2, x2);
         }
         // the box's voxels, within the volume (the bounds compared in real: no overflow)
-        const int first1 = (int)fmax(ceil(low1 - BOX_MARGIN), (real)0);
-        const int last1 = (int)fmin(floor(high1 + BOX_MARGIN), (real)(size[a1] - 1));
-        const int first2 = (int)fmax(ceil(low2 - BOX_MARGIN), (real)0);
-        const int last2 = (int)fmin(floor(high2 + BOX_MARGIN), (real)(size[a2] - 1));
-        for (int v2 = first2; v2 <= last2; v2++)
-            for (int v1 = first1; v1 <= last1; v1++) {
-                const int i = axis == 0 ? p : v1, j = axis == 1 ? p : axis == 0 ? v1 : v2;
-                const int k = axis == 2 ? p : v2;
+        const real first1 = fmax(ceil(low1 - BOX_MARGIN), (real)0);
+        const real last1 = fmin(floor(high1 + BOX_MARGIN), (real)(size[a1] - 1));
+        const real first2 = fmax(ceil(low2 - BOX_MARGIN), (real)0);
+        const real last2 = fmin(floor(high2 + BOX_MARGIN), (real)(size[a2] - 1));
+        if (!(first1 <= last1 && first2 <= last2))
+            continue;
+        // LANES neighbouring work-items take neighbouring voxels of a row of a box (along
+        // a1), the group's rows of LANES the rows (a2) of its PLANES boxes in turn
+        const int n2 = (int)(last2 - first2) + 1;
+        int plane = p, v2 = (int)first2 + item / LANES;
+        while (true) {
+            for (; v2 > (int)last2; v2 -= n2)  // on to the next plane's rows
+                plane++;
+            if (plane >= p + planes)
+                break;
+            for (int v1 = (int)first1 + item % LANES; v1 <= (int)last1; v1 += LANES) {
+                const int i = axis == 0 ? plane : v1;
+                const int j = axis == 1 ? plane : axis == 0 ? v1 : v2;
+                const int k = axis == 2 ? plane : v2;
                 real hc, hr, hw;
                 cone_homogeneous(m, i, j, k, &hc, &hr, &hw);
                 // in float first, to pass over the voxels clearly outside the window
                 // without the exact divisions (slack: REJECT pixels and 8x float's
                 // relative error)
-                const float fw = (float)hw, uc = (float)hc / fw, ur = (float)hr / fw;
+                const float fw = (float)hw, inverse = 1.0f / fw;
+                const float uc = (float)hc * inverse, ur = (float)hr * inverse;
                 const float slack = REJECT + 1e-6f * (fabs(uc) + fabs(ur));
-                if (!(fw > 0) || uc < c - 1 - slack || uc >= c + 1 + slack
-                        || ur < r - 1 - slack || ur >= r + 1 + slack)
+                if (!(fw > 0) || uc < left - slack || uc >= right + slack
+                        || ur < top - slack || ur >= bottom + slack)
                     continue;
                 int vr, vc;
                 float fr, fc;
                 if (!cone_split(hc, hr, hw, n_rows, n_cols, &vr, &vc, &fr, &fc))
                     continue;
-                if ((vr != r && vr != r - 1) || (vc != c && vc != c - 1))
+                if (vc < left || vc >= right || vr < top || vr >= bottom)
                     continue;
-                const float weight = (vr == r ? 1.0f - fr : fr) * (vc == c ? 1.0f - fc : fc);
-                sum += weight * volume[((size_t)k * ny + j) * nx + i];
+                const float x = volume[((size_t)k * ny + j) * nx + i];
+                for (int dr = 0; dr < 2; dr++) {
+                    const int at = vr + dr - r0;
+                    if (at < 0 || at >= TILE_ROWS)
+                        continue;
+                    const float along_row = dr ? fr : 1.0f - fr;
+                    for (int dc = 0; dc < 2; dc++) {
+                        const int col = vc + dc - c0;
+                        if (col < 0 || col >= TILE_COLS)
+                            continue;
+                        if (!isfinite(x))
+                            nonfinite[at * TILE_COLS + col] = 1;
+                        else
+                            add_term(sums, at * TILE_COLS + col, convert_long_rte(
+                                along_row * (dc ? fc : 1.0f - fc) * x * scale));
+                    }
+                }
             }
+            v2 += FORWARD_GROUP / LANES;
+        }
     }
-    projections[((size_t)q * n_rows + r) * n_cols + c] = sum;
+    barrier(CLK_LOCAL_MEM_FENCE);
+    const float unscale = ldexp(1.0f, -shift[0]);
+    for (int n = item; n < TILE; n += FORWARD_GROUP) {
+        const int r = r0 + n / TILE_COLS, c = c0 + n % TILE_COLS;
+        if (r < n_rows && c < n_cols)
+            projections[((size_t)q * n_rows + r) * n_cols + c] =
+                nonfinite[n] ? NAN : convert_float_rte((long)(((ulong)sums[TILE + n] << 32) | sums[n])) * unscale;
+    }
 }
