@@ -287,8 +287,9 @@ ${args['cone_forward']}
     const float unscale = ldexp(1.0f, -shift[0]);
     for (int n = item; n < TILE; n += FORWARD_GROUP) {
         const int r = r0 + n / TILE_COLS, c = c0 + n % TILE_COLS;
+        const long sum = (long)(((ulong)sums[TILE + n] << 32) | sums[n]);
         if (r < n_rows && c < n_cols)
             projections[((size_t)q * n_rows + r) * n_cols + c] =
-                nonfinite[n] ? NAN : convert_float_rte((long)(((ulong)sums[TILE + n] << 32) | sums[n])) * unscale;
+                nonfinite[n] ? NAN : convert_float_rte(sum) * unscale;
     }
 }
