@@ -422,22 +422,33 @@ def test_cone_operators_match_float64_and_are_adjoint(cl_device, rng, name):
     assert abs(left / right - 1) < ADJOINT_TOLERANCE, left / right - 1
 
 
-def test_cone_forward_sums_do_not_depend_on_the_tiling(cl_device, rng, monkeypatch):
+@pytest.mark.parametrize("name", CONE)
+def test_cone_forward_sums_do_not_depend_on_the_tiling(cl_device, rng, monkeypatch, name):
     """A's pixel sums are 64-bit integers, so tiles, box batches and lanes of other
     shapes add the same terms in other orders and give the same bits; a voxel left out
-    or added twice by a tile's boxes would show here."""
+    or added twice by a tile's boxes would show here. The circular scan's kernels find
+    a voxel column's c and w once (project.shared_column); made to find them per voxel,
+    A and A^T give the same bits."""
     from pybp.cone import project
-    geometry = CONE["vectors"]
+    geometry = CONE[name]
     x = rng.standard_normal(geometry.volume_shape).astype(np.float32)
-    results = []
-    for tiles, planes, lanes in [(((32, 128),), 8, 16), (((4, 8),), 3, 32), (((8, 4),), 1, 4)]:
+    y = rng.standard_normal((geometry.n_angles,) + geometry.detector_shape).astype(np.float32)
+    assert project.shared_column(project.tables(geometry)[0]) == (name == "circular")
+    results, transposes = [], []
+    for tiles, planes, lanes, shared in [(((32, 128),), 8, 16, True), (((4, 8),), 3, 32, True),
+                                         (((8, 4),), 1, 4, True), (((32, 128),), 8, 16, False)]:
         monkeypatch.setattr(project, "FORWARD_TILES", tiles)
-        monkeypatch.setattr(project, "PLANES", planes)
+        monkeypatch.setattr(project, "PLANES", {False: planes, True: planes})
         monkeypatch.setattr(project, "LANES", lanes)
-        results.append(pybp.Projector(geometry, device=cl_device).forward(x))
+        if not shared:
+            monkeypatch.setattr(project, "shared_column", lambda matrices: False)
+        projector = pybp.Projector(geometry, device=cl_device)
+        results.append(projector.forward(x))
+        transposes.append(projector.backward(y))
     assert relative_rms(results[0], cone_reference.forward_project(x, geometry)) < OPERATOR_RTOL
     for other in results[1:]:
         assert np.array_equal(other, results[0])
+    assert np.array_equal(transposes[-1], transposes[0])
 
 
 def test_cone_forward_sums_keep_small_values_and_flag_non_finite(cl_device):

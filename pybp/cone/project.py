@@ -47,14 +47,17 @@ def _args(real):
 
 
 # A's work-group: FORWARD_GROUP work-items scatter the voxels of a tile of (rows,
-# columns) detector pixels of one image, PLANES planes of voxels at a time; the tile the
-# first of FORWARD_TILES whose sums fit the device's local memory (forward_tile).
+# columns) detector pixels of one image, PLANES planes of voxels at a time (voxel by
+# voxel; by columns, where the matrices share a column's c and w), LANES work-items
+# along a row of voxels; the tile the first of FORWARD_TILES whose sums fit the device's
+# local memory (forward_tile). The H100's best of a sweep (docs/benchmarks.md).
 FORWARD_GROUP = 256
 FORWARD_TILES = ((32, 128), (16, 64))
-PLANES = 8
-LANES = 16  # work-items along a row of voxels (on the H100, 16 beat a warp's 32)
+PLANES = {False: 8, True: 64}
+LANES = 8
 MAGNITUDE_GROUP, MAGNITUDE_GROUPS = 256, 256  # the L1 norm's partial sums
-BACKWARD_GROUP = (16, 8, 1)  # a tile of voxels of one plane
+BACKWARD_GROUP = (16, 8, 1)  # a tile of voxel columns
+COLUMN = 8  # A^T's voxels along z per work-item
 
 
 def forward_tile(device) -> tuple:
@@ -65,6 +68,13 @@ def forward_tile(device) -> tuple:
         if 9 * tile[0] * tile[1] + 256 <= device.local_memory:
             return tile
     return FORWARD_TILES[-1]
+
+
+def shared_column(matrices) -> bool:
+    """Whether every matrix's third column is (0, m6, 0) (a circular orbit, an untilted
+    detector): a voxel column's c and w are then each of its voxels', and the kernels
+    find them once per column. The same positions either way (the template's note)."""
+    return not np.any(matrices[:, [2, 10]])
 
 
 def tables(geometry: ConeGeometry):
@@ -95,12 +105,14 @@ class ConePair:
         self._tables = tuple(t.astype(dtype) for t in tables(geometry))
         self.matrices, self.inverses = (self._buffer(t) for t in self._tables)
         self.forward_tile = forward_tile(device)
+        self.shared = shared_column(self._tables[0])
         forward, backward, magnitude, shift = _args(self.real)
         text = codegen.render(
             "operators/cone.cl.mako", {"cone_forward": forward, "cone_backward": backward,
                                        "cone_magnitude": magnitude, "cone_shift": shift},
             real=self.real, forward_group=FORWARD_GROUP, forward_tile=self.forward_tile,
-            planes=PLANES, lanes=LANES, magnitude_group=MAGNITUDE_GROUP)
+            planes=PLANES[self.shared], lanes=LANES, magnitude_group=MAGNITUDE_GROUP,
+            column=COLUMN, shared=self.shared)
         self._forward = codegen.declared(context, device, text, "cone_forward", forward)
         self._backward = codegen.declared(context, device, text, "cone_backward", backward)
         self._magnitude = codegen.declared(context, device, text, "cone_magnitude", magnitude)
@@ -158,9 +170,11 @@ class ConePair:
         """volume = A^T projections (device buffers); the last launch's event."""
         nz, ny, nx = self.volume_shape
         step = max(1, min(nz, self._launch_updates * nz // max(1, self.updates())))
+        step = -(-step // COLUMN) * COLUMN  # whole columns of voxels a launch
         return pacing.launches(
             lambda first, count, wait: self._backward(
-                self.queue, global_size((nx, ny, count), BACKWARD_GROUP), BACKWARD_GROUP,
+                self.queue, global_size((nx, ny, -(-count // COLUMN)), BACKWARD_GROUP),
+                BACKWARD_GROUP,
                 wait_for=wait, projections=projections, matrices=self.matrices,
                 volume=volume, first_plane=first, **self.sizes),
             nz, step, wait_for)

@@ -21,44 +21,47 @@ typedef ${real} real;
 #define LANES ${lanes}  /* work-items along a row of a box */
 #define MAGNITUDE_GROUP ${magnitude_group}
 
-// Voxel (i, j, k) in image q of matrices m (12 values: voxel indices to (c w, r w, w)):
-// its homogeneous position, row by row.
-inline void cone_homogeneous(__global const real *m, const int i, const int j, const int k,
-                             real *c, real *r, real *w)
+#define COLUMN ${column}  /* A^T: voxels along z per work-item */
+
+// Voxel column (i, j) in image q of matrices m (12 values: voxel indices to (c w, r w,
+// w)): the part of its homogeneous position that does not depend on k. A voxel's is
+// that plus k times the matrix's third column, always so grouped: where that column is
+// (0, m6, 0) (a circular orbit, an untilted detector: SHARED), c and w are the column's
+// own for every k, exactly, and a kernel may find them once per column.
+inline void cone_column(__global const real *m, const int i, const int j, real *c, real *r,
+                        real *w)
 {
-    *c = m[0] * i + m[1] * j + m[2] * k + m[3];
-    *r = m[4] * i + m[5] * j + m[6] * k + m[7];
-    *w = m[8] * i + m[9] * j + m[10] * k + m[11];
+    *c = fma(m[1], (real)j, fma(m[0], (real)i, m[3]));
+    *r = fma(m[5], (real)j, fma(m[4], (real)i, m[7]));
+    *w = fma(m[9], (real)j, fma(m[8], (real)i, m[11]));
 }
 
-// Of a homogeneous position: false where it is at or behind the source's plane, or
-// beyond the image's bilinear reach; else its pixel (*row, *col) = floor of its
-// position and the fractions.
-inline bool cone_split(const real c, const real r, const real w, const int n_rows,
-                       const int n_cols, int *row, int *col, float *fr, float *fc)
+// One coordinate of a position, h / w with reciprocal = 1 / w: false where it is beyond
+// the image's bilinear reach (n pixels); else its pixel, the floor, and the fraction.
+inline bool cone_axis(const real h, const real reciprocal, const int n, int *whole,
+                      float *fraction)
 {
-    if (!(w > 0))
+    const real u = h * reciprocal, u0 = floor(u);
+    if (!(u0 >= -1 && u0 <= n - 1))
         return false;
-    const real reciprocal = 1 / w;  // one division, not two
-    const real u = c * reciprocal, v = r * reciprocal;
-    const real u0 = floor(u), v0 = floor(v);
-    if (!(v0 >= -1 && v0 <= n_rows - 1 && u0 >= -1 && u0 <= n_cols - 1))
-        return false;
-    *row = (int)v0;
-    *col = (int)u0;
-    *fr = (float)(v - v0);
-    *fc = (float)(u - u0);
+    *whole = (int)u0;
+    *fraction = (float)(u - u0);
     return true;
 }
 
-// Both together: the one position function of the pair.
-inline bool cone_position(__global const real *m, const int i, const int j, const int k,
-                          const int n_rows, const int n_cols, int *row, int *col,
-                          float *fr, float *fc)
+// The one position function of the pair: voxel (i, j, k) of column (cc, rc, wc) in
+// image m. False where it is at or behind the source's plane or beyond the image's
+// bilinear reach; else its pixel (*row, *col) and the fractions.
+inline bool cone_position(__global const real *m, const real cc, const real rc,
+                          const real wc, const int k, const int n_rows, const int n_cols,
+                          int *row, int *col, float *fr, float *fc)
 {
-    real c, r, w;
-    cone_homogeneous(m, i, j, k, &c, &r, &w);
-    return cone_split(c, r, w, n_rows, n_cols, row, col, fr, fc);
+    const real w = fma(m[10], (real)k, wc);
+    if (!(w > 0))
+        return false;
+    const real reciprocal = 1 / w;  // one division, not two
+    return cone_axis(fma(m[2], (real)k, cc), reciprocal, n_cols, col, fc)
+        && cone_axis(fma(m[6], (real)k, rc), reciprocal, n_rows, row, fr);
 }
 
 inline float pixel(__global const float *image, const int n_rows, const int n_cols,
@@ -67,26 +70,63 @@ inline float pixel(__global const float *image, const int n_rows, const int n_co
     return r >= 0 && r < n_rows && c >= 0 && c < n_cols ? image[(size_t)r * n_cols + c] : 0.0f;
 }
 
-// A^T: work-item (i, j, k) sums each image's bilinear sample.
+inline float sample(__global const float *image, const int n_rows, const int n_cols,
+                    const int r, const int c, const float fr, const float fc)
+{
+    return (1.0f - fr) * ((1.0f - fc) * pixel(image, n_rows, n_cols, r, c)
+                          + fc * pixel(image, n_rows, n_cols, r, c + 1))
+         + fr * ((1.0f - fc) * pixel(image, n_rows, n_cols, r + 1, c)
+                 + fc * pixel(image, n_rows, n_cols, r + 1, c + 1));
+}
+
+// A^T: work-item (i, j, column) sums each image's bilinear sample for COLUMN voxels
+// along z from k0, in registers.
 __kernel void cone_backward(
 ${args['cone_backward']}
 {
-    const int i = get_global_id(0), j = get_global_id(1), k = first_plane + get_global_id(2);
-    if (i >= nx || j >= ny || k >= nz)
+    const int i = get_global_id(0), j = get_global_id(1);
+    const int k0 = first_plane + get_global_id(2) * COLUMN;
+    if (i >= nx || j >= ny || k0 >= nz)
         return;
-    float sum = 0.0f;
+    float sums[COLUMN];
+    #pragma unroll
+    for (int n = 0; n < COLUMN; n++)
+        sums[n] = 0.0f;
     for (int q = 0; q < n_angles; q++) {
-        int r, c;
-        float fr, fc;
-        if (!cone_position(matrices + 12 * q, i, j, k, n_rows, n_cols, &r, &c, &fr, &fc))
-            continue;
+        __global const real *m = matrices + 12 * q;
         __global const float *image = projections + (size_t)q * n_rows * n_cols;
-        sum += (1.0f - fr) * ((1.0f - fc) * pixel(image, n_rows, n_cols, r, c)
-                              + fc * pixel(image, n_rows, n_cols, r, c + 1))
-             + fr * ((1.0f - fc) * pixel(image, n_rows, n_cols, r + 1, c)
-                     + fc * pixel(image, n_rows, n_cols, r + 1, c + 1));
+        real cc, rc, wc;
+        cone_column(m, i, j, &cc, &rc, &wc);
+% if shared:
+        // the column's c and w are each voxel's: its image column and 1 / w once
+        if (!(wc > 0))
+            continue;
+        const real reciprocal = 1 / wc;
+        int c;
+        float fc;
+        if (!cone_axis(cc, reciprocal, n_cols, &c, &fc))
+            continue;
+        #pragma unroll
+        for (int n = 0; n < COLUMN; n++) {
+            int r;
+            float fr;
+            if (cone_axis(fma(m[6], (real)(k0 + n), rc), reciprocal, n_rows, &r, &fr))
+                sums[n] += sample(image, n_rows, n_cols, r, c, fr, fc);
+        }
+% else:
+        #pragma unroll
+        for (int n = 0; n < COLUMN; n++) {
+            int r, c;
+            float fr, fc;
+            if (cone_position(m, cc, rc, wc, k0 + n, n_rows, n_cols, &r, &c, &fr, &fc))
+                sums[n] += sample(image, n_rows, n_cols, r, c, fr, fc);
+        }
+% endif
     }
-    volume[((size_t)k * ny + j) * nx + i] = sum;
+    #pragma unroll
+    for (int n = 0; n < COLUMN; n++)
+        if (k0 + n < nz)
+            volume[((size_t)(k0 + n) * ny + j) * nx + i] = sums[n];
 }
 
 // The scale of A's sums. A adds its terms as 64-bit integers in local memory, so that
@@ -148,6 +188,24 @@ inline void add_term(volatile __local uint *sums, const int n, const long term)
     const uint low = (uint)term;
     const uint before = atomic_add(sums + n, low);
     atomic_add(sums + TILE + n, (uint)(term >> 32) + (before + low < before ? 1u : 0u));
+}
+
+// A voxel's terms into the pixels of its 2 x 2 block (row, col its first, in the tile)
+// that are in the tile; a non-finite voxel marks them instead.
+inline void scatter(volatile __local uint *sums, __local uchar *nonfinite, const float x,
+                    const int row, const int col, const float fr, const float fc,
+                    const float scale)
+{
+    for (int n = 0; n < 4; n++) {
+        const int r = row + (n >> 1), c = col + (n & 1);
+        if (r < 0 || r >= TILE_ROWS || c < 0 || c >= TILE_COLS)
+            continue;
+        if (!isfinite(x))
+            nonfinite[r * TILE_COLS + c] = 1;
+        else
+            add_term(sums, r * TILE_COLS + c, convert_long_rte(
+                (n & 2 ? fr : 1.0f - fr) * (n & 1 ? fc : 1.0f - fc) * x * scale));
+    }
 }
 
 // A: work-group (tile column, tile row, image) adds, into its TILE_ROWS x TILE_COLS
@@ -232,6 +290,49 @@ ${args['cone_forward']}
         const real last2 = fmin(floor(high2 + BOX_MARGIN), (real)(size[a2] - 1));
         if (!(first1 <= last1 && first2 <= last2))
             continue;
+% if shared:
+        if (axis != 2) {
+            const real per_row = 1 / m[6];  // (a range of k, widened by a voxel: not exact)
+            // A column (plane, v1) of the batch a work-item, LANES neighbours along v1:
+            // its image column and 1 / w once, then its voxels along z (a2) within the
+            // rows its image rows cross in the window (v is linear in k), each judged by
+            // its exact row.
+            for (int plane = p + item / LANES; plane < p + planes;
+                    plane += FORWARD_GROUP / LANES)
+                for (int v1 = (int)first1 + item % LANES; v1 <= (int)last1; v1 += LANES) {
+                    const int i = axis == 0 ? plane : v1, j = axis == 0 ? v1 : plane;
+                    real cc, rc, wc;
+                    cone_column(m, i, j, &cc, &rc, &wc);
+                    if (!(wc > 0))
+                        continue;
+                    const real reciprocal = 1 / wc;
+                    int vc;
+                    float fc;
+                    if (!cone_axis(cc, reciprocal, n_cols, &vc, &fc) || vc < left
+                            || vc >= right)
+                        continue;
+                    int k_first = (int)first2, k_last = (int)last2;
+                    if (m[6] != 0) {
+                        const real k_top = (top * wc - rc) * per_row;
+                        const real k_bottom = (bottom * wc - rc) * per_row;
+                        const real low = floor(fmin(k_top, k_bottom)) - 1;
+                        const real high = ceil(fmax(k_top, k_bottom)) + 1;
+                        k_first = max(k_first, (int)fmax(low, (real)-1));
+                        k_last = min(k_last, (int)fmin(high, (real)nz));
+                    }
+                    for (int k = k_first; k <= k_last; k++) {
+                        int vr;
+                        float fr;
+                        if (!cone_axis(fma(m[6], (real)k, rc), reciprocal, n_rows, &vr, &fr)
+                                || vr < top || vr >= bottom)
+                            continue;
+                        scatter(sums, nonfinite, volume[((size_t)k * ny + j) * nx + i],
+                                vr - r0, vc - c0, fr, fc, scale);
+                    }
+                }
+            continue;
+        }
+% endif
         // LANES neighbouring work-items take neighbouring voxels of a row of a box (along
         // a1), the group's rows of LANES the rows (a2) of its PLANES boxes in turn
         const int n2 = (int)(last2 - first2) + 1;
@@ -245,40 +346,25 @@ ${args['cone_forward']}
                 const int i = axis == 0 ? plane : v1;
                 const int j = axis == 1 ? plane : axis == 0 ? v1 : v2;
                 const int k = axis == 2 ? plane : v2;
-                real hc, hr, hw;
-                cone_homogeneous(m, i, j, k, &hc, &hr, &hw);
+                real cc, rc, wc;
+                cone_column(m, i, j, &cc, &rc, &wc);
                 // in float first, to pass over the voxels clearly outside the window
                 // without the exact divisions (slack: REJECT pixels and 8x float's
                 // relative error)
-                const float fw = (float)hw, inverse = 1.0f / fw;
-                const float uc = (float)hc * inverse, ur = (float)hr * inverse;
+                const float fw = (float)fma(m[10], (real)k, wc), inverse = 1.0f / fw;
+                const float uc = (float)fma(m[2], (real)k, cc) * inverse;
+                const float ur = (float)fma(m[6], (real)k, rc) * inverse;
                 const float slack = REJECT + 1e-6f * (fabs(uc) + fabs(ur));
                 if (!(fw > 0) || uc < left - slack || uc >= right + slack
                         || ur < top - slack || ur >= bottom + slack)
                     continue;
                 int vr, vc;
                 float fr, fc;
-                if (!cone_split(hc, hr, hw, n_rows, n_cols, &vr, &vc, &fr, &fc))
+                if (!cone_position(m, cc, rc, wc, k, n_rows, n_cols, &vr, &vc, &fr, &fc)
+                        || vc < left || vc >= right || vr < top || vr >= bottom)
                     continue;
-                if (vc < left || vc >= right || vr < top || vr >= bottom)
-                    continue;
-                const float x = volume[((size_t)k * ny + j) * nx + i];
-                for (int dr = 0; dr < 2; dr++) {
-                    const int at = vr + dr - r0;
-                    if (at < 0 || at >= TILE_ROWS)
-                        continue;
-                    const float along_row = dr ? fr : 1.0f - fr;
-                    for (int dc = 0; dc < 2; dc++) {
-                        const int col = vc + dc - c0;
-                        if (col < 0 || col >= TILE_COLS)
-                            continue;
-                        if (!isfinite(x))
-                            nonfinite[at * TILE_COLS + col] = 1;
-                        else
-                            add_term(sums, at * TILE_COLS + col, convert_long_rte(
-                                along_row * (dc ? fc : 1.0f - fc) * x * scale));
-                    }
-                }
+                scatter(sums, nonfinite, volume[((size_t)k * ny + j) * nx + i], vr - r0,
+                        vc - c0, fr, fc, scale);
             }
             v2 += FORWARD_GROUP / LANES;
         }
