@@ -2,8 +2,10 @@
 ## projection A and its exact transpose A^T, bilinear interpolation on the detector.
 ##
 ## Both find where voxel (i, j, k) projects in image q with the one function
-## `cone_position` below (the voxel's matrix row by row, in `real`), so that each voxel-
-## pixel weight comes from the same floats in both kernels. A^T gathers, per voxel, the
+## `cone_position` below (its column's part of the position, `cone_column`, plus k times
+## the matrix's third column, in `real`), or with its hoisted form where that column is
+## (0, m6, 0) (SHARED), which gives the same bits: each voxel-pixel weight comes from the
+## same floats in both kernels. A^T gathers, per voxel, the
 ## bilinear sample of each image (zero beyond its edge pixels); A scatters each voxel
 ## into the pixels its sample reads, with the weights the sample gives them, summed in
 ## 64-bit fixed point so that the order of the additions does not show. Voxels at or
@@ -216,8 +218,8 @@ inline void scatter(volatile __local uint *sums, __local uchar *nonfinite, const
 // points x = w d - s, d = inverse(M) (c, r, 1), s = inverse(M) m4) meet each plane along
 // the tile's central ray's steepest axis in a quadrilateral; the voxels of the boxes
 // bounding those of PLANES planes at a time, widened by BOX_MARGIN for the rounding of
-// the corners, are the candidates, and each is judged by `cone_position` itself, so the
-// rounding of a box never changes a weight.
+// the corners, are the candidates, and each is judged by `cone_position` itself (or its
+// hoisted form), so the rounding of a box never changes a weight.
 #define REJECT 0.01f  /* pixels beyond the window a float position may stray */
 % if real == "double":
 #define BOX_MARGIN 1e-6  /* voxels: positions in double are good to 1e-12 of thousands */
