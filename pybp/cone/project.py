@@ -52,7 +52,7 @@ def _args(real):
 # along a row of voxels; the tile the first of FORWARD_TILES whose sums fit the device's
 # local memory (forward_tile). The H100's best of a sweep (docs/benchmarks.md).
 FORWARD_GROUP = 256
-FORWARD_TILES = ((32, 128), (16, 64))
+FORWARD_TILES = ((64, 64), (16, 64))
 PLANES = {False: 8, True: 64}
 LANES = 8
 MAGNITUDE_GROUP, MAGNITUDE_GROUPS = 256, 256  # the L1 norm's partial sums
