@@ -118,7 +118,7 @@ class ConePair:
         self._magnitude = codegen.declared(context, device, text, "cone_magnitude", magnitude)
         self._shift = codegen.declared(context, device, text, "cone_shift", shift)
         self._parts = cl.Buffer(context, cl.mem_flags.READ_WRITE, 4 * MAGNITUDE_GROUPS)
-        self._scale = cl.Buffer(context, cl.mem_flags.READ_WRITE, 4)
+        self._exponent = cl.Buffer(context, cl.mem_flags.READ_WRITE, 4)
         rate = pacing.FIRST_RATE.get(device.type, pacing.OTHER_RATE)
         self._launch_updates = max(1, int(rate * pacing.LAUNCH_SECONDS))
         nz, ny, nx = self.volume_shape
@@ -154,7 +154,7 @@ class ConePair:
                                  wait_for=wait_for, volume=volume, size=self.volume_block,
                                  parts=self._parts)
         scaled = self._shift(self.queue, group, group, wait_for=[summed], parts=self._parts,
-                             n_parts=MAGNITUDE_GROUPS, shift=self._scale)
+                             n_parts=MAGNITUDE_GROUPS, shift=self._exponent)
         step = max(1, min(n_angles, self._launch_updates * n_angles // max(1, self.updates())))
         tile_rows, tile_cols = self.forward_tile
         tiles = (-(-n_cols // tile_cols) * FORWARD_GROUP, -(-n_rows // tile_rows))
@@ -162,7 +162,7 @@ class ConePair:
             lambda first, count, wait: self._forward(
                 self.queue, (*tiles, count), (FORWARD_GROUP, 1, 1), wait_for=wait,
                 volume=volume, matrices=self.matrices, inverses=self.inverses,
-                shift=self._scale, projections=projections, first_angle=first,
+                shift=self._exponent, projections=projections, first_angle=first,
                 **self.sizes),
             n_angles, step, [scaled])
 

@@ -131,6 +131,18 @@ ${args['cone_backward']}
             volume[((size_t)(k0 + n) * ny + j) * nx + i] = sums[n];
 }
 
+// The sum of a group's part[], in a fixed order (a tree), for every work-item.
+inline float group_sum(__local float *part, const int item)
+{
+    for (int width = MAGNITUDE_GROUP / 2; width > 0; width /= 2) {
+        barrier(CLK_LOCAL_MEM_FENCE);
+        if (item < width)
+            part[item] += part[item + width];
+    }
+    barrier(CLK_LOCAL_MEM_FENCE);
+    return part[0];
+}
+
 // The scale of A's sums. A adds its terms as 64-bit integers in local memory, so that
 // the sum of a pixel is one number whatever order the work-items add in (float atomics
 // would give other bits on each run). A term is weight * voxel * 2^shift, rounded; no
@@ -149,13 +161,9 @@ ${args['cone_magnitude']}
     for (size_t n = get_global_id(0); n < size; n += get_global_size(0))
         sum += fabs(volume[n]);
     part[item] = sum;
-    for (int width = MAGNITUDE_GROUP / 2; width > 0; width /= 2) {
-        barrier(CLK_LOCAL_MEM_FENCE);
-        if (item < width)
-            part[item] += part[item + width];
-    }
+    const float total = group_sum(part, item);  // (every work-item: it holds barriers)
     if (item == 0)
-        parts[get_group_id(0)] = part[0];
+        parts[get_group_id(0)] = total;
 }
 
 __kernel __attribute__((reqd_work_group_size(MAGNITUDE_GROUP, 1, 1)))
@@ -165,14 +173,9 @@ ${args['cone_shift']}
     __local float part[MAGNITUDE_GROUP];
     const int item = get_local_id(0);
     part[item] = item < n_parts ? parts[item] : 0.0f;
-    for (int width = MAGNITUDE_GROUP / 2; width > 0; width /= 2) {
-        barrier(CLK_LOCAL_MEM_FENCE);
-        if (item < width)
-            part[item] += part[item + width];
-    }
+    const float total = group_sum(part, item);
     if (item == 0) {
         int exponent = 0;
-        const float total = part[0];
         if (isfinite(total))
             frexp(total, &exponent);  // total < 2^exponent
         // (an infinite or NaN norm: the smallest scale; each non-finite voxel is caught
@@ -272,6 +275,9 @@ ${args['cone_forward']}
         lines[item][3] = s_axis * k2 - s2;
     }
     barrier(CLK_LOCAL_MEM_FENCE);
+% if shared:
+    const real per_row = 1 / m[6];  // (a range of k, widened by a voxel: not exact)
+% endif
     for (int p = 0; p < size[axis]; p += PLANES) {
         const int planes = min(PLANES, size[axis] - p);
         real low1 = INFINITY, high1 = -INFINITY, low2 = INFINITY, high2 = -INFINITY;
@@ -294,7 +300,6 @@ ${args['cone_forward']}
             continue;
 % if shared:
         if (axis != 2) {
-            const real per_row = 1 / m[6];  // (a range of k, widened by a voxel: not exact)
             // A column (plane, v1) of the batch a work-item, LANES neighbours along v1:
             // its image column and 1 / w once, then its voxels along z (a2) within the
             // rows its image rows cross in the window (v is linear in k), each judged by
