@@ -390,12 +390,16 @@ def test_ctrl_c_stops_sirt_promptly():
 
 
 def cone_geometries():
-    """A circular scan onto 1024 detector columns (where float32 positions go wrong),
-    and ASTRA vectors with a tilted detector and a source off the orbit's plane (no
-    column of voxels shares its detector column)."""
+    """A circular scan onto 1024 detector columns (where float32 positions go wrong);
+    one onto pixels 2 to 3 voxels wide and tall (several voxel columns of a pixel column
+    on each line, several voxels of a pixel row in each column); and ASTRA vectors with a
+    tilted detector and a source off the orbit's plane (no column of voxels shares its
+    detector column)."""
     angles = np.linspace(0, 2 * np.pi, 16, endpoint=False)
     yield "circular", pybp.ConeGeometry.circular(angles, (10, 1024), (1.0, 0.06), 80.0, 40.0,
                                                  (6, 36, 40), 1.0)
+    yield "coarse", pybp.ConeGeometry.circular(angles, (6, 14), (3.0, 5.0), 80.0, 40.0,
+                                               (16, 36, 40), 1.0)
     s, c, zero = np.sin(angles), np.cos(angles), np.zeros_like(angles)
     tilt = 0.15
     vectors = np.stack([60 * s, -60 * c, 5 + zero, -40 * s, 40 * c, -2 + zero,
@@ -423,41 +427,82 @@ def test_cone_operators_match_float64_and_are_adjoint(cl_device, rng, name):
 
 
 @pytest.mark.parametrize("name", CONE)
-def test_cone_forward_sums_do_not_depend_on_the_tiling(cl_device, rng, monkeypatch, name):
-    """A's pixel sums are 64-bit integers, so tiles, box batches and lanes of other
-    shapes add the same terms in other orders and give the same bits; a voxel left out
-    or added twice by a tile's boxes would show here. The circular scan's kernels find
-    a voxel column's c and w once (project.shared_column); made to find them per voxel,
-    A and A^T give the same bits."""
+def test_cone_forward_sums_do_not_depend_on_the_work_shape(cl_device, rng, monkeypatch, name):
+    """A's pixel sums are the same bits whatever the shapes of its work. Its gather
+    (where the matrices share a voxel column's c and w: the circular scans,
+    project.shared_column) adds each pixel's terms in one fixed order: work-groups of
+    other sizes, rows and columns, and lists short enough to be split, give the same
+    bits. Its scatter adds 64-bit integers: tiles, batches of planes and lanes of other
+    shapes give the same bits, and so does finding c and w voxel by voxel (forced on
+    the circular scans, with A^T). A voxel left out or added twice would show. On the
+    circular scans the gather and the scatter agree to float rounding."""
     from pybp.cone import project
     geometry = CONE[name]
     x = rng.standard_normal(geometry.volume_shape).astype(np.float32)
     y = rng.standard_normal((geometry.n_angles,) + geometry.detector_shape).astype(np.float32)
-    assert project.shared_column(project.tables(geometry)[0]) == (name == "circular")
-    results, transposes = [], []
-    for tiles, planes, lanes, shared in [(((32, 128),), 8, 16, True), (((4, 8),), 3, 32, True),
-                                         (((8, 4),), 1, 4, True), (((32, 128),), 8, 16, False)]:
-        monkeypatch.setattr(project, "FORWARD_TILES", tiles)
-        monkeypatch.setattr(project, "PLANES", {False: planes, True: planes})
-        monkeypatch.setattr(project, "LANES", lanes)
-        if not shared:
-            monkeypatch.setattr(project, "shared_column", lambda matrices: False)
+    shared = name != "vectors"
+    assert project.shared_column(project.tables(geometry)[0]) == shared
+    shapes = {"gather": [(128, 8, 8, (512,)), (4, 2, 3, (2,)), (32, 1, 1, (7,)),
+                         (8, 3, 16, (512,))],
+              "scatter": [(((32, 128),), {False: 8, True: 8}, 16),
+                          (((4, 8),), {False: 3, True: 3}, 32),
+                          (((8, 4),), {False: 1, True: 1}, 4)]}
+    names = {"gather": ("GATHER_ITEMS", "SLOTS", "GATHER_COLUMNS", "GATHER_ENTRIES"),
+             "scatter": ("FORWARD_TILES", "PLANES", "LANES")}
+    results = {}
+    for method in ("gather", "scatter") if shared else ("scatter",):
+        for shape in shapes[method]:
+            with monkeypatch.context() as patch:
+                patch.setattr(project, "GATHER_BELOW", np.inf if method == "gather" else -1.0)
+                for attribute, value in zip(names[method], shape):
+                    patch.setattr(project, attribute, value)
+                projector = pybp.Projector(geometry, device=cl_device)
+                assert projector.pair.method == method
+                results.setdefault(method, []).append(projector.forward(x))
+    want = cone_reference.forward_project(x, geometry)
+    for got in results.values():
+        assert relative_rms(got[0], want) < OPERATOR_RTOL
+        for other in got[1:]:
+            assert np.array_equal(other, got[0])
+    if shared:
+        assert relative_rms(results["gather"][0], results["scatter"][0]) < OPERATOR_RTOL
+        transpose = projector.backward(y)
+        monkeypatch.setattr(project, "shared_column", lambda matrices: False)
         projector = pybp.Projector(geometry, device=cl_device)
-        results.append(projector.forward(x))
-        transposes.append(projector.backward(y))
-    assert relative_rms(results[0], cone_reference.forward_project(x, geometry)) < OPERATOR_RTOL
-    for other in results[1:]:
-        assert np.array_equal(other, results[0])
-    assert np.array_equal(transposes[-1], transposes[0])
+        assert not projector.pair.shared
+        assert np.array_equal(projector.forward(x), results["scatter"][0])
+        assert np.array_equal(projector.backward(y), transpose)
 
 
-def test_cone_forward_sums_keep_small_values_and_flag_non_finite(cl_device):
-    """The sums' fixed point is scaled by the volume's L1 norm: rays through voxels a
-    millionth of the largest keep float32's relative accuracy (as they do in a volume of
-    the faint voxels alone: 4.4e-7). A non-finite voxel gives NaN in just the pixels its
-    sample reads; a zero volume gives zeros."""
+def test_cone_forward_method_follows_the_voxels_image():
+    """The gather where a voxel's image is at most GATHER_BELOW pixels tall (its work
+    goes with pixels), the scatter where it is taller or the matrices do not share a
+    column's c and w."""
+    from pybp.cone import project
+    angles = np.linspace(0, 2 * np.pi, 8, endpoint=False)
+
+    def method(pixel):
+        g = pybp.ConeGeometry.circular(angles, (64, 64), pixel, 80.0, 40.0, (16, 32, 32), 1.0)
+        return project.forward_method(g, project.tables(g)[0])
+    assert method(1.5) == "gather"  # a voxel's image 1.0 pixel tall
+    assert method(0.5) == "scatter"  # 3.0 pixels
+    vectors = CONE["vectors"]
+    assert project.forward_method(vectors, project.tables(vectors)[0]) == "scatter"
+
+
+@pytest.mark.parametrize("method", ["gather", "scatter"])
+def test_cone_forward_sums_keep_small_values_and_flag_non_finite(cl_device, monkeypatch,
+                                                                 method):
+    """Rays through voxels a millionth of the largest keep float32's relative accuracy
+    (as they do in a volume of the faint voxels alone: 4.4e-7): the gather's float sums
+    hold each pixel's own terms; the scatter's fixed point is scaled by the volume's L1
+    norm. A non-finite voxel gives NaN in just the pixels its sample reads; a zero
+    volume gives zeros."""
+    from pybp.cone import project
+    monkeypatch.setattr(project, "GATHER_BELOW", np.inf if method == "gather" else -1.0)
     geometry = CONE["circular"]
     projector = pybp.Projector(geometry, device=cl_device)
+    assert projector.pair.method == method
     x = np.full(geometry.volume_shape, 1e-6, np.float32)
     x[:, :, :20] = 1.0  # half the volume a million times larger
     got = projector.forward(x)

@@ -77,9 +77,9 @@ class Projector:
             ny, nx = geometry.slice_shape
             self.volume_shape = (self.rows, ny, nx)
             self.projection_shape = (geometry.n_angles, self.rows, geometry.n_bins)
-        # Parallel beam's forward projection reads lines of columns from a transposed copy
-        # of the volume (pybp/parallel/project.py).
-        fits(self.device, self.volume_shape, self.projection_shape, volumes=1 if cone else 2,
+        # Both forward projections may read the volume from a transposed copy
+        # (pybp/parallel/project.py; cone beam's gather, pybp/cone/project.py).
+        fits(self.device, self.volume_shape, self.projection_shape, volumes=2,
              projections=1, what="Projector")
         self.queue = cl.CommandQueue(self.context)
         self.pair = ConePair(geometry, self.context, self.queue, self.device) if cone else \

@@ -10,7 +10,7 @@ import copy
 import numpy as np
 import pyopencl as cl
 
-from pybp.cl import codegen, pacing
+from pybp.cl import codegen, pacing, transpose
 from pybp.cl.kernel import Arg, global_size, ints
 from pybp.geometry.cone import ConeGeometry
 
@@ -43,10 +43,26 @@ def _args(real):
         Arg("n_parts", "const int", "how many"),
         Arg("shift", "__global int *", "out: the forward projection's scale exponent"),
     )
-    return forward, backward, magnitude, shift
+    gather = (
+        Arg("columns", "__global const float *", "the volume transposed: ny nx x nz"),
+        matrices, Arg("projections", "__global float *", "n_angles x n_rows x n_cols"),
+        *SIZES, Arg("first_angle", "const int", "the launch's first image (pybp/cl/pacing.py)"),
+    )
+    return dict(cone_forward=forward, cone_backward=backward, cone_magnitude=magnitude,
+                cone_shift=shift, cone_gather=gather, transpose_slices=transpose.ARGS)
 
 
-# A's work-group: FORWARD_GROUP work-items scatter the voxels of a tile of (rows,
+# A where the matrices share a column's c and w (shared_column) and a voxel's image is
+# at most GATHER_BELOW pixels tall (forward_method): a gather, work-groups of
+# GATHER_ITEMS work-items taking up to SLOTS image rows each on GATHER_COLUMNS image
+# columns, listing the voxel columns of a half strip ENTRIES at a time, the first of
+# GATHER_ENTRIES that fits the device's local memory (gather_shape). Its work goes with
+# pixels times voxel columns, the scatter's with voxels: the H100's crossover lies
+# between 1.0 (the gather 1.8x the scatter's speed) and 2.7 pixels (0.9x;
+# docs/benchmarks.md).
+GATHER_BELOW = 2.0
+GATHER_ITEMS, SLOTS, GATHER_COLUMNS, GATHER_ENTRIES = 128, 1, 8, (512, 128)
+# A elsewhere: a scatter, FORWARD_GROUP work-items adding the voxels of a tile of (rows,
 # columns) detector pixels of one image, PLANES planes of voxels at a time (voxel by
 # voxel; by columns, where the matrices share a column's c and w), LANES work-items
 # along a row of voxels; the tile the first of FORWARD_TILES whose sums fit the device's
@@ -70,11 +86,39 @@ def forward_tile(device) -> tuple:
     return FORWARD_TILES[-1]
 
 
+def gather_shape(device, n_rows: int) -> tuple:
+    """A's gather on ``device`` for images of ``n_rows`` rows: (work-items, rows a
+    work-item, image columns, listed voxel columns). A group takes the image's rows, or
+    SLOTS rows a work-item; the list is the longest of GATHER_ENTRIES whose local memory
+    (36 bytes a listed column; the scan and the hand-over) the device has, else the
+    last."""
+    items = min(GATHER_ITEMS, device.max_work_group_size)
+    slots = max(1, min(SLOTS, -(-(n_rows + 1) // items)))
+    fixed = 4 * items * (1 + slots)
+    for entries in GATHER_ENTRIES:
+        if fixed + 36 * entries <= device.local_memory:
+            break
+    return items, slots, GATHER_COLUMNS, entries
+
+
 def shared_column(matrices) -> bool:
     """Whether every matrix's third column is (0, m6, 0) (a circular orbit, an untilted
     detector): a voxel column's c and w are then each of its voxels', and the kernels
     find them once per column. The same positions either way (the template's note)."""
     return not np.any(matrices[:, [2, 10]])
+
+
+def forward_method(geometry: ConeGeometry, matrices) -> str:
+    """A's kernel for ``geometry``: ``"gather"`` where its matrices share a column's c and
+    w and a voxel at the volume's centre projects at most GATHER_BELOW pixels tall (the
+    median over the images), else ``"scatter"``."""
+    if not shared_column(matrices):
+        return "scatter"
+    m = np.asarray(matrices, np.float64).reshape(-1, 3, 4)
+    nz, ny, nx = geometry.volume_shape
+    centre = np.array([(nx - 1) / 2, (ny - 1) / 2, (nz - 1) / 2, 1.0])
+    tall = np.abs(m[:, 1, 2] / (m[:, 2] @ centre))
+    return "gather" if np.median(tall) <= GATHER_BELOW else "scatter"
 
 
 def tables(geometry: ConeGeometry):
@@ -105,20 +149,27 @@ class ConePair:
         self._tables = tuple(t.astype(dtype) for t in tables(geometry))
         self.matrices, self.inverses = (self._buffer(t) for t in self._tables)
         self.forward_tile = forward_tile(device)
+        self.gather = gather_shape(device, geometry.detector_shape[0])
         self.shared = shared_column(self._tables[0])
-        forward, backward, magnitude, shift = _args(self.real)
+        self.method = forward_method(geometry, self._tables[0])
+        args = _args(self.real)
         text = codegen.render(
-            "operators/cone.cl.mako", {"cone_forward": forward, "cone_backward": backward,
-                                       "cone_magnitude": magnitude, "cone_shift": shift},
-            real=self.real, forward_group=FORWARD_GROUP, forward_tile=self.forward_tile,
-            planes=PLANES[self.shared], lanes=LANES, magnitude_group=MAGNITUDE_GROUP,
-            column=COLUMN, shared=self.shared)
-        self._forward = codegen.declared(context, device, text, "cone_forward", forward)
-        self._backward = codegen.declared(context, device, text, "cone_backward", backward)
-        self._magnitude = codegen.declared(context, device, text, "cone_magnitude", magnitude)
-        self._shift = codegen.declared(context, device, text, "cone_shift", shift)
-        self._parts = cl.Buffer(context, cl.mem_flags.READ_WRITE, 4 * MAGNITUDE_GROUPS)
-        self._exponent = cl.Buffer(context, cl.mem_flags.READ_WRITE, 4)
+            "operators/cone.cl.mako", args, real=self.real, forward_group=FORWARD_GROUP,
+            forward_tile=self.forward_tile, planes=PLANES[self.shared], lanes=LANES,
+            magnitude_group=MAGNITUDE_GROUP, gather=self.gather, tile=transpose.TILE,
+            column=COLUMN, shared=self.shared, forward=self.method)
+        kernels = (("cone_backward", "cone_gather", "transpose_slices")
+                   if self.method == "gather" else
+                   ("cone_backward", "cone_forward", "cone_magnitude", "cone_shift"))
+        self._kernels = {name: codegen.declared(context, device, text, name, args[name])
+                         for name in kernels}
+        if self.method == "gather":
+            # the gather reads each voxel column's planes from a transposed copy
+            self._columns = cl.Buffer(context, cl.mem_flags.READ_WRITE,
+                                      4 * int(np.prod(self.volume_shape)))
+        else:
+            self._parts = cl.Buffer(context, cl.mem_flags.READ_WRITE, 4 * MAGNITUDE_GROUPS)
+            self._exponent = cl.Buffer(context, cl.mem_flags.READ_WRITE, 4)
         rate = pacing.FIRST_RATE.get(device.type, pacing.OTHER_RATE)
         self._launch_updates = max(1, int(rate * pacing.LAUNCH_SECONDS))
         nz, ny, nx = self.volume_shape
@@ -149,17 +200,30 @@ class ConePair:
     def forward(self, volume, projections, wait_for=None):
         """projections = A volume (device buffers); the last launch's event."""
         n_angles, n_rows, n_cols = self.sizes["n_angles"], self.sizes["n_rows"], self.sizes["n_cols"]
-        group = (MAGNITUDE_GROUP, 1, 1)
-        summed = self._magnitude(self.queue, (MAGNITUDE_GROUP * MAGNITUDE_GROUPS, 1, 1), group,
-                                 wait_for=wait_for, volume=volume, size=self.volume_block,
-                                 parts=self._parts)
-        scaled = self._shift(self.queue, group, group, wait_for=[summed], parts=self._parts,
-                             n_parts=MAGNITUDE_GROUPS, shift=self._exponent)
         step = max(1, min(n_angles, self._launch_updates * n_angles // max(1, self.updates())))
+        if self.method == "gather":
+            nz, ny, nx = self.volume_shape
+            ready = transpose.launch(self._kernels["transpose_slices"], self.queue, volume,
+                                     self._columns, 1, nz, ny * nx, wait_for)
+            items, slots, columns = self.gather[:3]
+            groups = (-(-n_cols // columns) * items, -(-n_rows // (slots * items - 1)))
+            return pacing.launches(
+                lambda first, count, wait: self._kernels["cone_gather"](
+                    self.queue, (*groups, count), (items, 1, 1), wait_for=wait,
+                    columns=self._columns, matrices=self.matrices, projections=projections,
+                    first_angle=first, **self.sizes),
+                n_angles, step, [ready])
+        group = (MAGNITUDE_GROUP, 1, 1)
+        summed = self._kernels["cone_magnitude"](
+            self.queue, (MAGNITUDE_GROUP * MAGNITUDE_GROUPS, 1, 1), group, wait_for=wait_for,
+            volume=volume, size=self.volume_block, parts=self._parts)
+        scaled = self._kernels["cone_shift"](self.queue, group, group, wait_for=[summed],
+                                             parts=self._parts, n_parts=MAGNITUDE_GROUPS,
+                                             shift=self._exponent)
         tile_rows, tile_cols = self.forward_tile
         tiles = (-(-n_cols // tile_cols) * FORWARD_GROUP, -(-n_rows // tile_rows))
         return pacing.launches(
-            lambda first, count, wait: self._forward(
+            lambda first, count, wait: self._kernels["cone_forward"](
                 self.queue, (*tiles, count), (FORWARD_GROUP, 1, 1), wait_for=wait,
                 volume=volume, matrices=self.matrices, inverses=self.inverses,
                 shift=self._exponent, projections=projections, first_angle=first,
@@ -172,7 +236,7 @@ class ConePair:
         step = max(1, min(nz, self._launch_updates * nz // max(1, self.updates())))
         step = -(-step // COLUMN) * COLUMN  # whole columns of voxels a launch
         return pacing.launches(
-            lambda first, count, wait: self._backward(
+            lambda first, count, wait: self._kernels["cone_backward"](
                 self.queue, global_size((nx, ny, -(-count // COLUMN)), BACKWARD_GROUP),
                 BACKWARD_GROUP,
                 wait_for=wait, projections=projections, matrices=self.matrices,

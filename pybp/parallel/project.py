@@ -9,7 +9,7 @@ import copy
 import numpy as np
 import pyopencl as cl
 
-from pybp.cl import codegen, pacing
+from pybp.cl import codegen, pacing, transpose
 from pybp.cl.kernel import Arg, global_size, ints
 from pybp.geometry.parallel import Geometry
 
@@ -28,17 +28,12 @@ BACKWARD_ARGS = (
     Arg("first_row_group", "const int", "the launch's first group of ROWS rows "
         "(pybp/cl/pacing.py)"),
 )
-TRANSPOSE_ARGS = (
-    Arg("volume", "__global const float *", "n_rows x ny x nx"),
-    Arg("transposed", "__global float *", "n_rows x nx x ny"), *ints("nx", "ny"),
-)
 TO_PROJECTIONS_ARGS = (
     Arg("sinograms", "__global const float *", "n_rows x n_angles x n_bins"),
     Arg("projections", "__global float *", "n_angles x n_rows x n_bins"),
     *ints("n_angles", "n_rows", "n_bins"),
 )
 TO_PROJECTIONS_GROUP = (64, 1, 1)
-TILE = 16  # the transpose's block side
 FLOAT_BYTES = 4
 # (angles, pairs of bins, 1): a warp of neighbouring angles reads nearly the same pixels
 FORWARD_GROUP = (32, 2, 1)
@@ -50,10 +45,10 @@ LAUNCH_ITEMS_PER_UNIT = 8192  # the fewest forward work-items a launch has per c
 def source(rows: int) -> str:
     return codegen.render("operators/parallel.cl.mako",
                           {"parallel_forward": FORWARD_ARGS, "parallel_backward": BACKWARD_ARGS,
-                           "transpose_slices": TRANSPOSE_ARGS,
+                           "transpose_slices": transpose.ARGS,
                            "sinograms_to_projections": TO_PROJECTIONS_ARGS},
                           rows=rows, forward_group=FORWARD_GROUP, backward_group=BACKWARD_GROUP,
-                          tile=TILE, to_projections_group=TO_PROJECTIONS_GROUP)
+                          tile=transpose.TILE, to_projections_group=TO_PROJECTIONS_GROUP)
 
 
 class ParallelPair:
@@ -81,7 +76,7 @@ class ParallelPair:
         self._backward = codegen.declared(context, device, text, "parallel_backward",
                                           BACKWARD_ARGS)
         self._transpose = codegen.declared(context, device, text, "transpose_slices",
-                                           TRANSPOSE_ARGS)
+                                           transpose.ARGS)
         self._to_projections = codegen.declared(context, device, text, "sinograms_to_projections",
                                                 TO_PROJECTIONS_ARGS)
         self._transposed = transposed or cl.Buffer(context, cl.mem_flags.READ_WRITE,
@@ -114,10 +109,8 @@ class ParallelPair:
     def forward(self, volume, projections, wait_for=None):
         """projections = A volume (device buffers); the last launch's event."""
         ny, nx = self.geometry.slice_shape
-        tiles = (TILE, TILE, 1)
-        wait_for = [self._transpose(self.queue, global_size((nx, ny, self.n_rows), tiles), tiles,
-                                    wait_for=wait_for, volume=volume,
-                                    transposed=self._transposed, nx=nx, ny=ny)]
+        wait_for = [transpose.launch(self._transpose, self.queue, volume, self._transposed,
+                                     self.n_rows, ny, nx, wait_for)]
         n_angles = self.sizes["n_angles"]
         per_angle = self.updates() // n_angles
         items = ((self.geometry.n_bins + 1) // 2, self.row_groups)

@@ -5,16 +5,25 @@
 ## `cone_position` below (its column's part of the position, `cone_column`, plus k times
 ## the matrix's third column, in `real`), or with its hoisted form where that column is
 ## (0, m6, 0) (SHARED), which gives the same bits: each voxel-pixel weight comes from the
-## same floats in both kernels. A^T gathers, per voxel, the
-## bilinear sample of each image (zero beyond its edge pixels); A scatters each voxel
-## into the pixels its sample reads, with the weights the sample gives them, summed in
-## 64-bit fixed point so that the order of the additions does not show. Voxels at or
-## behind a source's plane (w <= 0) are left out of both.
+## same floats in both kernels. A^T gathers, per voxel, the bilinear sample of each image
+## (zero beyond its edge pixels). A (`forward`, pybp/cone/project.py's forward_method)
+## either gathers per pixel the voxels whose sample reads it, in a fixed order, where
+## SHARED (`cone_gather`), or scatters each voxel into the pixels its sample reads,
+## summed in 64-bit fixed point so that the order of the additions does not show
+## (`cone_forward`). Voxels at or behind a source's plane (w <= 0) are left out of both.
+<%namespace file="/operators/transpose.cl.mako" import="transpose"/>\
 /* pybp matched cone-beam operators: forward projection and its transpose */
 % if real == "double":
 #pragma OPENCL EXTENSION cl_khr_fp64 : enable
 % endif
 typedef ${real} real;
+typedef ${real}2 real2;
+% if forward == "gather":
+#define GATHER_ITEMS ${gather[0]}  /* A's work-items a group */
+#define SLOTS ${gather[1]}  /* A's image rows a work-item, GATHER_ITEMS apart */
+#define GATHER_COLS ${gather[2]}  /* A's image columns a group */
+#define ENTRIES ${gather[3]}  /* voxel columns A lists at a time */
+% else:
 #define FORWARD_GROUP ${forward_group}
 #define TILE_ROWS ${forward_tile[0]}
 #define TILE_COLS ${forward_tile[1]}
@@ -22,6 +31,7 @@ typedef ${real} real;
 #define PLANES ${planes}  /* voxel planes whose boxes are scattered together */
 #define LANES ${lanes}  /* work-items along a row of a box */
 #define MAGNITUDE_GROUP ${magnitude_group}
+% endif
 
 #define COLUMN ${column}  /* A^T: voxels along z per work-item */
 
@@ -38,16 +48,24 @@ inline void cone_column(__global const real *m, const int i, const int j, real *
     *w = fma(m[9], (real)j, fma(m[8], (real)i, m[11]));
 }
 
-// One coordinate of a position, h / w with reciprocal = 1 / w: false where it is beyond
-// the image's bilinear reach (n pixels); else its pixel, the floor, and the fraction.
+// One coordinate of a position, h / w with reciprocal = 1 / w: its floor, and in
+// *fraction what it exceeds that by.
+inline real cone_split(const real h, const real reciprocal, float *fraction)
+{
+    const real u = h * reciprocal, u0 = floor(u);
+    *fraction = (float)(u - u0);
+    return u0;
+}
+
+// The same, false where it is beyond the image's bilinear reach (n pixels); else its
+// pixel, the floor.
 inline bool cone_axis(const real h, const real reciprocal, const int n, int *whole,
                       float *fraction)
 {
-    const real u = h * reciprocal, u0 = floor(u);
+    const real u0 = cone_split(h, reciprocal, fraction);
     if (!(u0 >= -1 && u0 <= n - 1))
         return false;
     *whole = (int)u0;
-    *fraction = (float)(u - u0);
     return true;
 }
 
@@ -130,6 +148,185 @@ ${args['cone_backward']}
         if (k0 + n < nz)
             volume[((size_t)(k0 + n) * ny + j) * nx + i] = sums[n];
 }
+
+% if real == "double":
+#define BOX_MARGIN 1e-6  /* voxels: positions in double are good to 1e-12 of thousands */
+#define U_MARGIN 1e-6  /* pixels, likewise */
+% else:
+#define BOX_MARGIN 0.05f  /* voxels: positions in float, to 1e-7 of thousands of pixels */
+#define U_MARGIN 0.01f  /* pixels, likewise */
+% endif
+% if forward == "gather":
+
+${transpose(args['transpose_slices'], tile)}
+
+// A where SHARED: a gather, each pixel the sum of the voxels whose bilinear sample reads
+// it, with the weights the sample gives it, added in one fixed order (no atomics; the
+// same bits whatever the work-group's shape). Work-group (columns, rows, image): its
+// work-items take image rows r0 - 1 + item + n GATHER_ITEMS (n < SLOTS; the first row
+// the one above the group's) of GATHER_COLS image columns.
+//
+// A voxel column's image column u is its voxels' (SHARED), so the voxel columns whose
+// sample reads image column c are those with floor(u) = c - 1 (weight fc) and c (weight
+// 1 - fc): two "half strips". For each half strip vc in turn, the group lists its voxel
+// columns in local memory (along the axis a the strip runs along, then b), and a
+// work-item sums for each of its rows r, of each listed column, the voxels with
+// floor(v) = r: weight 1 - fr toward row r and fr toward row r + 1, each times 1 - fc
+// toward column vc and fc toward vc + 1. v is linear in k, so the voxels are found from
+// an estimate of k, each judged by its exact row (`cone_split`, as `cone_axis`). Pixel
+// (r, c) is row r's two sums toward (r, c) plus row r - 1's two toward it, handed over
+// through local memory.
+//
+// `columns` is the volume transposed (ny nx, nz): a voxel column's planes consecutive,
+// so that neighbouring rows read neighbouring floats.
+__kernel __attribute__((reqd_work_group_size(GATHER_ITEMS, 1, 1)))
+void cone_gather(
+${args['cone_gather']}
+{
+    __local int listed[ENTRIES];  // a voxel column j nx + i, or -1: not of the half strip
+    __local real2 listed_row[ENTRIES];  // its rc and 1 / w
+    __local float4 listed_k[ENTRIES];  // its fc; k's estimate: slope, low and high offsets
+    __local int scan[GATHER_ITEMS];
+    __local float down[SLOTS * GATHER_ITEMS];
+    const int item = get_local_id(0);
+    const int c0 = get_group_id(0) * GATHER_COLS, c_end = min(c0 + GATHER_COLS, n_cols);
+    const int r0 = get_group_id(1) * (SLOTS * GATHER_ITEMS - 1);
+    const int q = first_angle + get_group_id(2);
+    __global const real *m = matrices + 12 * q;
+    const real m6 = m[6];
+    // the slots with rows within the image (of the group's rows: one count for all)
+    const int slots = min(SLOTS, (n_rows - r0) / GATHER_ITEMS + 1);
+    float row_f[SLOTS], ba[SLOTS], bb[SLOTS];  // ba, bb: the last half strip's sums
+    real row_d[SLOTS];                          // toward column vc + 1
+    #pragma unroll
+    for (int n = 0; n < SLOTS; n++) {
+        row_f[n] = r0 - 1 + item + n * GATHER_ITEMS;
+        row_d[n] = r0 - 1 + item + n * GATHER_ITEMS;
+        ba[n] = bb[n] = 0.0f;
+    }
+    for (int vc = c0 - 1; vc < c_end; vc++) {
+        float aa[SLOTS], ab[SLOTS], next_ba[SLOTS], next_bb[SLOTS];
+        #pragma unroll
+        for (int n = 0; n < SLOTS; n++)
+            aa[n] = ab[n] = next_ba[n] = next_bb[n] = 0.0f;
+        // The lines u = t are (m0 - t m8) i + (m1 - t m9) j + m3 - t m11 = 0. The half
+        // strip between t0 and t1 runs along a = i where their normal is nearer the j
+        // axis (each i then meets a line at one j = b), else along a = j: a choice of
+        // the strip's alone, so that its voxel columns come in one order in every group.
+        const real t_mid = vc + 0.5;
+        const bool along_i = fabs(m[1] - t_mid * m[9]) >= fabs(m[0] - t_mid * m[8]);
+        const int na = along_i ? nx : ny;
+        for (int a0 = 0; a0 < na; a0 += GATHER_ITEMS) {
+            // line a's candidates b, first ... last, and their places in the list. As
+            // w > 0 on the whole volume (ConeGeometry refuses one reaching a source's
+            // plane), u - t has the sign of beta_t (b - b_t), beta_t = mb - t wb and b_t
+            // the line's crossing: where beta_t has one sign from t0 to t1, the strip's b
+            // on line a lie between the two lines' crossings. (Else, the lines near
+            // parallel to the b axis, every b is a candidate.)
+            const int a = a0 + item, nb = along_i ? ny : nx;
+            const real t0 = vc - U_MARGIN, t1 = vc + 1 + U_MARGIN;
+            const real mb = along_i ? m[1] : m[0], wb = along_i ? m[9] : m[8];
+            const real beta0 = mb - t0 * wb, beta1 = mb - t1 * wb;
+            int first = 0, last = a < na ? nb - 1 : -1;
+            if (a < na && ((beta0 > 0 && beta1 > 0) || (beta0 < 0 && beta1 < 0))) {
+                const real ma = along_i ? m[0] : m[1], wa = along_i ? m[8] : m[9];
+                const real b0 = -fma(ma - t0 * wa, (real)a, m[3] - t0 * m[11]) / beta0;
+                const real b1 = -fma(ma - t1 * wa, (real)a, m[3] - t1 * m[11]) / beta1;
+                const real low = fmax(ceil(fmin(b0, b1) - BOX_MARGIN), (real)0);
+                const real high = fmin(floor(fmax(b0, b1) + BOX_MARGIN), (real)(nb - 1));
+                first = low <= high ? (int)low : 0;
+                last = low <= high ? (int)high : -1;
+            }
+            const int count = last - first + 1;
+            barrier(CLK_LOCAL_MEM_FENCE);  // the last chunk's total read
+            scan[item] = count;
+            for (int width = 1; width < GATHER_ITEMS; width *= 2) {  // inclusive sums
+                barrier(CLK_LOCAL_MEM_FENCE);
+                const int before = item >= width ? scan[item - width] : 0;
+                barrier(CLK_LOCAL_MEM_FENCE);
+                scan[item] += before;
+            }
+            barrier(CLK_LOCAL_MEM_FENCE);
+            const int total = scan[GATHER_ITEMS - 1], offset = scan[item] - count;
+            for (int piece = 0; piece < total; piece += ENTRIES) {
+                barrier(CLK_LOCAL_MEM_FENCE);  // the last piece's list read
+                const int b_end = min(last, first + piece + ENTRIES - 1 - offset);
+                for (int b = max(first, first + piece - offset); b <= b_end; b++) {
+                    const int n = offset + b - first - piece;
+                    const int i = along_i ? a : b, j = along_i ? b : a;
+                    real cc, rc, wc;
+                    cone_column(m, i, j, &cc, &rc, &wc);
+                    const real reciprocal = 1 / wc;
+                    int col = -2;
+                    float fc = 0.0f;
+                    const bool in = wc > 0 && cone_axis(cc, reciprocal, n_cols, &col, &fc)
+                        && col == vc;
+                    listed[n] = in ? j * nx + i : -1;
+                    listed_row[n] = (real2)(rc, reciprocal);
+                    // k at row position v is v slope + intercept, slope = w / m6 and
+                    // intercept = -rc / m6: an estimate, in float, widened by its
+                    // rounding; rows v ... v + 1 from k(v) + min(0, slope) - slack to
+                    // k(v) + max(0, slope) + slack (m6 = 0: every k)
+                    const float slope = wc / m6, intercept = -rc / m6;
+                    const float slack = 0.01f + 1e-5f * (fabs(slope) * (n_rows + 1) + fabs(intercept));
+                    listed_k[n] = isfinite(slope) && isfinite(intercept)
+                        ? (float4)(fc, slope, intercept + fmin(slope, 0.0f) - slack,
+                                   intercept + fmax(slope, 0.0f) + slack)
+                        : (float4)(fc, 0.0f, 0.0f, nz - 1);
+                }
+                barrier(CLK_LOCAL_MEM_FENCE);
+                const int entries = min(ENTRIES, total - piece);
+                for (int e = 0; e < entries; e++) {
+                    const int column = listed[e];
+                    if (column < 0)
+                        continue;
+                    const real2 position = listed_row[e];
+                    const float4 estimate = listed_k[e];
+                    __global const float *x = columns + (size_t)column * nz;
+                    #pragma unroll
+                    for (int n = 0; n < SLOTS; n++) {
+                        if (n >= slots)
+                            break;
+                        const int k_first = max(convert_int_sat_rtp(
+                            fma(row_f[n], estimate.s1, estimate.s2)), 0);
+                        const int k_last = min(convert_int_sat_rtn(
+                            fma(row_f[n], estimate.s1, estimate.s3)), nz - 1);
+                        float s0 = 0.0f, s1 = 0.0f;
+                        for (int k = k_first; k <= k_last; k++) {
+                            float fr;
+                            if (cone_split(fma(m6, (real)k, position.s0), position.s1, &fr)
+                                    != row_d[n])
+                                continue;
+                            const float value = x[k];
+                            s0 = fma(1.0f - fr, value, s0);
+                            s1 = fma(fr, value, s1);
+                        }
+                        aa[n] += (1.0f - estimate.s0) * s0;
+                        ab[n] += (1.0f - estimate.s0) * s1;
+                        next_ba[n] += estimate.s0 * s0;
+                        next_bb[n] += estimate.s0 * s1;
+                    }
+                }
+            }
+        }
+        // pixel (r, vc): its sums toward it, then row r - 1's
+        #pragma unroll
+        for (int n = 0; n < SLOTS; n++)
+            down[n * GATHER_ITEMS + item] = ab[n] + bb[n];
+        barrier(CLK_LOCAL_MEM_FENCE);
+        #pragma unroll
+        for (int n = 0; n < SLOTS; n++) {
+            const int f = n * GATHER_ITEMS + item, r = r0 - 1 + f;
+            if (vc >= c0 && f > 0 && r < n_rows)
+                projections[((size_t)q * n_rows + r) * n_cols + vc] =
+                    (aa[n] + ba[n]) + down[f - 1];
+            ba[n] = next_ba[n];
+            bb[n] = next_bb[n];
+        }
+        barrier(CLK_LOCAL_MEM_FENCE);  // down[] read
+    }
+}
+% else:
 
 // The sum of a group's part[], in a fixed order (a tree), for every work-item.
 inline float group_sum(__local float *part, const int item)
@@ -224,11 +421,6 @@ inline void scatter(volatile __local uint *sums, __local uchar *nonfinite, const
 // the corners, are the candidates, and each is judged by `cone_position` itself (or its
 // hoisted form), so the rounding of a box never changes a weight.
 #define REJECT 0.01f  /* pixels beyond the window a float position may stray */
-% if real == "double":
-#define BOX_MARGIN 1e-6  /* voxels: positions in double are good to 1e-12 of thousands */
-% else:
-#define BOX_MARGIN 0.05f  /* voxels: positions in float, to 1e-7 of thousands of pixels */
-% endif
 __kernel __attribute__((reqd_work_group_size(FORWARD_GROUP, 1, 1)))
 void cone_forward(
 ${args['cone_forward']}
@@ -248,7 +440,9 @@ ${args['cone_forward']}
     __global const real *t = inverses + 12 * q;  // inverse(M) row by row, then s
     const int size[3] = {nx, ny, nz};
     // The window: the positions whose bilinear sample reads a pixel of the tile.
-    const real left = c0 - 1, right = c0 + TILE_COLS, top = r0 - 1, bottom = r0 + TILE_ROWS;
+    // (within the image: a window far beyond it makes the corner rays diverge)
+    const real left = c0 - 1, right = min(c0 + TILE_COLS, n_cols);
+    const real top = r0 - 1, bottom = min(r0 + TILE_ROWS, n_rows);
     // The central ray's direction picks the axis.
     real d[3];
     for (int a = 0; a < 3; a++)
@@ -262,29 +456,36 @@ ${args['cone_forward']}
     // are lines in p, x = p slope + offset, found once here (in local memory, not in
     // registers held through the loops below).
     __local real lines[4][4];  // per corner: slope1, offset1, slope2, offset2
-    __local int meets[4];
+    __local int meets[4];  // the sign of the corner ray along the axis
     if (item < 4) {
         const real cc = item & 1 ? right : left, rr = item & 2 ? bottom : top;
         const real along = t[3 * axis] * cc + t[3 * axis + 1] * rr + t[3 * axis + 2];
         const real k1 = (t[3 * a1] * cc + t[3 * a1 + 1] * rr + t[3 * a1 + 2]) / along;
         const real k2 = (t[3 * a2] * cc + t[3 * a2 + 1] * rr + t[3 * a2 + 2]) / along;
-        meets[item] = along != 0;
+        meets[item] = along > 0 ? 1 : along < 0 ? -1 : 0;
         lines[item][0] = k1;
         lines[item][1] = s_axis * k1 - s1;
         lines[item][2] = k2;
         lines[item][3] = s_axis * k2 - s2;
     }
     barrier(CLK_LOCAL_MEM_FENCE);
+    // Where the corner rays all run one way along the axis, a plane's voxels of the
+    // window's preimage lie within their four points (a plane behind the source gives a
+    // box whose voxels all fail w > 0 below); else the preimage is unbounded in a plane,
+    // and every voxel of it is a candidate.
+    const bool bounded = meets[0] != 0 && meets[1] == meets[0] && meets[2] == meets[0]
+        && meets[3] == meets[0];
 % if shared:
     const real per_row = 1 / m[6];  // (a range of k, widened by a voxel: not exact)
 % endif
     for (int p = 0; p < size[axis]; p += PLANES) {
         const int planes = min(PLANES, size[axis] - p);
-        real low1 = INFINITY, high1 = -INFINITY, low2 = INFINITY, high2 = -INFINITY;
-        for (int n = 0; n < 8; n++) {
-            // (a plane behind the source gives a box whose voxels all fail w > 0 below)
-            if (!meets[n / 2])
-                continue;
+        real low1 = 0, high1 = size[a1] - 1, low2 = 0, high2 = size[a2] - 1;
+        if (bounded) {
+            low1 = low2 = INFINITY;
+            high1 = high2 = -INFINITY;
+        }
+        for (int n = 0; bounded && n < 8; n++) {
             const int plane = n & 1 ? p + planes - 1 : p;  // a line's extremes: its ends
             const real x1 = plane * lines[n / 2][0] + lines[n / 2][1];
             const real x2 = plane * lines[n / 2][2] + lines[n / 2][3];
@@ -386,3 +587,4 @@ ${args['cone_forward']}
                 nonfinite[n] ? NAN : convert_float_rte(sum) * unscale;
     }
 }
+% endif

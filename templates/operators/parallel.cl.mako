@@ -7,6 +7,7 @@
 ## The back-projection gathers, per pixel, (1 - w) s[bin] + w s[bin + 1]; the forward
 ## projection gathers, per bin b, (1 - w) x over the pixels at bin b and w x over those
 ## at b - 1.
+<%namespace file="/operators/transpose.cl.mako" import="transpose"/>\
 /* pybp matched parallel-beam operators: forward projection and its transpose, ${rows} slice(s) per work-item */
 #define ROWS ${rows}
 #define FRACTION 0x1p-32f  /* the positions' unit: 32.32 fixed point */
@@ -138,27 +139,7 @@ ${args['parallel_forward']}
         }
 }
 
-// transposed = each slice of volume transposed, (n_rows, nx, ny): the forward
-// projection reads lines of columns from it as lines of rows from the volume, whole
-// cache lines at a time (a column of a slice is one float per cache line). Through a
-// TILE x TILE block of local memory, so that both the read and the write are
-// consecutive; one column more keeps the block's columns on distinct banks.
-#define TILE ${tile}
-__kernel __attribute__((reqd_work_group_size(TILE, TILE, 1)))
-void transpose_slices(
-${args['transpose_slices']}
-{
-    __local float block[TILE][TILE + 1];
-    const int tx = get_local_id(0), ty = get_local_id(1);
-    const int x0 = get_group_id(0) * TILE, y0 = get_group_id(1) * TILE;
-    const size_t slice = (size_t)get_global_id(2) * ny * nx;
-    if (x0 + tx < nx && y0 + ty < ny)
-        block[ty][tx] = volume[slice + (size_t)(y0 + ty) * nx + x0 + tx];
-    barrier(CLK_LOCAL_MEM_FENCE);
-    if (y0 + tx < ny && x0 + ty < nx)
-        transposed[slice + (size_t)(x0 + ty) * ny + y0 + tx] = block[tx][ty];
-}
-
+${transpose(args['transpose_slices'], tile)}
 // projections (n_angles, n_rows, n_bins) from the stream's sinograms (n_rows, n_angles,
 // n_bins): work-item (bin, angle, row), reads and writes consecutive along the bins.
 __kernel __attribute__((reqd_work_group_size(${to_projections_group[0]}, 1, 1)))
