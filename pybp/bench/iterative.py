@@ -90,8 +90,9 @@ def run(geometry, rows=None, device=None, repeats=5, iterations=5, iterative=Tru
         log(f"| {what} | {seconds:.4f} | {low:.4f}-{high:.4f} | {rate / 1e9:.4g} | "
             f"{rate / ceiling:.0%} |")
 
-    say("forward A", *median_seconds(lambda: pair.forward(volume.data, out_p.data), queue,
-                                     repeats))
+    # cone beam's A is a gather or a scatter, by the geometry (pybp/cone/project.py)
+    say(f"forward A ({pair.method})" if cone else "forward A",
+        *median_seconds(lambda: pair.forward(volume.data, out_p.data), queue, repeats))
     say("transpose A^T", *median_seconds(lambda: pair.backward(data.data, out_v.data), queue,
                                          repeats))
     if iterative:
