@@ -252,7 +252,7 @@ ${args['cone_gather']}
                 barrier(CLK_LOCAL_MEM_FENCE);  // the last piece's list read
                 const int b_end = min(last, first + piece + ENTRIES - 1 - offset);
                 for (int b = max(first, first + piece - offset); b <= b_end; b++) {
-                    const int n = offset + b - first - piece;
+                    const int at = offset + b - first - piece;  // its place in the list
                     const int i = along_i ? a : b, j = along_i ? b : a;
                     real cc, rc, wc;
                     cone_column(m, i, j, &cc, &rc, &wc);
@@ -261,18 +261,20 @@ ${args['cone_gather']}
                     float fc = 0.0f;
                     const bool in = wc > 0 && cone_axis(cc, reciprocal, n_cols, &col, &fc)
                         && col == vc;
-                    listed[n] = in ? j * nx + i : -1;
-                    listed_row[n] = (real2)(rc, reciprocal);
+                    listed[at] = in ? j * nx + i : -1;
+                    listed_row[at] = (real2)(rc, reciprocal);
                     // k at row position v is v slope + intercept, slope = w / m6 and
                     // intercept = -rc / m6: an estimate, in float, widened by its
-                    // rounding; rows v ... v + 1 from k(v) + min(0, slope) - slack to
-                    // k(v) + max(0, slope) + slack (m6 = 0: every k)
+                    // rounding (rows from -1 to n_rows); rows v ... v + 1 from
+                    // k(v) + min(0, slope) - slack to k(v) + max(0, slope) + slack
+                    // (m6 = 0: every k)
                     const float slope = wc / m6, intercept = -rc / m6;
-                    const float slack = 0.01f + 1e-5f * (fabs(slope) * (n_rows + 1) + fabs(intercept));
-                    listed_k[n] = isfinite(slope) && isfinite(intercept)
+                    const float slack =
+                        0.01f + 1e-5f * (fabs(slope) * (n_rows + 1) + fabs(intercept));
+                    listed_k[at] = isfinite(slope) && isfinite(intercept)
                         ? (float4)(fc, slope, intercept + fmin(slope, 0.0f) - slack,
                                    intercept + fmax(slope, 0.0f) + slack)
-                        : (float4)(fc, 0.0f, 0.0f, nz - 1);
+                        : (float4)(fc, 0.0f, 0.0f, (float)(nz - 1));
                 }
                 barrier(CLK_LOCAL_MEM_FENCE);
                 const int entries = min(ENTRIES, total - piece);
