@@ -409,6 +409,9 @@ def cone_geometries():
 
 
 CONE = dict(cone_geometries())
+# the module constants that shape A's work, per kernel (pybp/cone/project.py)
+SHAPES = {"gather": ("GATHER_ITEMS", "SLOTS", "GATHER_COLUMNS", "GATHER_ENTRIES"),
+          "scatter": ("FORWARD_TILES", "PLANES", "LANES")}
 
 
 @pytest.mark.parametrize("name", CONE)
@@ -447,14 +450,12 @@ def test_cone_forward_sums_do_not_depend_on_the_work_shape(cl_device, rng, monke
               "scatter": [(((32, 128),), {False: 8, True: 8}, 16),
                           (((4, 8),), {False: 3, True: 3}, 32),
                           (((8, 4),), {False: 1, True: 1}, 4)]}
-    names = {"gather": ("GATHER_ITEMS", "SLOTS", "GATHER_COLUMNS", "GATHER_ENTRIES"),
-             "scatter": ("FORWARD_TILES", "PLANES", "LANES")}
     results = {}
     for method in ("gather", "scatter") if shared else ("scatter",):
         for shape in shapes[method]:
             with monkeypatch.context() as patch:
                 patch.setattr(project, "GATHER_BELOW", np.inf if method == "gather" else -1.0)
-                for attribute, value in zip(names[method], shape):
+                for attribute, value in zip(SHAPES[method], shape):
                     patch.setattr(project, attribute, value)
                 projector = pybp.Projector(geometry, device=cl_device)
                 assert projector.pair.method == method
@@ -506,8 +507,7 @@ def test_cone_pair_in_float_where_a_device_has_no_double(cl_device, rng, monkeyp
         with monkeypatch.context() as patch:
             patch.setattr(project, "GATHER_BELOW", np.inf if method == "gather" else -1.0)
             if shape:
-                for attribute, value in zip(("GATHER_ITEMS", "SLOTS", "GATHER_COLUMNS",
-                                             "GATHER_ENTRIES"), shape):
+                for attribute, value in zip(SHAPES["gather"], shape):
                     patch.setattr(project, attribute, value)
             pair = project.ConePair(geometry, context, queue, device)
             assert pair.real == "float" and pair.method == method
