@@ -114,6 +114,16 @@ def main(mode):
     want = reference.fbp(sinograms, Geometry.create(N_BINS, angles))
     print("RESULT", "reconstruct-uint16-half", f"{reference.relative_rms(volume, want):.2e}",
           flush=True)
+    # The matched pair: 9 slices, stacks of 8 and a group of 1 beside 7 zeros.
+    case("pair-parallel")
+    geometry = pybp.ParallelGeometry(angles, N_BINS, slice_shape=SHAPE)
+    projector = pybp.Projector(geometry, rows=9, device=device)
+    x = rng.standard_normal(projector.volume_shape).astype(np.float32)
+    y = rng.standard_normal(projector.projection_shape).astype(np.float32)
+    forward = reference.relative_rms(projector.forward(x), reference.forward_project(x, geometry))
+    backward = reference.relative_rms(projector.backward(y),
+                                      reference.backproject(y.transpose(1, 0, 2), geometry))
+    print("RESULT", "pair-parallel-9", f"{forward:.2e}", f"{backward:.2e}", flush=True)
 
 
 if __name__ == "__main__":

@@ -48,10 +48,11 @@ def relative_rms(got, want):
     return reference.relative_rms(got, want)
 
 
+@pytest.mark.parametrize("rows", [2, 11])  # stacks of 2 slices; of 8, the second group 3
 @pytest.mark.parametrize("name", GEOMETRIES)
-def test_operators_match_float64_and_are_adjoint(cl_device, rng, name):
+def test_operators_match_float64_and_are_adjoint(cl_device, rng, name, rows):
     geometry = GEOMETRIES[name]
-    projector = pybp.Projector(geometry, rows=2, device=cl_device)
+    projector = pybp.Projector(geometry, rows=rows, device=cl_device)
     x = rng.standard_normal(projector.volume_shape).astype(np.float32)
     y = rng.standard_normal(projector.projection_shape).astype(np.float32)
     ax, aty = projector.forward(x), projector.backward(y)
@@ -349,6 +350,21 @@ def test_slices_give_the_same_bits_however_many_are_projected_at_once(cl_device,
     for row in range(9):
         np.testing.assert_array_equal(ax[:, row], one.forward(x[row]))
         np.testing.assert_array_equal(aty[row], one.backward(y[:, row]))
+
+
+def test_forward_work_groups_shrink_to_what_the_device_runs(cl_device, rng, monkeypatch):
+    """The forward projection takes the first of FORWARD_GROUPS the device runs the
+    kernel with (the H100 runs it with 256 work-items at most): a group too large for
+    any device gives way to the next, with the same bits."""
+    from pybp.parallel import project
+
+    geometry = GEOMETRIES["offsets"]
+    x = rng.standard_normal((3,) + geometry.slice_shape).astype(np.float32)
+    want = pybp.Projector(geometry, rows=3, device=cl_device).forward(x)
+    monkeypatch.setattr(project, "FORWARD_GROUPS", ((2 ** 16, 1, 1), (32, 2, 1)))
+    projector = pybp.Projector(geometry, rows=3, device=cl_device)
+    assert projector.pair.forward_group == (32, 2, 1)
+    np.testing.assert_array_equal(projector.forward(x), want)
 
 
 @pytest.mark.parametrize("method", ["sirt", "sart", "cgls", "tv"])

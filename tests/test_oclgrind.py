@@ -78,6 +78,8 @@ def check_results(stdout):
             pytest.fail(text)
         if result[1].startswith("filter-") or result[1].startswith("reconstruct"):
             assert float(result[2]) < 1e-3, text   # float32 against float64 (half: 2e-4)
+        if result[1].startswith("pair-"):  # A and A^T against float64
+            assert float(result[2]) < 2e-6 and float(result[3]) < 2e-6, text
         if result[2] == "oversample-fbp":
             assert float(result[3]) < 0.1, text    # 31 bins: quarter-bin steps are coarse
 

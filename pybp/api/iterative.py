@@ -11,16 +11,16 @@ import numpy as np
 import pyopencl.array as cla
 
 from pybp import checks
-from pybp.api.projector import Projector, check_geometry, fits
+from pybp.api.projector import Projector, check_geometry, fits, scratch_bytes
 from pybp.geometry.cone import ConeGeometry
 from pybp.iterative import methods, options
 from pybp.iterative.tv import Variation
 from pybp.iterative.vectors import Vectors
 from pybp.stream.progress import Progress
 
-# Volumes (the projector's transposed copy among them) and sets of projections each
-# method keeps on the device.
-WORKING_SETS = {"sirt": (5, 3), "cgls": (5, 3), "sart": (5, 5), "tv": (10, 3)}
+# Volumes and sets of projections each method keeps on the device, beside the
+# projector's own copies (pybp.api.projector.scratch_bytes).
+WORKING_SETS = {"sirt": (4, 3), "cgls": (4, 3), "sart": (4, 5), "tv": (9, 3)}
 
 
 def _volume_mask(geometry, shape, mask, circle):
@@ -80,7 +80,8 @@ class _Run:
         self.projector = projector = Projector(geometry, None if cone else data.shape[1], device)
         volumes, sets = WORKING_SETS[name]
         fits(projector.device, projector.volume_shape, projector.projection_shape,
-             volumes=volumes, projections=sets, what=name)
+             volumes=volumes, projections=sets,
+             scratch=scratch_bytes(geometry, projector.rows), what=name)
         shape = projector.volume_shape
         self.out_shape = shape[1:] if single and not cone else shape
         queue = projector.queue

@@ -16,6 +16,7 @@ from pybp.cl.device import describe, open_device
 from pybp.cone.project import ConePair
 from pybp.geometry.cone import ConeGeometry
 from pybp.geometry.parallel import Geometry
+from pybp.parallel import project
 from pybp.parallel.project import ParallelPair
 from pybp.stream import memory
 
@@ -29,18 +30,31 @@ def check_geometry(geometry):
                         f"got {type(geometry).__name__}")
 
 
-def fits(device, volume_shape, projection_shape, *, volumes, projections, what):
-    """An error naming what it would take unless ``volumes`` volumes and ``projections``
-    sets of projections fit the device's share (:func:`pybp.stream.memory.budget`)."""
+def scratch_bytes(geometry, rows=None) -> int:
+    """Device bytes of the pair's own copies for ``geometry`` (and ``rows`` slices of a
+    parallel beam): parallel beam's stacked volumes and projections
+    (:func:`pybp.parallel.project.scratch_bytes`), cone beam's transposed volume (the
+    gather's; counted for the scatter too, on the safe side)."""
+    if isinstance(geometry, ConeGeometry):
+        return FLOAT_BYTES * int(np.prod(geometry.volume_shape))
+    return project.scratch_bytes(geometry, rows)
+
+
+def fits(device, volume_shape, projection_shape, *, volumes, projections, scratch, what):
+    """An error naming what it would take unless ``volumes`` volumes, ``projections``
+    sets of projections and ``scratch`` bytes (:func:`scratch_bytes`) fit the device's
+    share (:func:`pybp.stream.memory.budget`)."""
     need = FLOAT_BYTES * (volumes * int(np.prod(volume_shape))
-                          + projections * int(np.prod(projection_shape)))
+                          + projections * int(np.prod(projection_shape))) + scratch
     have = memory.budget(device)
     if need > have:
         raise MemoryError(f"{what}: {volumes} volume(s) {tuple(volume_shape)} and "
                           f"{projections} set(s) of projections {tuple(projection_shape)} of "
-                          f"float32 take {need / 2 ** 30:.2f} GiB on the device, more than "
-                          f"the {have / 2 ** 30:.2f} GiB it lends ({device.label()}); take "
-                          "fewer rows per call, or a device with more memory")
+                          f"float32, with the operators' copies "
+                          f"({scratch / 2 ** 30:.2f} GiB), take {need / 2 ** 30:.2f} GiB on the "
+                          f"device, more than the {have / 2 ** 30:.2f} GiB it lends "
+                          f"({device.label()}); take fewer rows per call, or a device with "
+                          "more memory")
 
 
 class Projector:
@@ -77,10 +91,8 @@ class Projector:
             ny, nx = geometry.slice_shape
             self.volume_shape = (self.rows, ny, nx)
             self.projection_shape = (geometry.n_angles, self.rows, geometry.n_bins)
-        # Both forward projections may read the volume from a transposed copy
-        # (pybp/parallel/project.py; cone beam's gather, pybp/cone/project.py).
-        fits(self.device, self.volume_shape, self.projection_shape, volumes=2,
-             projections=1, what="Projector")
+        fits(self.device, self.volume_shape, self.projection_shape, volumes=1, projections=1,
+             scratch=scratch_bytes(geometry, self.rows), what="Projector")
         self.queue = cl.CommandQueue(self.context)
         self.pair = ConePair(geometry, self.context, self.queue, self.device) if cone else \
             ParallelPair(geometry, self.rows, self.context, self.queue, self.device)

@@ -1,7 +1,7 @@
-"""The tiled transpose of both operator pairs (templates/operators/transpose.cl.mako):
-each forward projection reads its volume from a transposed copy, parallel beam each
-slice's columns as rows, cone beam each voxel column's planes as consecutive floats.
-A template renders it with ``${transpose(args['transpose_slices'], tile)}``."""
+"""A tiled transpose of each layer of a volume (templates/operators/transpose.cl.mako):
+cone beam's gather reads each voxel column's planes as consecutive floats from a
+transposed copy. A template renders it with ``${transpose(args['transpose_slices'],
+tile)}``."""
 
 from __future__ import annotations
 

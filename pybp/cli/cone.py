@@ -17,7 +17,7 @@ from pybp.cl import store
 from pybp.cl.device import describe, select_device
 from pybp.api import iterative as api_iterative
 from pybp.api.iterative import WORKING_SETS
-from pybp.api.projector import fits
+from pybp.api.projector import fits, scratch_bytes
 from pybp.cli import methods, preprocessing, scans, writing
 from pybp.cli.preview import sections
 from pybp.cli.scans import say
@@ -202,7 +202,8 @@ class _Iterative:
         volumes, sets = WORKING_SETS[method["method"]]
         try:  # the working set is checked before the output is made
             fits(describe(device), geometry.volume_shape, (n_angles, n_rows, n_cols),
-                 volumes=volumes, projections=sets, what=f"--method {method['method']}")
+                 volumes=volumes, projections=sets, scratch=scratch_bytes(geometry),
+                 what=f"--method {method['method']}")
         except MemoryError as exc:
             raise ValueError(str(exc).replace("take fewer rows per call, or ", "choose ")) \
                 from None

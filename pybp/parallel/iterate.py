@@ -16,13 +16,15 @@ from pybp.iterative import methods
 from pybp.iterative.options import check_options, subset_order
 from pybp.iterative.tv import Variation
 from pybp.iterative.vectors import Vectors
+from pybp.parallel import project
 from pybp.parallel.project import ParallelPair
 from pybp.stages.base import Need, Stage
 
 # Volumes and sets of projections of each method's working set, per slice, beside the
-# chunk's sinograms and slices: the pair's transposed copy and the projections in the
-# pair's layout among them (tests/test_iterative_files.py counts what a chunk allocates).
-WORKING_SETS = {"sirt": (4, 4), "cgls": (3, 3), "sart": (4, 5), "tv": (8, 4)}
+# chunk's sinograms and slices and the pair's own copies (project.scratch_bytes): the
+# projections in the pair's layout among them (tests/test_iterative_files.py counts
+# what a chunk allocates).
+WORKING_SETS = {"sirt": (3, 4), "cgls": (2, 3), "sart": (3, 5), "tv": (7, 4)}
 
 
 class Iterate(Stage):
@@ -45,9 +47,12 @@ class Iterate(Stage):
         ny, nx = geometry.slice_shape
         volume, projections = ny * nx * 4, geometry.n_angles * geometry.n_bins * 4
         volumes, sets = WORKING_SETS[method]
-        # the working set: counted by the memory plan, allocated here per chunk
+        # the working set: counted by the memory plan, allocated here per chunk; the pair's
+        # copies hold up to a whole group of rows more than the chunk's
+        copies = project.scratch_bytes(geometry, 1)
         self.needs = (Need("sinograms", projections), Need("slices", volume),
-                      Need("iterate", volumes * volume + sets * projections, allocated=False))
+                      Need("iterate", volumes * volume + sets * projections + copies,
+                           fixed=(project.ROWS_PER_ITEM - 1) * copies, allocated=False))
         self._vectors = None
 
     def enqueue(self, chunk):
@@ -57,7 +62,7 @@ class Iterate(Stage):
         vectors = self._vectors
         work = methods.allocator(q)
         shape = (n,) + g.slice_shape
-        pair = ParallelPair(g, n, self.context, q, self.device, transposed=work(shape).data)
+        pair = ParallelPair(g, n, self.context, q, self.device, allocate=work)
         b = work(pair.projection_shape)
         pair.from_sinograms(chunk.buffers["sinograms"], b.data)
         x = cla.Array(q, shape, np.float32, data=chunk.buffers["slices"])

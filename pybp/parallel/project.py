@@ -8,8 +8,9 @@ import copy
 
 import numpy as np
 import pyopencl as cl
+import pyopencl.array as cla
 
-from pybp.cl import codegen, pacing, transpose
+from pybp.cl import codegen, pacing
 from pybp.cl.kernel import Arg, global_size, ints
 from pybp.geometry.parallel import Geometry
 
@@ -17,16 +18,26 @@ TABLE = Arg("constants", "__global const long4 *",
             "per angle: cos, -sin, base, 0 in 32.32 fixed point")
 SIZES = ints("n_angles", "n_rows", "n_bins", "nx", "ny")
 FORWARD_ARGS = (
-    Arg("volume", "__global const float *", "n_rows x ny x nx"),
-    Arg("transposed", "__global const float *", "the same, n_rows x nx x ny"), TABLE,
+    Arg("by_rows", "__global const stack *", "groups x ny x nx stacks of ROWS slices"),
+    Arg("by_columns", "__global const stack *", "the same, groups x nx x ny"), TABLE,
     Arg("projections", "__global float *", "n_angles x n_rows x n_bins"), *SIZES,
     Arg("first_angle", "const int", "the launch's first angle (pybp/cl/pacing.py)"),
 )
 BACKWARD_ARGS = (
-    Arg("projections", "__global const float *", "n_angles x n_rows x n_bins"), TABLE,
-    Arg("volume", "__global float *", "n_rows x ny x nx"), *SIZES,
+    Arg("stacks", "__global const stack *", "n_angles x groups x n_bins stacks of ROWS rows"),
+    TABLE, Arg("volume", "__global float *", "n_rows x ny x nx"), *SIZES,
     Arg("first_row_group", "const int", "the launch's first group of ROWS rows "
         "(pybp/cl/pacing.py)"),
+)
+STACK_SLICES_ARGS = (
+    Arg("volume", "__global const float *", "n_rows x ny x nx"),
+    Arg("by_rows", "__global stack *", "groups x ny x nx"),
+    Arg("by_columns", "__global stack *", "groups x nx x ny"), *ints("n_rows", "ny", "nx"),
+)
+STACK_PROJECTIONS_ARGS = (
+    Arg("projections", "__global const float *", "n_angles x n_rows x n_bins"),
+    Arg("stacks", "__global stack *", "n_angles x groups x n_bins"),
+    *ints("n_rows", "n_bins"),
 )
 TO_PROJECTIONS_ARGS = (
     Arg("sinograms", "__global const float *", "n_rows x n_angles x n_bins"),
@@ -34,31 +45,70 @@ TO_PROJECTIONS_ARGS = (
     *ints("n_angles", "n_rows", "n_bins"),
 )
 TO_PROJECTIONS_GROUP = (64, 1, 1)
+STACK_TILE = 16  # the side of stack_slices's blocks
 FLOAT_BYTES = 4
-# (angles, pairs of bins, 1): a warp of neighbouring angles reads nearly the same pixels
-FORWARD_GROUP = (32, 2, 1)
-BACKWARD_GROUP = (16, 8, 1)  # a tile of pixels of a slice
-ROWS_PER_ITEM = 8  # slices a work-item takes: one position serves them all
-LAUNCH_ITEMS_PER_UNIT = 8192  # the fewest forward work-items a launch has per compute unit
+# (angles, runs of BINS_PER_ITEM bins, 1): a warp of neighbouring angles reads nearly the
+# same pixels (on the H100: 32 x 8 1916 G updates/s, 32 x 4 1872, 16 x 8 1887, 16 x 4 1818).
+# The first the device runs the kernel with: 256 work-items are the most the H100 runs
+# it with (its registers), and another device may run fewer.
+FORWARD_GROUPS = ((32, 8, 1), (32, 4, 1), (32, 1, 1))
+BINS_PER_ITEM = 4  # a forward work-item's bins, which share its loads
+BACKWARD_GROUP = (4, 8, 1)  # a block of pixels of a slice, a warp of NVIDIA's
+ROWS_PER_ITEM = 8  # slices a work-item takes: one position and one load serve them all
+# The fewest forward work-items a launch has per compute unit, by device type: a GPU's
+# launches of 2048 angles x 1024 bins x 8 groups of slices took 0.3263 s in 16 launches,
+# 0.3132 s in 4 (each launch's last work-groups leave the device part idle); a CPU's
+# stay short, for Ctrl-C.
+LAUNCH_ITEMS_PER_UNIT = {"gpu": 16384}
+OTHER_LAUNCH_ITEMS = 4096
 
 
-def source(rows: int) -> str:
+def rows_per_item(n_rows: int) -> int:
+    """Slices a work-item takes for ``n_rows``: a vector's width (1, 2, 4 or 8), the
+    fewest at least ``n_rows`` up to :data:`ROWS_PER_ITEM`."""
+    rows = 1
+    while rows < min(n_rows, ROWS_PER_ITEM):
+        rows *= 2
+    return rows
+
+
+def stacked_rows(n_rows: int) -> int:
+    """Rows of the pair's stacked copies: ``n_rows`` up to a whole group."""
+    rows = rows_per_item(n_rows)
+    return -(-n_rows // rows) * rows
+
+
+def scratch_bytes(geometry: Geometry, n_rows: int) -> int:
+    """Device bytes of the pair's own copies for ``n_rows`` slices: the volume stacked
+    two ways and the projections stacked once (:class:`ParallelPair`)."""
+    ny, nx = geometry.slice_shape
+    return FLOAT_BYTES * stacked_rows(n_rows) * (2 * ny * nx + geometry.n_angles * geometry.n_bins)
+
+
+def source(rows: int, forward_group=FORWARD_GROUPS[0]) -> str:
     return codegen.render("operators/parallel.cl.mako",
                           {"parallel_forward": FORWARD_ARGS, "parallel_backward": BACKWARD_ARGS,
-                           "transpose_slices": transpose.ARGS,
+                           "stack_slices": STACK_SLICES_ARGS,
+                           "stack_projections": STACK_PROJECTIONS_ARGS,
                            "sinograms_to_projections": TO_PROJECTIONS_ARGS},
-                          rows=rows, forward_group=FORWARD_GROUP, backward_group=BACKWARD_GROUP,
-                          tile=transpose.TILE, to_projections_group=TO_PROJECTIONS_GROUP)
+                          rows=rows, bins=BINS_PER_ITEM, forward_group=forward_group,
+                          backward_group=BACKWARD_GROUP,
+                          tile=STACK_TILE, projection_group=TO_PROJECTIONS_GROUP,
+                          to_projections_group=TO_PROJECTIONS_GROUP)
 
 
 class ParallelPair:
     """A and A^T of ``geometry`` for ``n_rows`` slices on ``queue``'s device. Launches
     last at most about :data:`pacing.LAUNCH_SECONDS` at the device type's first rate,
-    one queued ahead of another, so that Ctrl-C acts between them. ``transposed``: a
-    buffer of a volume's bytes for the forward projection's transposed copy (default:
-    its own)."""
+    one queued ahead of another, so that Ctrl-C acts between them.
 
-    def __init__(self, geometry: Geometry, n_rows: int, context, queue, device, transposed=None):
+    Both kernels read stacks of :func:`rows_per_item` slices, each pixel's values side
+    by side, so that one vector load serves them all: before each forward projection the
+    volume is copied stacked along rows and along columns, before each transpose the
+    projections are (:func:`scratch_bytes` in all). ``allocate(shape)``: the float32
+    device arrays for those copies (default: arrays of their own on ``queue``)."""
+
+    def __init__(self, geometry: Geometry, n_rows: int, context, queue, device, allocate=None):
         self.geometry, self.n_rows, self.queue = geometry, n_rows, queue
         ny, nx = geometry.slice_shape
         self.volume_shape = (n_rows, ny, nx)
@@ -69,21 +119,36 @@ class ParallelPair:
         self._table = geometry.fixed_constants()
         self.constants = cl.Buffer(context, cl.mem_flags.READ_ONLY | cl.mem_flags.COPY_HOST_PTR,
                                    hostbuf=self._table)
-        self.rows_per_item = min(ROWS_PER_ITEM, n_rows)
+        self.rows_per_item = rows_per_item(n_rows)
         self.row_groups = -(-n_rows // self.rows_per_item)
-        text = source(self.rows_per_item)
-        self._forward = codegen.declared(context, device, text, "parallel_forward", FORWARD_ARGS)
+        for group in FORWARD_GROUPS:
+            text = source(self.rows_per_item, group)
+            try:
+                self._forward = codegen.declared(context, device, text, "parallel_forward",
+                                                 FORWARD_ARGS)
+                break
+            except codegen.BuildError:
+                if group == FORWARD_GROUPS[-1]:
+                    raise
+        self.forward_group = group
         self._backward = codegen.declared(context, device, text, "parallel_backward",
                                           BACKWARD_ARGS)
-        self._transpose = codegen.declared(context, device, text, "transpose_slices",
-                                           transpose.ARGS)
+        self._stack_slices = codegen.declared(context, device, text, "stack_slices",
+                                              STACK_SLICES_ARGS)
+        self._stack_projections = codegen.declared(context, device, text, "stack_projections",
+                                                   STACK_PROJECTIONS_ARGS)
         self._to_projections = codegen.declared(context, device, text, "sinograms_to_projections",
                                                 TO_PROJECTIONS_ARGS)
-        self._transposed = transposed or cl.Buffer(context, cl.mem_flags.READ_WRITE,
-                                                   FLOAT_BYTES * n_rows * ny * nx)
+        allocate = allocate or (lambda shape: cla.empty(queue, shape, np.float32))
+        rows = stacked_rows(n_rows)
+        # kept as arrays: their buffers live as long as the pair
+        self._copies = [allocate((rows, ny, nx)), allocate((rows, nx, ny)),
+                        allocate((geometry.n_angles, rows, geometry.n_bins))]
+        self._by_rows, self._by_columns, self._stacks = (array.data for array in self._copies)
         rate = pacing.FIRST_RATE.get(device.type, pacing.OTHER_RATE)
         self._launch_updates = max(1, int(rate * pacing.LAUNCH_SECONDS))
-        self._launch_items = LAUNCH_ITEMS_PER_UNIT * device.compute_units
+        self._launch_items = device.compute_units * LAUNCH_ITEMS_PER_UNIT.get(
+            device.type, OTHER_LAUNCH_ITEMS)
         self.sizes = dict(n_angles=geometry.n_angles, n_rows=n_rows, n_bins=geometry.n_bins,
                           nx=nx, ny=ny)
 
@@ -94,7 +159,7 @@ class ParallelPair:
 
     def restricted(self, angles) -> ParallelPair:
         """The pair of the projections at indices ``angles`` alone (their rows of A, the
-        same floats): the same kernels and transposed copy, a table of those angles, and
+        same floats): the same kernels and stacked copies, a table of those angles, and
         projections ``(len(angles), n_rows, n_bins)`` (SART's subsets)."""
         part = copy.copy(self)
         table = np.ascontiguousarray(self._table[np.asarray(angles)])
@@ -109,35 +174,45 @@ class ParallelPair:
     def forward(self, volume, projections, wait_for=None):
         """projections = A volume (device buffers); the last launch's event."""
         ny, nx = self.geometry.slice_shape
-        wait_for = [transpose.launch(self._transpose, self.queue, volume, self._transposed,
-                                     self.n_rows, ny, nx, wait_for)]
+        tiles = (STACK_TILE, STACK_TILE, 1)
+        wait_for = [self._stack_slices(
+            self.queue, global_size((nx, ny, self.row_groups), tiles), tiles,
+            wait_for=wait_for, volume=volume, by_rows=self._by_rows,
+            by_columns=self._by_columns, n_rows=self.n_rows, ny=ny, nx=nx)]
         n_angles = self.sizes["n_angles"]
         per_angle = self.updates() // n_angles
-        items = ((self.geometry.n_bins + 1) // 2, self.row_groups)
+        items = (-(-self.geometry.n_bins // BINS_PER_ITEM), self.row_groups)
         # Enough angles that a launch fills the device (few slices give few items per
         # angle: 16 slices of 1024^2 at the launch duration's share ran at a quarter of
         # the rate), in whole groups of angles (a launch's last group would otherwise
         # overlap the next).
-        angles = FORWARD_GROUP[0]
+        angles = self.forward_group[0]
         filling = -(-self._launch_items // (items[0] * items[1]))
         wanted = max(self._launch_updates // max(1, per_angle), filling)
         step = angles * max(1, min(n_angles, wanted) // angles)
         return pacing.launches(
             lambda first, count, wait: self._forward(
-                self.queue, global_size((count, *items), FORWARD_GROUP), FORWARD_GROUP,
-                wait_for=wait, volume=volume, transposed=self._transposed, constants=self.constants, projections=projections, first_angle=first,
+                self.queue, global_size((count, *items), self.forward_group),
+                self.forward_group,
+                wait_for=wait, by_rows=self._by_rows, by_columns=self._by_columns,
+                constants=self.constants, projections=projections, first_angle=first,
                 **self.sizes),
             n_angles, step, wait_for)
 
     def backward(self, projections, volume, wait_for=None):
         """volume = A^T projections (device buffers); the last launch's event."""
+        n_angles, n_bins = self.sizes["n_angles"], self.sizes["n_bins"]
+        wait_for = [self._stack_projections(
+            self.queue, global_size((n_bins, n_angles, self.row_groups), TO_PROJECTIONS_GROUP),
+            TO_PROJECTIONS_GROUP, wait_for=wait_for, projections=projections,
+            stacks=self._stacks, n_rows=self.n_rows, n_bins=n_bins)]
         per_group = self.updates() // self.row_groups
         step = max(1, min(self.row_groups, self._launch_updates // max(1, per_group)))
         ny, nx = self.geometry.slice_shape
         return pacing.launches(
             lambda first, count, wait: self._backward(
                 self.queue, global_size((nx, ny, count), BACKWARD_GROUP), BACKWARD_GROUP,
-                wait_for=wait, projections=projections, constants=self.constants,
+                wait_for=wait, stacks=self._stacks, constants=self.constants,
                 volume=volume, first_row_group=first, **self.sizes),
             self.row_groups, step, wait_for)
 

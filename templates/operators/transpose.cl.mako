@@ -1,5 +1,5 @@
-## The tiled transpose of both operator pairs (pybp/cl/transpose.py): each forward
-## projection reads its volume from a transposed copy, so that the lines it walks are
+## A tiled transpose of each layer of a volume (pybp/cl/transpose.py): cone beam's
+## gather reads the volume from a transposed copy, so that the columns it walks are
 ## consecutive in memory.
 <%def name="transpose(arguments, tile)">
 // transposed = each layer of volume transposed: (layers, ny, nx) to (layers, nx, ny),
