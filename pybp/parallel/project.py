@@ -48,18 +48,21 @@ TO_PROJECTIONS_GROUP = (64, 1, 1)
 STACK_TILE = 16  # the side of stack_slices's blocks
 FLOAT_BYTES = 4
 # (angles, runs of BINS_PER_ITEM bins, 1): a warp of neighbouring angles reads nearly the
-# same pixels (on the H100: 32 x 8 1916 G updates/s, 32 x 4 1872, 16 x 8 1887, 16 x 4 1818).
-# The first the device runs the kernel with: 256 work-items are the most the H100 runs
-# it with (its registers), and another device may run fewer.
-FORWARD_GROUPS = ((32, 8, 1), (32, 4, 1), (32, 1, 1))
-BINS_PER_ITEM = 4  # a forward work-item's bins, which share its loads
+# same pixels (on the H100, 2048^2 x 64 from 2048 angles: 32 x 4 0.2731 s, 32 x 8 0.2732,
+# 16 x 8 0.2730). The first the device runs the kernel with: a device may run fewer
+# work-items a group than it could run of a kernel with fewer registers.
+FORWARD_GROUPS = ((32, 4, 1), (32, 1, 1))
+# A forward work-item's bins, which share its loads: 3 (0.2732 s) against 4 (0.2794),
+# 2 (0.3132); 5 and more took more registers and instructions than they saved in
+# loads (0.3770 against 0.2751 for 3, in another sweep)
+BINS_PER_ITEM = 3
 BACKWARD_GROUP = (4, 8, 1)  # a block of pixels of a slice, a warp of NVIDIA's
 ROWS_PER_ITEM = 8  # slices a work-item takes: one position and one load serve them all
 # The fewest forward work-items a launch has per compute unit, by device type: a GPU's
-# launches of 2048 angles x 1024 bins x 8 groups of slices took 0.3263 s in 16 launches,
-# 0.3132 s in 4 (each launch's last work-groups leave the device part idle); a CPU's
-# stay short, for Ctrl-C.
-LAUNCH_ITEMS_PER_UNIT = {"gpu": 16384}
+# launches of 2048 angles x 2048 bins x 64 slices took 0.2749 s in 8 launches, 0.2732 s
+# in 5 (each launch's last work-groups leave the device part idle); a CPU's stay short,
+# for Ctrl-C.
+LAUNCH_ITEMS_PER_UNIT = {"gpu": 24576}
 OTHER_LAUNCH_ITEMS = 4096
 
 

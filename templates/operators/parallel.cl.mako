@@ -132,8 +132,7 @@ ${args['parallel_backward']}
 // items of a warp are neighbouring angles (the axis 0 of the launch), which read nearly
 // the same pixels of a line, a few cache lines for the warp's load. Each pixel serves
 // the 2 of the item's bins it falls between: BINS bins an item share the run's loads
-// (4 against 2: 1916 against 1747 G updates/s on the H100; 8 took more registers
-// and instructions than they saved in loads, 1334).
+// (pybp/parallel/project.py: BINS_PER_ITEM).
 #define BINS ${bins}
 #define MARGIN 1e-3f  /* pixels beyond the solved interval */
 #define ROUNDING 4e-6f  /* of the interval's ends' magnitudes: 8x float32's relative error */
@@ -173,7 +172,7 @@ ${args['parallel_forward']}
         __global const stack *line = lines + (size_t)u * inner;
         long h = start + first * cv;  // exact: the position of (u, first)
         // Not unrolled: NVIDIA's default unrolling of this short loop of varying length
-        // ran 7% slower on the H100, and 2 at a time 18% slower.
+        // ran 7% slower on the H100 (2 bins an item), and 2 at a time 18% slower (4).
         #pragma unroll 1
         for (int v = first; v <= last; v++, h += cv) {
             float w;
