@@ -47,8 +47,7 @@ inline int split(const long h, float *weight)
 // nx), so that the forward projection's lines along either axis are consecutive stacks.
 // Work-item (x, y, g) reads its pixel's stack, consecutive along x, and writes it to
 // by_rows; by_columns takes a TILE x TILE block through local memory, so that its writes
-// are consecutive along y too (written one stack a work-item, 32 bytes apart where
-// the block is a column, they took 12 ms of a 2048^2 x 64 forward projection's 326).
+// are consecutive along y too (1.6 ms for 64 slices of 2048^2 on the H100).
 #define TILE ${tile}
 __kernel __attribute__((reqd_work_group_size(TILE, TILE, 1)))
 void stack_slices(
