@@ -352,6 +352,22 @@ def test_slices_give_the_same_bits_however_many_are_projected_at_once(cl_device,
         np.testing.assert_array_equal(aty[row], one.backward(y[:, row]))
 
 
+def test_projector_that_does_not_fit_is_refused_saying_what_it_takes(cl_device, monkeypatch):
+    """The memory check counts the pair's copies (two stacked volumes and stacked
+    projections, 16 rows for 9 slices) and says what it would take."""
+    from pybp.api import projector
+    from pybp.parallel import project
+
+    geometry = GEOMETRIES["square"]
+    monkeypatch.setattr(projector.memory, "budget", lambda device: 2 ** 20)
+    copies = project.scratch_bytes(geometry, 9)
+    assert copies == 4 * 16 * (2 * 96 * 96 + geometry.n_angles * 1024)
+    with pytest.raises(MemoryError, match=r"Projector: 1 volume\(s\) \(9, 96, 96\) and 1 "
+                       r"set\(s\) of projections \(30, 9, 1024\) of float32, with the "
+                       rf"operators' copies \({copies / 2 ** 30:.2f} GiB\), take"):
+        pybp.Projector(geometry, rows=9, device=cl_device)
+
+
 def test_forward_work_groups_shrink_to_what_the_device_runs(cl_device, rng, monkeypatch):
     """The forward projection takes the first of FORWARD_GROUPS the device runs the
     kernel with (the H100 runs it with 256 work-items at most): a group too large for
@@ -545,13 +561,19 @@ def test_cone_forward_method_follows_the_voxels_image():
     from pybp.cone import project
     angles = np.linspace(0, 2 * np.pi, 8, endpoint=False)
 
+    def geometry(pixel):
+        return pybp.ConeGeometry.circular(angles, (64, 64), pixel, 80.0, 40.0, (16, 32, 32), 1.0)
+
     def method(pixel):
-        g = pybp.ConeGeometry.circular(angles, (64, 64), pixel, 80.0, 40.0, (16, 32, 32), 1.0)
+        g = geometry(pixel)
         return project.forward_method(g, project.tables(g)[0])
     assert method(1.5) == "gather"  # a voxel's image 1.0 pixel tall
     assert method(0.5) == "scatter"  # 3.0 pixels
     vectors = CONE["vectors"]
     assert project.forward_method(vectors, project.tables(vectors)[0]) == "scatter"
+    # the memory checks count the gather's transposed volume, and only the gather's
+    assert project.scratch_bytes(geometry(1.5)) == 4 * 16 * 32 * 32
+    assert project.scratch_bytes(geometry(0.5)) == project.scratch_bytes(vectors) == 0
 
 
 @pytest.mark.parametrize("method", ["gather", "scatter"])

@@ -13,6 +13,7 @@ import pyopencl.array as cla
 
 from pybp import checks
 from pybp.cl.device import describe, open_device
+from pybp.cone import project as cone_project
 from pybp.cone.project import ConePair
 from pybp.geometry.cone import ConeGeometry
 from pybp.geometry.parallel import Geometry
@@ -33,10 +34,10 @@ def check_geometry(geometry):
 def scratch_bytes(geometry, rows=None) -> int:
     """Device bytes of the pair's own copies for ``geometry`` (and ``rows`` slices of a
     parallel beam): parallel beam's stacked volumes and projections
-    (:func:`pybp.parallel.project.scratch_bytes`), cone beam's transposed volume (the
-    gather's; counted for the scatter too, on the safe side)."""
+    (:func:`pybp.parallel.project.scratch_bytes`), cone beam's transposed volume where
+    its forward projection gathers (:func:`pybp.cone.project.scratch_bytes`)."""
     if isinstance(geometry, ConeGeometry):
-        return FLOAT_BYTES * int(np.prod(geometry.volume_shape))
+        return cone_project.scratch_bytes(geometry)
     return project.scratch_bytes(geometry, rows)
 
 

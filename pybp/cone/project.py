@@ -121,6 +121,14 @@ def forward_method(geometry: ConeGeometry, matrices) -> str:
     return "gather" if np.median(tall) <= GATHER_BELOW else "scatter"
 
 
+def scratch_bytes(geometry: ConeGeometry) -> int:
+    """Device bytes of the pair's own copy: the gather's transposed volume, where
+    :func:`forward_method` chooses it (the scatter's few bytes of its own aside)."""
+    if forward_method(geometry, geometry.voxel_matrices().reshape(-1, 12)) == "gather":
+        return 4 * int(np.prod(geometry.volume_shape))
+    return 0
+
+
 def tables(geometry: ConeGeometry):
     """``(matrices, inverses)``, float64 ``(n_angles, 12)`` each: the voxel matrices row
     by row, and each one's inverse 3x3 part row by row followed by that inverse times its
