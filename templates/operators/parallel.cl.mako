@@ -88,7 +88,8 @@ ${args['stack_projections']}
         const int row = g * ROWS + r;
         values[r] = row < n_rows ? projections[((size_t)a * n_rows + row) * n_bins + b] : 0.0f;
     }
-    stacks[((size_t)a * get_global_size(2) + g) * n_bins + b] = stacked(values);
+    const int groups = (n_rows + ROWS - 1) / ROWS;
+    stacks[((size_t)a * groups + g) * n_bins + b] = stacked(values);
 }
 
 // A^T: work-item (i, j) of the ROWS slices of group g sums over every angle, from the
