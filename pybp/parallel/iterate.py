@@ -21,9 +21,9 @@ from pybp.parallel.project import ParallelPair
 from pybp.stages.base import Need, Stage
 
 # Volumes and sets of projections of each method's working set, per slice, beside the
-# chunk's sinograms and slices and the pair's own copies (project.scratch_bytes): the
-# projections in the pair's layout among them (tests/test_iterative_files.py counts
-# what a chunk allocates).
+# chunk's sinograms and slices and the pair's own copies (project.scratch_bytes); the
+# projections in the pair's layout are one of the sets (tests/test_iterative_files.py
+# counts what a chunk allocates).
 WORKING_SETS = {"sirt": (3, 4), "cgls": (2, 3), "sart": (3, 5), "tv": (7, 4)}
 
 
