@@ -566,11 +566,11 @@ def test_cone_forward_method_follows_the_voxels_image():
 
     def method(pixel):
         g = geometry(pixel)
-        return project.forward_method(g, project.tables(g)[0])
+        return project.forward_method(g)
     assert method(1.5) == "gather"  # a voxel's image 1.0 pixel tall
     assert method(0.5) == "scatter"  # 3.0 pixels
     vectors = CONE["vectors"]
-    assert project.forward_method(vectors, project.tables(vectors)[0]) == "scatter"
+    assert project.forward_method(vectors) == "scatter"
     # the memory checks count the gather's transposed volume, and only the gather's
     assert project.scratch_bytes(geometry(1.5)) == 4 * 16 * 32 * 32
     assert project.scratch_bytes(geometry(0.5)) == project.scratch_bytes(vectors) == 0

@@ -18,7 +18,6 @@ from pybp.cone.project import ConePair
 from pybp.geometry.cone import ConeGeometry
 from pybp.geometry.parallel import Geometry
 from pybp.parallel import project
-from pybp.parallel.project import ParallelPair
 from pybp.stream import memory
 
 FLOAT_BYTES = 4
@@ -96,7 +95,7 @@ class Projector:
              scratch=scratch_bytes(geometry, self.rows), what="Projector")
         self.queue = cl.CommandQueue(self.context)
         self.pair = ConePair(geometry, self.context, self.queue, self.device) if cone else \
-            ParallelPair(geometry, self.rows, self.context, self.queue, self.device)
+            project.ParallelPair(geometry, self.rows, self.context, self.queue, self.device)
         self.shape = (int(np.prod(self.projection_shape)), int(np.prod(self.volume_shape)))
         self._lock = threading.Lock()
 

@@ -108,13 +108,14 @@ def shared_column(matrices) -> bool:
     return not np.any(matrices[:, [2, 10]])
 
 
-def forward_method(geometry: ConeGeometry, matrices) -> str:
+def forward_method(geometry: ConeGeometry) -> str:
     """A's kernel for ``geometry``: ``"gather"`` where its matrices share a column's c and
     w and a voxel at the volume's centre projects at most GATHER_BELOW pixels tall (the
-    median over the images), else ``"scatter"``."""
-    if not shared_column(matrices):
+    median over the images), else ``"scatter"``. From the float64 matrices, so that the
+    pair and the memory checks (:func:`scratch_bytes`) choose alike on any device."""
+    m = geometry.voxel_matrices()
+    if not shared_column(m.reshape(len(m), 12)):
         return "scatter"
-    m = np.asarray(matrices, np.float64).reshape(-1, 3, 4)
     nz, ny, nx = geometry.volume_shape
     centre = np.array([(nx - 1) / 2, (ny - 1) / 2, (nz - 1) / 2, 1.0])
     tall = np.abs(m[:, 1, 2] / (m[:, 2] @ centre))
@@ -124,7 +125,7 @@ def forward_method(geometry: ConeGeometry, matrices) -> str:
 def scratch_bytes(geometry: ConeGeometry) -> int:
     """Device bytes of the pair's own copy: the gather's transposed volume, where
     :func:`forward_method` chooses it (the scatter's few bytes of its own aside)."""
-    if forward_method(geometry, geometry.voxel_matrices().reshape(-1, 12)) == "gather":
+    if forward_method(geometry) == "gather":
         return 4 * int(np.prod(geometry.volume_shape))
     return 0
 
@@ -159,7 +160,7 @@ class ConePair:
         self.forward_tile = forward_tile(device)
         self.gather = gather_shape(device, geometry.detector_shape[0])
         self.shared = shared_column(self._tables[0])
-        self.method = forward_method(geometry, self._tables[0])
+        self.method = forward_method(geometry)
         args = _args(self.real)
         text = codegen.render(
             "operators/cone.cl.mako", args, real=self.real, forward_group=FORWARD_GROUP,

@@ -17,7 +17,6 @@ from pybp.iterative.options import check_options, subset_order
 from pybp.iterative.tv import Variation
 from pybp.iterative.vectors import Vectors
 from pybp.parallel import project
-from pybp.parallel.project import ParallelPair
 from pybp.stages.base import Need, Stage
 
 # Volumes and sets of projections of each method's working set, per slice, beside the
@@ -62,7 +61,7 @@ class Iterate(Stage):
         vectors = self._vectors
         work = methods.allocator(q)
         shape = (n,) + g.slice_shape
-        pair = ParallelPair(g, n, self.context, q, self.device, allocate=work)
+        pair = project.ParallelPair(g, n, self.context, q, self.device, allocate=work)
         b = work(pair.projection_shape)
         pair.from_sinograms(chunk.buffers["sinograms"], b.data)
         x = cla.Array(q, shape, np.float32, data=chunk.buffers["slices"])

@@ -88,7 +88,7 @@ def scratch_bytes(geometry: Geometry, n_rows: int) -> int:
     return FLOAT_BYTES * stacked_rows(n_rows) * (2 * ny * nx + geometry.n_angles * geometry.n_bins)
 
 
-def source(rows: int, forward_group=FORWARD_GROUPS[0]) -> str:
+def source(rows: int, forward_group) -> str:
     return codegen.render("operators/parallel.cl.mako",
                           {"parallel_forward": FORWARD_ARGS, "parallel_backward": BACKWARD_ARGS,
                            "stack_slices": STACK_SLICES_ARGS,
