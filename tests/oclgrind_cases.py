@@ -16,6 +16,7 @@ import pyopencl.characterize
 
 import pybp
 from pybp import phantoms
+from pybp.cone import project, reference as cone_reference
 from pybp.parallel import reference, verify
 from pybp.cl import device as cl_devices
 from pybp.parallel import prepare
@@ -124,6 +125,23 @@ def main(mode):
     backward = reference.relative_rms(projector.backward(y),
                                       reference.backproject(y.transpose(1, 0, 2), geometry))
     print("RESULT", "pair-parallel-9", f"{forward:.2e}", f"{backward:.2e}", flush=True)
+    # The cone pair, A by its gather: voxels under a pixel tall (two phases, the row
+    # below in a second profile), bands of 4 rows on a detector of 6, lists of 5.
+    case("pair-cone")
+    geometry = pybp.ConeGeometry.circular(angles[:4], (6, 14), (2.0, 5.0), 80.0, 40.0,
+                                          (8, 12, 12), 1.0)
+    assert project.gather_phases(geometry) == (2, True)
+    (project.GATHER_ITEMS, project.SLOTS, project.GATHER_COLUMNS, project.GATHER_ENTRIES,
+     project.CHUNK, project.UNROLL) = 2, 2, 3, (5,), 2, 2
+    projector = pybp.Projector(geometry, device=device)
+    assert projector.pair.method == "gather"
+    x = rng.standard_normal(projector.volume_shape).astype(np.float32)
+    y = rng.standard_normal(projector.projection_shape).astype(np.float32)
+    forward = reference.relative_rms(projector.forward(x),
+                                     cone_reference.forward_project(x, geometry))
+    backward = reference.relative_rms(projector.backward(y),
+                                      cone_reference.backproject(y, geometry))
+    print("RESULT", "pair-cone-gather", f"{forward:.2e}", f"{backward:.2e}", flush=True)
 
 
 if __name__ == "__main__":

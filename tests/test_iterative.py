@@ -442,7 +442,8 @@ def cone_geometries():
 
 CONE = dict(cone_geometries())
 # the module constants that shape A's work, per kernel (pybp/cone/project.py)
-SHAPES = {"gather": ("GATHER_ITEMS", "SLOTS", "GATHER_COLUMNS", "GATHER_ENTRIES"),
+SHAPES = {"gather": ("GATHER_ITEMS", "SLOTS", "GATHER_COLUMNS", "GATHER_ENTRIES", "CHUNK",
+                     "UNROLL"),
           "scatter": ("FORWARD_TILES", "PLANES", "LANES")}
 
 
@@ -477,8 +478,9 @@ def test_cone_forward_sums_do_not_depend_on_the_work_shape(cl_device, rng, monke
     y = rng.standard_normal((geometry.n_angles,) + geometry.detector_shape).astype(np.float32)
     shared = name != "vectors"
     assert project.shared_column(project.tables(geometry)[0]) == shared
-    shapes = {"gather": [(128, 8, 8, (512,)), (4, 2, 3, (2,)), (32, 1, 1, (7,)),
-                         (8, 3, 16, (512,))],
+    # (the gather's bands split the images' rows at 2 and 4 work-items; lists of 2, 5, 7)
+    shapes = {"gather": [(128, 8, 4, (128,), 4, 4), (4, 2, 3, (2,), 3, 4), (32, 1, 1, (7,), 1, 1),
+                         (8, 3, 16, (512,), 2, 2), (2, 2, 5, (5,), 4, 4)],
               "scatter": [(((32, 128),), {False: 8, True: 8}, 16),
                           (((4, 8),), {False: 3, True: 3}, 32),
                           (((8, 4),), {False: 1, True: 1}, 4)]}
@@ -534,8 +536,8 @@ def test_cone_pair_in_float_where_a_device_has_no_double(cl_device, rng, monkeyp
         pair.backward(images.data, aty.data)
         return ax.get(), aty.get()
     results = {}
-    for method, shape in (("gather", (128, 1, 8, (512,))), ("gather", (4, 2, 3, (2,))),
-                          ("scatter", None)):
+    for method, shape in (("gather", (128, 8, 4, (128,), 4, 4)),
+                          ("gather", (4, 2, 3, (2,), 3, 4)), ("scatter", None)):
         with monkeypatch.context() as patch:
             patch.setattr(project, "GATHER_BELOW", np.inf if method == "gather" else -1.0)
             if shape:
@@ -555,25 +557,53 @@ def test_cone_pair_in_float_where_a_device_has_no_double(cl_device, rng, monkeyp
 
 
 def test_cone_forward_method_follows_the_voxels_image():
-    """The gather where a voxel's image is at most GATHER_BELOW pixels tall (its work
-    goes with pixels), the scatter where it is taller or the matrices do not share a
-    column's c and w."""
+    """The gather where a voxel's image is at most GATHER_BELOW pixels tall, the scatter
+    where it is taller or the matrices do not share a column's c and w."""
     from pybp.cone import project
     angles = np.linspace(0, 2 * np.pi, 8, endpoint=False)
 
     def geometry(pixel):
         return pybp.ConeGeometry.circular(angles, (64, 64), pixel, 80.0, 40.0, (16, 32, 32), 1.0)
 
-    def method(pixel):
-        g = geometry(pixel)
-        return project.forward_method(g)
-    assert method(1.5) == "gather"  # a voxel's image 1.0 pixel tall
-    assert method(0.5) == "scatter"  # 3.0 pixels
+    assert project.forward_method(geometry(1.5)) == "gather"  # a voxel's image 1.0 pixel tall
+    assert project.forward_method(geometry(0.5)) == "gather"  # 3.0 pixels
+    assert project.forward_method(geometry(0.1)) == "scatter"  # 15 pixels
     vectors = CONE["vectors"]
     assert project.forward_method(vectors) == "scatter"
     # the memory checks count the gather's transposed volume, and only the gather's
     assert project.scratch_bytes(geometry(1.5)) == 4 * 16 * 32 * 32
-    assert project.scratch_bytes(geometry(0.5)) == project.scratch_bytes(vectors) == 0
+    assert project.scratch_bytes(geometry(0.1)) == project.scratch_bytes(vectors) == 0
+
+
+@pytest.mark.parametrize("pixel", [0.2, 0.75, 1.0, 2.0, 4.5])
+def test_cone_gather_phases_keep_each_phases_rows_apart(pixel):
+    """The gather's premise, which no run on a CPU would catch (its work-items take turns
+    there; tests/test_oclgrind.py runs it under a race checker): in every image, two
+    voxels of a column ``phases`` apart or more lie at least two rows apart (one profile)
+    or at least one (split), so the voxels of one phase write distinct places. Checked
+    on every voxel of the volume in float64, the positions as the kernels find them."""
+    from pybp.cone import project
+    angles = np.linspace(0, 2 * np.pi, 12, endpoint=False)
+    geometry = pybp.ConeGeometry.circular(angles, (64, 64), pixel, 80.0, 40.0, (24, 20, 28),
+                                          1.0)
+    phases, split = project.gather_phases(geometry)
+    assert phases >= 1 and split == (phases > 1 or project.voxel_step(geometry) < 2)
+    nz, ny, nx = geometry.volume_shape
+    m = geometry.voxel_matrices()
+    j, i = np.mgrid[:ny, :nx]
+    for matrix in m:
+        w = matrix[2, 0] * i + matrix[2, 1] * j + matrix[2, 3]
+        r = matrix[1, 0] * i + matrix[1, 1] * j + matrix[1, 3]
+        rows = np.floor((r[None] + matrix[1, 2] * np.arange(nz)[:, None, None]) / w[None])
+        apart = np.abs(rows[phases:] - rows[:-phases]).min()
+        assert apart >= (1 if split else 2), (pixel, phases, split, apart)
+        # and one step fewer would not do, where there are several
+        if phases > 1:
+            closer = np.abs(rows[phases - 1:] - rows[:1 - phases]).min()
+            assert closer < (1 if split else 2)
+    assert project.voxel_step(geometry) == pytest.approx(
+        min(abs(matrix[1, 2]) / (matrix[2, 0] * i + matrix[2, 1] * j + matrix[2, 3]).max()
+            for matrix in m))
 
 
 @pytest.mark.parametrize("method", ["gather", "scatter"])

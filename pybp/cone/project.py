@@ -55,13 +55,13 @@ def _args(real):
 # A where the matrices share a column's c and w (shared_column) and a voxel's image is
 # at most GATHER_BELOW pixels tall (forward_method): a gather, work-groups of
 # GATHER_ITEMS work-items taking up to SLOTS image rows each on GATHER_COLUMNS image
-# columns, listing the voxel columns of a half strip ENTRIES at a time, the first of
-# GATHER_ENTRIES that fits the device's local memory (gather_shape). Its work goes with
-# pixels times voxel columns, the scatter's with voxels: the H100's crossover lies
-# between 1.0 (the gather 1.8x the scatter's speed) and 2.7 pixels (0.9x;
-# docs/benchmarks.md).
-GATHER_BELOW = 2.0
-GATHER_ITEMS, SLOTS, GATHER_COLUMNS, GATHER_ENTRIES = 128, 1, 8, (512, 128)
+# columns, listing the voxel columns of a half strip ENTRIES at a time (the first of
+# GATHER_ENTRIES that fits the device's local memory) and making their profiles CHUNK
+# at a time, a work-item reading up to UNROLL voxels of each at once (gather_shape). The
+# H100's best of a sweep; there the gather was 3.4x the scatter's speed on voxels 2.7
+# pixels tall, 2.0x at 5.4 and 1.16x at 10.8 (docs/benchmarks.md).
+GATHER_BELOW = 12.0
+GATHER_ITEMS, SLOTS, GATHER_COLUMNS, GATHER_ENTRIES, CHUNK, UNROLL = 128, 8, 4, (128, 32), 4, 4
 # A elsewhere: a scatter, FORWARD_GROUP work-items adding the voxels of a tile of (rows,
 # columns) detector pixels of one image, PLANES planes of voxels at a time (voxel by
 # voxel; by columns, where the matrices share a column's c and w), LANES work-items
@@ -86,19 +86,50 @@ def forward_tile(device) -> tuple:
     return FORWARD_TILES[-1]
 
 
-def gather_shape(device, n_rows: int) -> tuple:
-    """A's gather on ``device`` for images of ``n_rows`` rows: (work-items, rows a
-    work-item, image columns, listed voxel columns). A group takes the image's rows, or
-    SLOTS rows a work-item; the list is the longest of GATHER_ENTRIES whose local memory
-    (36 bytes a listed column; the scan and the hand-over) the device has, else the
-    last."""
+def gather_shape(device, geometry: ConeGeometry) -> tuple:
+    """A's gather on ``device`` for ``geometry``: (work-items, rows a work-item, image
+    columns, listed voxel columns, profiles at a time, voxels of a profile a work-item
+    reads at once). A group takes the image's rows, or SLOTS rows a work-item, fewer
+    where the profiles (4 or 8 bytes a row) and the list (32 bytes a listed column) would not
+    fit the device's local memory; a work-item reads as many of a column's voxels at
+    once as a band's rows take in one phase, at most UNROLL."""
     items = min(GATHER_ITEMS, device.max_work_group_size)
-    slots = max(1, min(SLOTS, -(-(n_rows + 1) // items)))
-    fixed = 4 * items * (1 + slots)
+    phases, split = gather_phases(geometry)
+    row = 4 * CHUNK * (2 if split else 1)  # the profiles' bytes a row
+    entries = GATHER_ENTRIES[-1]
     for entries in GATHER_ENTRIES:
-        if fixed + 36 * entries <= device.local_memory:
+        if 32 * entries + 4 * items + row * items <= device.local_memory:
             break
-    return items, slots, GATHER_COLUMNS, entries
+    spare = device.local_memory - 32 * entries - 4 * items
+    n_rows = geometry.detector_shape[0]
+    slots = max(1, min(SLOTS, -(-n_rows // items), spare // (row * items)))
+    voxels = min(geometry.volume_shape[0], min(n_rows, slots * items) / voxel_step(geometry) + 2)
+    unroll = int(np.clip(np.ceil(voxels / (phases * items)), 1, UNROLL))
+    return items, slots, GATHER_COLUMNS, entries, CHUNK, unroll
+
+
+def voxel_step(geometry: ConeGeometry) -> float:
+    """The shortest image of a step of one voxel along a column, in pixels (circular
+    orbits: |m6| / w at the volume's farthest column corner), 0 where some image has
+    none (m6 = 0)."""
+    m = geometry.voxel_matrices()
+    nz, ny, nx = geometry.volume_shape
+    corners = np.array([[i, j, 0, 1] for i in (0, nx - 1) for j in (0, ny - 1)], float)
+    return float(np.min(np.abs(m[:, 1, 2]) / np.max(m[:, 2] @ corners.T, axis=1)))
+
+
+def gather_phases(geometry: ConeGeometry) -> tuple:
+    """``(phases, split)`` of A's gather: voxels of a column ``phases`` apart have
+    images at least two pixels apart in every image (a voxel step of two pixels or more:
+    one phase), so their bilinear samples read distinct rows, and one profile takes both
+    rows' terms; else (``split``) the rows below go to a second profile, and voxels
+    ``phases`` apart need only be a pixel apart. (0, False) where some image has no
+    step (m6 = 0)."""
+    step = voxel_step(geometry)
+    if not step > 0:
+        return 0, False
+    whole = int(np.ceil(2 * (1 + 1e-6) / step))
+    return (1, False) if whole == 1 else (int(np.ceil((1 + 1e-6) / step)), True)
 
 
 def shared_column(matrices) -> bool:
@@ -114,7 +145,7 @@ def forward_method(geometry: ConeGeometry) -> str:
     median over the images), else ``"scatter"``. From the float64 matrices, so that the
     pair and the memory checks (:func:`scratch_bytes`) choose alike on any device."""
     m = geometry.voxel_matrices()
-    if not shared_column(m.reshape(len(m), 12)):
+    if not shared_column(m.reshape(len(m), 12)) or not gather_phases(geometry)[0]:
         return "scatter"
     nz, ny, nx = geometry.volume_shape
     centre = np.array([(nx - 1) / 2, (ny - 1) / 2, (nz - 1) / 2, 1.0])
@@ -158,7 +189,7 @@ class ConePair:
         self._tables = tuple(t.astype(dtype) for t in tables(geometry))
         self.matrices, self.inverses = (self._buffer(t) for t in self._tables)
         self.forward_tile = forward_tile(device)
-        self.gather = gather_shape(device, geometry.detector_shape[0])
+        self.gather = gather_shape(device, geometry)
         self.shared = shared_column(self._tables[0])
         self.method = forward_method(geometry)
         args = _args(self.real)
@@ -166,7 +197,8 @@ class ConePair:
             "operators/cone.cl.mako", args, real=self.real, forward_group=FORWARD_GROUP,
             forward_tile=self.forward_tile, planes=PLANES[self.shared], lanes=LANES,
             magnitude_group=MAGNITUDE_GROUP, gather=self.gather, tile=transpose.TILE,
-            column=COLUMN, shared=self.shared, forward=self.method)
+            column=COLUMN, shared=self.shared, forward=self.method,
+            phases=gather_phases(geometry) if self.method == "gather" else (0, False))
         kernels = (("cone_backward", "cone_gather", "transpose_slices")
                    if self.method == "gather" else
                    ("cone_backward", "cone_forward", "cone_magnitude", "cone_shift"))
@@ -208,14 +240,14 @@ class ConePair:
 
     def forward(self, volume, projections, wait_for=None):
         """projections = A volume (device buffers); the last launch's event."""
-        n_angles, n_rows, n_cols = self.sizes["n_angles"], self.sizes["n_rows"], self.sizes["n_cols"]
+        n_angles, n_rows, n_cols = (self.sizes[name] for name in ("n_angles", "n_rows", "n_cols"))
         step = max(1, min(n_angles, self._launch_updates * n_angles // max(1, self.updates())))
         if self.method == "gather":
             nz, ny, nx = self.volume_shape
             ready = transpose.launch(self._kernels["transpose_slices"], self.queue, volume,
                                      self._columns, 1, nz, ny * nx, wait_for)
             items, slots, columns = self.gather[:3]
-            groups = (-(-n_cols // columns) * items, -(-n_rows // (slots * items - 1)))
+            groups = (-(-n_cols // columns) * items, -(-n_rows // (slots * items)))
             return pacing.launches(
                 lambda first, count, wait: self._kernels["cone_gather"](
                     self.queue, (*groups, count), (items, 1, 1), wait_for=wait,

@@ -23,6 +23,9 @@ typedef ${real}2 real2;
 #define SLOTS ${gather[1]}  /* A's image rows a work-item, GATHER_ITEMS apart */
 #define GATHER_COLS ${gather[2]}  /* A's image columns a group */
 #define ENTRIES ${gather[3]}  /* voxel columns A lists at a time */
+#define CHUNK ${gather[4]}  /* voxel columns whose profiles A makes together */
+#define UNROLL ${gather[5]}  /* voxels of a column a work-item reads at once */
+#define PHASES ${phases[0]}  /* a column's voxels this far apart are written together */
 % else:
 #define FORWARD_GROUP ${forward_group}
 #define TILE_ROWS ${forward_tile[0]}
@@ -162,53 +165,74 @@ ${transpose(args['transpose_slices'], tile)}
 
 // A where SHARED: a gather, each pixel the sum of the voxels whose bilinear sample reads
 // it, with the weights the sample gives it, added in one fixed order (no atomics; the
-// same bits whatever the work-group's shape). Work-group (columns, rows, image): its
-// work-items take image rows r0 - 1 + item + n GATHER_ITEMS (n < SLOTS; the first row
-// the one above the group's) of GATHER_COLS image columns.
+// same bits whatever the work-group's shape). Work-group (columns, rows, image) takes a
+// band of BAND image rows from r0 on GATHER_COLS image columns; each work-item owns
+// SLOTS rows of it (ROW: in pairs of neighbours where SLOTS is even) and their sums.
 //
 // A voxel column's image column u is its voxels' (SHARED), so the voxel columns whose
 // sample reads image column c are those with floor(u) = c - 1 (weight fc) and c (weight
 // 1 - fc): two "half strips". For each half strip vc in turn, the group lists its voxel
-// columns in local memory (along the axis a the strip runs along, then b), and a
-// work-item sums for each of its rows r, of each listed column, the voxels with
-// floor(v) = r: weight 1 - fr toward row r and fr toward row r + 1, each times 1 - fc
-// toward column vc and fc toward vc + 1. v is linear in k, so the voxels are found from
-// an estimate of k, each judged by its exact row (`cone_split`, as `cone_axis`). Pixel
-// (r, c) is row r's two sums toward (r, c) plus row r - 1's two toward it, handed over
-// through local memory.
+// columns in local memory (along the axis a the strip runs along, then b), and takes
+// them CHUNK at a time in two steps:
+// - the columns' profiles: the group's work-items take each column's voxels in the
+//   band's reach (neighbouring work-items neighbouring k, UNROLL each), each finding its
+//   exact row r (`cone_split`, as `cone_axis`) and putting (1 - fr) x at row r of the
+//   column's profile and fr x at row r + 1 (of `below`, a second profile, where split).
+//   Voxels k of one phase (k % PHASES) lie PHASES apart, far enough that their images
+//   are two rows apart (one profile) or one (split; pybp/cone/project.py's
+//   gather_phases): no two work-items write one place in a phase, and the phases follow
+//   one another, each place's terms in phase order.
+// - each work-item adds, for each of its rows, each column's profile there times 1 - fc
+//   toward column vc and fc toward vc + 1, in the list's order, and clears it.
+// Pixel (r, vc) is its sums from half strip vc plus those from half strip vc - 1.
 //
 // `columns` is the volume transposed (ny nx, nz): a voxel column's planes consecutive,
-// so that neighbouring rows read neighbouring floats.
+// so that neighbouring work-items read neighbouring floats.
+#define BAND (SLOTS * GATHER_ITEMS)
+// a column's voxels k of phase k % PHASES, from k0 on: the phase is k's alone, so that
+// a place's terms come in one order whatever the band's rows
+#define FIRST_OF_PHASE(k0, phase) ((k0) + ((phase) - (k0) % PHASES + PHASES) % PHASES)
+% if gather[1] % 2 == 0:
+#define ROW(n) (2 * (item + GATHER_ITEMS * ((n) / 2)) + (n) % 2)  /* slot n's row in the band */
+% else:
+#define ROW(n) (item + GATHER_ITEMS * (n))  /* slot n's row in the band */
+% endif
 __kernel __attribute__((reqd_work_group_size(GATHER_ITEMS, 1, 1)))
 void cone_gather(
 ${args['cone_gather']}
 {
     __local int listed[ENTRIES];  // a voxel column j nx + i, or -1: not of the half strip
     __local real2 listed_row[ENTRIES];  // its rc and 1 / w
-    __local float4 listed_k[ENTRIES];  // its fc; k's estimate: slope, low and high offsets
+    __local int2 listed_k[ENTRIES];  // the k whose rows may reach the band: first, last
+    __local float listed_fc[ENTRIES];  // its fc
     __local int scan[GATHER_ITEMS];
-    __local float down[SLOTS * GATHER_ITEMS];
+% if phases[1]:
+    // split: a column's profile at row r, (1 - fr) x of its voxel at row r; below, fr x
+    // of its voxel at row r - 1
+    __local float profile[CHUNK][BAND], below[CHUNK][BAND];
+% else:
+    // a column's profile: at row r, (1 - fr) x of its voxel at row r plus fr x of its
+    // voxel at row r - 1
+    __local float profile[CHUNK][BAND];
+    __local float (*const below)[BAND] = profile;
+% endif
     const int item = get_local_id(0);
     const int c0 = get_group_id(0) * GATHER_COLS, c_end = min(c0 + GATHER_COLS, n_cols);
-    const int r0 = get_group_id(1) * (SLOTS * GATHER_ITEMS - 1);
+    const int r0 = get_group_id(1) * BAND;
     const int q = first_angle + get_group_id(2);
     __global const real *m = matrices + 12 * q;
     const real m6 = m[6];
-    // the slots with rows within the image (of the group's rows: one count for all)
-    const int slots = min(SLOTS, (n_rows - r0) / GATHER_ITEMS + 1);
-    float row_f[SLOTS], ba[SLOTS], bb[SLOTS];  // ba, bb: the last half strip's sums
-    real row_d[SLOTS];                          // toward column vc + 1
+    for (int n = item; n < CHUNK * BAND; n += GATHER_ITEMS)
+        profile[n / BAND][n % BAND] = below[n / BAND][n % BAND] = 0.0f;
+    float previous[SLOTS];  // the last half strip's sums toward column vc
     #pragma unroll
-    for (int n = 0; n < SLOTS; n++) {
-        row_f[n] = r0 - 1 + item + n * GATHER_ITEMS;
-        row_d[n] = r0 - 1 + item + n * GATHER_ITEMS;
-        ba[n] = bb[n] = 0.0f;
-    }
+    for (int n = 0; n < SLOTS; n++)
+        previous[n] = 0.0f;
     for (int vc = c0 - 1; vc < c_end; vc++) {
-        float aa[SLOTS], ab[SLOTS], next_ba[SLOTS], next_bb[SLOTS];
+        float here[SLOTS], after[SLOTS];  // toward columns vc and vc + 1
         #pragma unroll
         for (int n = 0; n < SLOTS; n++)
-            aa[n] = ab[n] = next_ba[n] = next_bb[n] = 0.0f;
+            here[n] = after[n] = 0.0f;
         // The lines u = t are (m0 - t m8) i + (m1 - t m9) j + m3 - t m11 = 0. The half
         // strip between t0 and t1 runs along a = i where their normal is nearer the j
         // axis (each i then meets a line at one j = b), else along a = j: a choice of
@@ -242,9 +266,9 @@ ${args['cone_gather']}
             scan[item] = count;
             for (int width = 1; width < GATHER_ITEMS; width *= 2) {  // inclusive sums
                 barrier(CLK_LOCAL_MEM_FENCE);
-                const int before = item >= width ? scan[item - width] : 0;
+                const int preceding = item >= width ? scan[item - width] : 0;
                 barrier(CLK_LOCAL_MEM_FENCE);
-                scan[item] += before;
+                scan[item] += preceding;
             }
             barrier(CLK_LOCAL_MEM_FENCE);
             const int total = scan[GATHER_ITEMS - 1], offset = scan[item] - count;
@@ -263,69 +287,132 @@ ${args['cone_gather']}
                         && col == vc;
                     listed[at] = in ? j * nx + i : -1;
                     listed_row[at] = (real2)(rc, reciprocal);
+                    listed_fc[at] = fc;
                     // k at row position v is v slope + intercept, slope = w / m6 and
                     // intercept = -rc / m6: an estimate, in float, widened by its
-                    // rounding (rows from -1 to n_rows); rows v ... v + 1 from
-                    // k(v) + min(0, slope) - slack to k(v) + max(0, slope) + slack
-                    // (m6 = 0: every k)
+                    // rounding (rows from -1 to n_rows), of the k whose rows r reach
+                    // the band (r0 - 1 <= r < r0 + BAND); m6 = 0: every k
                     const float slope = wc / m6, intercept = -rc / m6;
                     const float slack =
                         0.01f + 1e-5f * (fabs(slope) * (n_rows + 1) + fabs(intercept));
+                    const float k_top = fma((float)(r0 - 1), slope, intercept);
+                    const float k_bottom = fma((float)(r0 + BAND), slope, intercept);
                     listed_k[at] = isfinite(slope) && isfinite(intercept)
-                        ? (float4)(fc, slope, intercept + fmin(slope, 0.0f) - slack,
-                                   intercept + fmax(slope, 0.0f) + slack)
-                        : (float4)(fc, 0.0f, 0.0f, (float)(nz - 1));
+                        ? (int2)(max(convert_int_sat_rtp(fmin(k_top, k_bottom) - slack), 0),
+                                 min(convert_int_sat_rtn(fmax(k_top, k_bottom) + slack), nz - 1))
+                        : (int2)(0, nz - 1);
                 }
                 barrier(CLK_LOCAL_MEM_FENCE);
                 const int entries = min(ENTRIES, total - piece);
-                for (int e = 0; e < entries; e++) {
-                    const int column = listed[e];
-                    if (column < 0)
-                        continue;
-                    const real2 position = listed_row[e];
-                    const float4 estimate = listed_k[e];
-                    __global const float *x = columns + (size_t)column * nz;
+                for (int e0 = 0; e0 < entries; e0 += CHUNK) {
+                    // the profiles of columns e0 ... e0 + CHUNK - 1, UNROLL voxels of each a
+                    // work-item at a time, all read before any is placed (the reads'
+                    // latency, not their number, is what a column's profile costs)
+                    const int reach = PHASES * GATHER_ITEMS * UNROLL;  // k a round covers
+                    int rounds = 0;
                     #pragma unroll
-                    for (int n = 0; n < SLOTS; n++) {
-                        if (n >= slots)
-                            break;
-                        const int k_first = max(convert_int_sat_rtp(
-                            fma(row_f[n], estimate.s1, estimate.s2)), 0);
-                        const int k_last = min(convert_int_sat_rtn(
-                            fma(row_f[n], estimate.s1, estimate.s3)), nz - 1);
-                        float s0 = 0.0f, s1 = 0.0f;
-                        for (int k = k_first; k <= k_last; k++) {
-                            float fr;
-                            if (cone_split(fma(m6, (real)k, position.s0), position.s1, &fr)
-                                    != row_d[n])
-                                continue;
-                            const float value = x[k];
-                            s0 = fma(1.0f - fr, value, s0);
-                            s1 = fma(fr, value, s1);
+                    for (int e = 0; e < CHUNK; e++)
+                        if (e0 + e < entries && listed[e0 + e] >= 0)
+                            rounds = max(rounds, (listed_k[e0 + e].s1 - listed_k[e0 + e].s0
+                                                  + reach) / reach);
+                    for (int phase = 0; phase < PHASES; phase++) {
+                        for (int round = 0; round < rounds; round++) {
+                            float values[CHUNK][UNROLL];
+                            #pragma unroll
+                            for (int e = 0; e < CHUNK; e++) {
+                                const int column = e0 + e < entries ? listed[e0 + e] : -1;
+                                const int2 ks = listed_k[min(e0 + e, ENTRIES - 1)];
+                                #pragma unroll
+                                for (int u = 0; u < UNROLL; u++) {
+                                    const int k = FIRST_OF_PHASE(ks.s0, phase)
+                                        + PHASES * (item + GATHER_ITEMS * (round * UNROLL + u));
+                                    values[e][u] = column >= 0 && k <= ks.s1
+                                        ? columns[(size_t)column * nz + k] : 0.0f;
+                                }
+                            }
+                            #pragma unroll
+                            for (int e = 0; e < CHUNK; e++) {
+                                if (e0 + e >= entries || listed[e0 + e] < 0)
+                                    continue;
+                                const real2 position = listed_row[e0 + e];
+                                const int2 ks = listed_k[e0 + e];
+                                #pragma unroll
+                                for (int u = 0; u < UNROLL; u++) {
+                                    const int k = FIRST_OF_PHASE(ks.s0, phase)
+                                        + PHASES * (item + GATHER_ITEMS * (round * UNROLL + u));
+                                    float fr;
+                                    const real v0 = cone_split(fma(m6, (real)k, position.s0),
+                                                               position.s1, &fr);
+                                    if (k > ks.s1 || !(v0 >= r0 - 1 && v0 < r0 + BAND))
+                                        continue;
+                                    const int at = (int)v0 - r0;
+                                    // the first phase writes each place once (cleared
+                                    // before); a later one adds to what an earlier wrote
+                                    if (phase == 0) {
+                                        if (at >= 0)
+                                            profile[e][at] = (1.0f - fr) * values[e][u];
+                                        if (at + 1 < BAND)
+                                            below[e][at + 1] = fr * values[e][u];
+                                    } else {
+                                        if (at >= 0)
+                                            profile[e][at] += (1.0f - fr) * values[e][u];
+                                        if (at + 1 < BAND)
+                                            below[e][at + 1] += fr * values[e][u];
+                                    }
+                                }
+                            }
                         }
-                        aa[n] += (1.0f - estimate.s0) * s0;
-                        ab[n] += (1.0f - estimate.s0) * s1;
-                        next_ba[n] += estimate.s0 * s0;
-                        next_bb[n] += estimate.s0 * s1;
+                        barrier(CLK_LOCAL_MEM_FENCE);  // a phase's places written
                     }
+                    for (int e = e0; e < min(e0 + CHUNK, entries); e++) {
+                        if (listed[e] < 0)
+                            continue;
+                        const float fc = listed_fc[e];
+% if gather[1] % 2 == 0:
+                        // two neighbouring rows at a time: one 8-byte read and write each
+                        #pragma unroll
+                        for (int n = 0; n < SLOTS; n += 2) {
+                            __local float *p = profile[e - e0] + ROW(n);
+% if phases[1]:
+                            __local float *b = below[e - e0] + ROW(n);
+                            const float2 s = vload2(0, p) + vload2(0, b);
+                            vstore2((float2)(0.0f, 0.0f), 0, b);
+% else:
+                            const float2 s = vload2(0, p);
+% endif
+                            vstore2((float2)(0.0f, 0.0f), 0, p);
+                            here[n] = fma(1.0f - fc, s.x, here[n]);
+                            after[n] = fma(fc, s.x, after[n]);
+                            here[n + 1] = fma(1.0f - fc, s.y, here[n + 1]);
+                            after[n + 1] = fma(fc, s.y, after[n + 1]);
+                        }
+% else:
+                        #pragma unroll
+                        for (int n = 0; n < SLOTS; n++) {
+                            const float s = profile[e - e0][ROW(n)]
+% if phases[1]:
+                                + below[e - e0][ROW(n)];
+                            below[e - e0][ROW(n)] = 0.0f;
+% else:
+                                ;
+% endif
+                            profile[e - e0][ROW(n)] = 0.0f;
+                            here[n] = fma(1.0f - fc, s, here[n]);
+                            after[n] = fma(fc, s, after[n]);
+                        }
+% endif
+                    }
+                    barrier(CLK_LOCAL_MEM_FENCE);  // the profiles read and cleared
                 }
             }
         }
-        // pixel (r, vc): its sums toward it, then row r - 1's
-        #pragma unroll
-        for (int n = 0; n < SLOTS; n++)
-            down[n * GATHER_ITEMS + item] = ab[n] + bb[n];
-        barrier(CLK_LOCAL_MEM_FENCE);
         #pragma unroll
         for (int n = 0; n < SLOTS; n++) {
-            const int f = n * GATHER_ITEMS + item, r = r0 - 1 + f;
-            if (vc >= c0 && f > 0 && r < n_rows)
-                projections[((size_t)q * n_rows + r) * n_cols + vc] =
-                    (aa[n] + ba[n]) + down[f - 1];
-            ba[n] = next_ba[n];
-            bb[n] = next_bb[n];
+            const int r = r0 + ROW(n);
+            if (vc >= c0 && r < n_rows)
+                projections[((size_t)q * n_rows + r) * n_cols + vc] = here[n] + previous[n];
+            previous[n] = after[n];
         }
-        barrier(CLK_LOCAL_MEM_FENCE);  // down[] read
     }
 }
 % else:
