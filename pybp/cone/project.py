@@ -58,8 +58,8 @@ def _args(real):
 # columns, listing the voxel columns of a half strip ENTRIES at a time (the first of
 # GATHER_ENTRIES that fits the device's local memory) and making their profiles CHUNK
 # at a time, a work-item reading up to UNROLL voxels of each at once (gather_shape). The
-# H100's best of a sweep; there the gather was 3.4x the scatter's speed on voxels 2.7
-# pixels tall, 2.0x at 5.4 and 1.16x at 10.8 (docs/benchmarks.md).
+# H100's best of a sweep; there the gather was 3.6x the scatter's speed on voxels 2.7
+# pixels tall, and (a step earlier) 2.0x at 5.4 and 1.16x at 10.8 (docs/benchmarks.md).
 GATHER_BELOW = 12.0
 GATHER_ITEMS, SLOTS, GATHER_COLUMNS, GATHER_ENTRIES, CHUNK, UNROLL = 128, 8, 4, (128, 32), 4, 4
 # A elsewhere: a scatter, FORWARD_GROUP work-items adding the voxels of a tile of (rows,
@@ -90,12 +90,13 @@ def gather_shape(device, geometry: ConeGeometry) -> tuple:
     """A's gather on ``device`` for ``geometry``: (work-items, rows a work-item, image
     columns, listed voxel columns, profiles at a time, voxels of a profile a work-item
     reads at once). A group takes the image's rows, or SLOTS rows a work-item, fewer
-    where the profiles (4 or 8 bytes a row) and the list (32 bytes a listed column) would not
-    fit the device's local memory; a work-item reads as many of a column's voxels at
-    once as a band's rows take in one phase, at most UNROLL."""
+    where its rows (4 bytes a profile, 8 where split, and 4 for the last half strip's
+    sums) and the list (32 bytes a listed column) would not fit the device's local
+    memory; a work-item reads as many of a column's voxels at once as a band's rows take
+    in one phase, at most UNROLL."""
     items = min(GATHER_ITEMS, device.max_work_group_size)
     phases, split = gather_phases(geometry)
-    row = 4 * CHUNK * (2 if split else 1)  # the profiles' bytes a row
+    row = 4 * CHUNK * (2 if split else 1) + 4  # the profiles' and sums' bytes a row
     entries = GATHER_ENTRIES[-1]
     for entries in GATHER_ENTRIES:
         if 32 * entries + 4 * items + row * items <= device.local_memory:

@@ -224,10 +224,12 @@ ${args['cone_gather']}
     const real m6 = m[6];
     for (int n = item; n < CHUNK * BAND; n += GATHER_ITEMS)
         profile[n / BAND][n % BAND] = below[n / BAND][n % BAND] = 0.0f;
-    float previous[SLOTS];  // the last half strip's sums toward column vc
+    // the last half strip's sums toward column vc, each work-item's own (in local
+    // memory, not registers: the kernel's registers bound how many groups run at once)
+    __local float previous[SLOTS][GATHER_ITEMS];
     #pragma unroll
     for (int n = 0; n < SLOTS; n++)
-        previous[n] = 0.0f;
+        previous[n][item] = 0.0f;
     for (int vc = c0 - 1; vc < c_end; vc++) {
         float here[SLOTS], after[SLOTS];  // toward columns vc and vc + 1
         #pragma unroll
@@ -410,8 +412,8 @@ ${args['cone_gather']}
         for (int n = 0; n < SLOTS; n++) {
             const int r = r0 + ROW(n);
             if (vc >= c0 && r < n_rows)
-                projections[((size_t)q * n_rows + r) * n_cols + vc] = here[n] + previous[n];
-            previous[n] = after[n];
+                projections[((size_t)q * n_rows + r) * n_cols + vc] = here[n] + previous[n][item];
+            previous[n][item] = after[n];
         }
     }
 }
