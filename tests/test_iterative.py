@@ -556,7 +556,7 @@ def test_cone_pair_in_float_where_a_device_has_no_double(cl_device, rng, monkeyp
     assert relative_rms(results["gather"][0], results["scatter"][0]) < OPERATOR_RTOL
 
 
-def test_cone_forward_method_follows_the_voxels_image():
+def test_cone_forward_method_follows_the_voxels_image(cl_device):
     """The gather where a voxel's image is at most GATHER_BELOW pixels tall, the scatter
     where it is taller or the matrices do not share a column's c and w."""
     from pybp.cone import project
@@ -570,6 +570,17 @@ def test_cone_forward_method_follows_the_voxels_image():
     assert project.forward_method(geometry(0.1)) == "scatter"  # 15 pixels
     vectors = CONE["vectors"]
     assert project.forward_method(vectors) == "scatter"
+    # a detector turned a quarter, its rows along the orbit: a voxel column's voxels
+    # share an image row (no step along it), so the scatter, which takes it as any other
+    s, c, zero = np.sin(angles), np.cos(angles), np.zeros_like(angles)
+    turned = pybp.ConeGeometry.from_astra(
+        np.stack([60 * s, -60 * c, zero, -40 * s, 40 * c, zero, zero, zero, 1 + zero,
+                  c, s, zero], 1), (24, 40), (10, 14, 12), 1.0)
+    assert project.voxel_step(turned) == 0 and project.gather_phases(turned) == (0, False)
+    assert project.forward_method(turned) == "scatter"
+    x = np.random.default_rng(0).standard_normal(turned.volume_shape).astype(np.float32)
+    got = pybp.Projector(turned, device=cl_device).forward(x)
+    assert relative_rms(got, cone_reference.forward_project(x, turned)) < OPERATOR_RTOL
     # the memory checks count the gather's transposed volume, and only the gather's
     assert project.scratch_bytes(geometry(1.5)) == 4 * 16 * 32 * 32
     assert project.scratch_bytes(geometry(0.1)) == project.scratch_bytes(vectors) == 0

@@ -190,16 +190,18 @@ class ConePair:
         self._tables = tuple(t.astype(dtype) for t in tables(geometry))
         self.matrices, self.inverses = (self._buffer(t) for t in self._tables)
         self.forward_tile = forward_tile(device)
-        self.gather = gather_shape(device, geometry)
         self.shared = shared_column(self._tables[0])
         self.method = forward_method(geometry)
+        gathers = self.method == "gather"
+        # (the gather's shape and phases only where it is chosen: they need a voxel step)
+        self.gather = gather_shape(device, geometry) if gathers else None
         args = _args(self.real)
         text = codegen.render(
             "operators/cone.cl.mako", args, real=self.real, forward_group=FORWARD_GROUP,
             forward_tile=self.forward_tile, planes=PLANES[self.shared], lanes=LANES,
             magnitude_group=MAGNITUDE_GROUP, gather=self.gather, tile=transpose.TILE,
             column=COLUMN, shared=self.shared, forward=self.method,
-            phases=gather_phases(geometry) if self.method == "gather" else (0, False))
+            phases=gather_phases(geometry) if gathers else None)
         kernels = (("cone_backward", "cone_gather", "transpose_slices")
                    if self.method == "gather" else
                    ("cone_backward", "cone_forward", "cone_magnitude", "cone_shift"))
