@@ -142,7 +142,8 @@ def shared_column(matrices) -> bool:
 
 def forward_method(geometry: ConeGeometry) -> str:
     """A's kernel for ``geometry``: ``"gather"`` where its matrices share a column's c and
-    w and a voxel at the volume's centre projects at most GATHER_BELOW pixels tall (the
+    w, a voxel column's voxels step along the image rows in every image (gather_phases)
+    and a voxel at the volume's centre projects at most GATHER_BELOW pixels tall (the
     median over the images), else ``"scatter"``. From the float64 matrices, so that the
     pair and the memory checks (:func:`scratch_bytes`) choose alike on any device."""
     m = geometry.voxel_matrices()
