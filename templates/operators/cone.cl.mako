@@ -20,7 +20,7 @@ typedef ${real} real;
 typedef ${real}2 real2;
 % if forward == "gather":
 #define GATHER_ITEMS ${gather[0]}  /* A's work-items a group */
-#define SLOTS ${gather[1]}  /* A's image rows a work-item, GATHER_ITEMS apart */
+#define SLOTS ${gather[1]}  /* A's image rows a work-item (ROW) */
 #define GATHER_COLS ${gather[2]}  /* A's image columns a group */
 #define ENTRIES ${gather[3]}  /* voxel columns A lists at a time */
 #define CHUNK ${gather[4]}  /* voxel columns whose profiles A makes together */
@@ -293,7 +293,7 @@ ${args['cone_gather']}
                     // k at row position v is v slope + intercept, slope = w / m6 and
                     // intercept = -rc / m6: an estimate, in float, widened by its
                     // rounding (rows from -1 to n_rows), of the k whose rows r reach
-                    // the band (r0 - 1 <= r < r0 + BAND); m6 = 0: every k
+                    // the band (r0 - 1 <= r < r0 + BAND); every k where it overflows
                     const float slope = wc / m6, intercept = -rc / m6;
                     const float slack =
                         0.01f + 1e-5f * (fabs(slope) * (n_rows + 1) + fabs(intercept));
