@@ -126,13 +126,14 @@ def main(mode):
                                       reference.backproject(y.transpose(1, 0, 2), geometry))
     print("RESULT", "pair-parallel-9", f"{forward:.2e}", f"{backward:.2e}", flush=True)
     # The cone pair, A by its gather: voxels under a pixel tall (two phases, the row
-    # below in a second profile), bands of 4 rows on a detector of 6, lists of 5.
+    # below in a second profile), bands of 8 rows on a detector of 10 (readers of 4
+    # rows at once), lists of 5.
     case("pair-cone")
-    geometry = pybp.ConeGeometry.circular(angles[:4], (6, 14), (2.0, 5.0), 80.0, 40.0,
+    geometry = pybp.ConeGeometry.circular(angles[:4], (10, 14), (2.0, 5.0), 80.0, 40.0,
                                           (8, 12, 12), 1.0)
     assert project.gather_phases(geometry) == (2, True)
     (project.GATHER_ITEMS, project.SLOTS, project.GATHER_COLUMNS, project.GATHER_ENTRIES,
-     project.CHUNK, project.UNROLL) = 2, 2, 3, (5,), 2, 2
+     project.CHUNK, project.UNROLL) = 2, 4, 3, (5,), 2, 2
     projector = pybp.Projector(geometry, device=device)
     assert projector.pair.method == "gather"
     x = rng.standard_normal(projector.volume_shape).astype(np.float32)

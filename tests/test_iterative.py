@@ -478,9 +478,10 @@ def test_cone_forward_sums_do_not_depend_on_the_work_shape(cl_device, rng, monke
     y = rng.standard_normal((geometry.n_angles,) + geometry.detector_shape).astype(np.float32)
     shared = name != "vectors"
     assert project.shared_column(project.tables(geometry)[0]) == shared
-    # (the gather's bands split the images' rows at 2 and 4 work-items; lists of 2, 5, 7)
+    # (the gather's bands split the images' rows at 2 and 4 work-items; lists of 2, 5, 7;
+    # readers of 1, 2 and 4 rows at a time)
     shapes = {"gather": [(128, 8, 4, (128,), 4, 4), (4, 2, 3, (2,), 3, 4), (32, 1, 1, (7,), 1, 1),
-                         (8, 3, 16, (512,), 2, 2), (2, 2, 5, (5,), 4, 4)],
+                         (8, 3, 16, (512,), 2, 2), (2, 2, 5, (5,), 4, 4), (2, 4, 2, (5,), 3, 2)],
               "scatter": [(((32, 128),), {False: 8, True: 8}, 16),
                           (((4, 8),), {False: 3, True: 3}, 32),
                           (((8, 4),), {False: 1, True: 1}, 4)]}
@@ -507,6 +508,39 @@ def test_cone_forward_sums_do_not_depend_on_the_work_shape(cl_device, rng, monke
         assert not projector.pair.shared
         assert np.array_equal(projector.forward(x), results["scatter"][0])
         assert np.array_equal(projector.backward(y), transpose)
+
+
+@pytest.mark.parametrize("method", ["gather", "scatter"])
+def test_cone_pair_in_launches_of_one_image_or_plane_gives_the_same_bits(cl_device, rng,
+                                                                         monkeypatch, method):
+    """A launch of A takes images from its first on, one of A^T planes (pybp/cl/pacing.py:
+    enough to fill the device, about LAUNCH_SECONDS long): launches of one image (A) and
+    of one column of planes (A^T) give the bits of one launch of all."""
+    from pybp.cl import pacing
+    from pybp.cone import project
+    geometry = CONE["coarse"]
+    monkeypatch.setattr(project, "GATHER_BELOW", np.inf if method == "gather" else -1.0)
+    x = rng.standard_normal(geometry.volume_shape).astype(np.float32)
+    y = rng.standard_normal((geometry.n_angles,) + geometry.detector_shape).astype(np.float32)
+    steps, launches = [], pacing.launches
+
+    def counted(launch, total, step, wait_for=None):
+        steps.append((total, step))
+        return launches(launch, total, step, wait_for)
+
+    monkeypatch.setattr(pacing, "launches", counted)
+    whole = pybp.Projector(geometry, device=cl_device)
+    assert whole.pair.method == method
+    want = whole.forward(x), whole.backward(y)
+    assert all(step == total for total, step in steps)  # one launch each, here
+    steps.clear()
+    monkeypatch.setattr(pacing, "LAUNCH_SECONDS", 1e-12)
+    monkeypatch.setattr(pacing, "LAUNCH_ITEMS_PER_UNIT", {})
+    monkeypatch.setattr(pacing, "OTHER_LAUNCH_ITEMS", 1)
+    many = pybp.Projector(geometry, device=cl_device)
+    got = many.forward(x), many.backward(y)
+    assert steps == [(geometry.n_angles, 1), (geometry.volume_shape[0], project.COLUMN)]
+    assert np.array_equal(got[0], want[0]) and np.array_equal(got[1], want[1])
 
 
 @pytest.mark.parametrize("name", ["circular", "coarse"])

@@ -62,6 +62,10 @@ def _args(real):
 # pixels tall, and (a step earlier) 2.0x at 5.4 and 1.16x at 10.8 (docs/benchmarks.md).
 GATHER_BELOW = 12.0
 GATHER_ITEMS, SLOTS, GATHER_COLUMNS, GATHER_ENTRIES, CHUNK, UNROLL = 128, 8, 4, (128, 32), 4, 4
+# Neighbouring rows a work-item reads of a profile at once, at most: with 4, ptxas gave
+# the gather 96 registers (5 groups a multiprocessor), with 2 80 (6), 0.1850 against
+# 0.1735 s on the H100 (docs/benchmarks.md)
+READ_ROWS = 2
 # A elsewhere: a scatter, FORWARD_GROUP work-items adding the voxels of a tile of (rows,
 # columns) detector pixels of one image, PLANES planes of voxels at a time (voxel by
 # voxel; by columns, where the matrices share a column's c and w), LANES work-items
@@ -89,11 +93,12 @@ def forward_tile(device) -> tuple:
 def gather_shape(device, geometry: ConeGeometry) -> tuple:
     """A's gather on ``device`` for ``geometry``: (work-items, rows a work-item, image
     columns, listed voxel columns, profiles at a time, voxels of a profile a work-item
-    reads at once). A group takes the image's rows, or SLOTS rows a work-item, fewer
-    where its rows (4 bytes a profile, 8 where split, and 4 for the last half strip's
-    sums) and the list (32 bytes a listed column) would not fit the device's local
-    memory; a work-item reads as many of a column's voxels at once as a band's rows take
-    in one phase, at most UNROLL."""
+    reads at once, neighbouring rows of a profile a work-item reads at once). A group
+    takes the image's rows, or SLOTS rows a work-item, fewer where its rows (4 bytes a
+    profile, 8 where split, and 4 for the last half strip's sums) and the list (32 bytes
+    a listed column) would not fit the device's local memory; a work-item reads as many
+    of a column's voxels at once as a band's rows take in one phase, at most UNROLL, and
+    of a profile the most rows up to READ_ROWS that divide its own (4, 2 or 1)."""
     items = min(GATHER_ITEMS, device.max_work_group_size)
     phases, split = gather_phases(geometry)
     row = 4 * CHUNK * (2 if split else 1) + 4  # the profiles' and sums' bytes a row
@@ -106,7 +111,8 @@ def gather_shape(device, geometry: ConeGeometry) -> tuple:
     slots = max(1, min(SLOTS, -(-n_rows // items), spare // (row * items)))
     voxels = min(geometry.volume_shape[0], min(n_rows, slots * items) / voxel_step(geometry) + 2)
     unroll = int(np.clip(np.ceil(voxels / (phases * items)), 1, UNROLL))
-    return items, slots, GATHER_COLUMNS, entries, CHUNK, unroll
+    rows = next(n for n in (4, 2, 1) if n <= READ_ROWS and slots % n == 0)
+    return items, slots, GATHER_COLUMNS, entries, CHUNK, unroll, rows
 
 
 def voxel_step(geometry: ConeGeometry) -> float:
@@ -217,6 +223,7 @@ class ConePair:
             self._exponent = cl.Buffer(context, cl.mem_flags.READ_WRITE, 4)
         rate = pacing.FIRST_RATE.get(device.type, pacing.OTHER_RATE)
         self._launch_updates = max(1, int(rate * pacing.LAUNCH_SECONDS))
+        self._launch_items = pacing.launch_items(device)
         nz, ny, nx = self.volume_shape
         n_rows, n_cols = geometry.detector_shape
         self.sizes = dict(n_angles=geometry.n_angles, n_rows=n_rows, n_cols=n_cols, nx=nx,
@@ -242,16 +249,24 @@ class ConePair:
         part.projection_block = int(np.prod(part.projection_shape))
         return part
 
+    def _launch(self, total, items_per_unit):
+        """Units (images or planes, of ``total``) a launch takes: about
+        pacing.LAUNCH_SECONDS at the device type's first rate, and at least enough to
+        fill the device (pacing.launch_items) at ``items_per_unit`` work-items each."""
+        by_time = self._launch_updates * total // max(1, self.updates())
+        filling = -(-self._launch_items // max(1, items_per_unit))
+        return max(1, min(total, max(by_time, filling)))
+
     def forward(self, volume, projections, wait_for=None):
         """projections = A volume (device buffers); the last launch's event."""
         n_angles, n_rows, n_cols = (self.sizes[name] for name in ("n_angles", "n_rows", "n_cols"))
-        step = max(1, min(n_angles, self._launch_updates * n_angles // max(1, self.updates())))
         if self.method == "gather":
             nz, ny, nx = self.volume_shape
             ready = transpose.launch(self._kernels["transpose_slices"], self.queue, volume,
                                      self._columns, 1, nz, ny * nx, wait_for)
             items, slots, columns = self.gather[:3]
             groups = (-(-n_cols // columns) * items, -(-n_rows // (slots * items)))
+            step = self._launch(n_angles, groups[0] * groups[1])
             return pacing.launches(
                 lambda first, count, wait: self._kernels["cone_gather"](
                     self.queue, (*groups, count), (items, 1, 1), wait_for=wait,
@@ -267,6 +282,7 @@ class ConePair:
                                              shift=self._exponent)
         tile_rows, tile_cols = self.forward_tile
         tiles = (-(-n_cols // tile_cols) * FORWARD_GROUP, -(-n_rows // tile_rows))
+        step = self._launch(n_angles, tiles[0] * tiles[1])
         return pacing.launches(
             lambda first, count, wait: self._kernels["cone_forward"](
                 self.queue, (*tiles, count), (FORWARD_GROUP, 1, 1), wait_for=wait,
@@ -278,7 +294,7 @@ class ConePair:
     def backward(self, projections, volume, wait_for=None):
         """volume = A^T projections (device buffers); the last launch's event."""
         nz, ny, nx = self.volume_shape
-        step = max(1, min(nz, self._launch_updates * nz // max(1, self.updates())))
+        step = self._launch(nz, -(-nx * ny // COLUMN))
         step = -(-step // COLUMN) * COLUMN  # whole columns of voxels a launch
         return pacing.launches(
             lambda first, count, wait: self._kernels["cone_backward"](

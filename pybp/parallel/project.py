@@ -58,12 +58,6 @@ FORWARD_GROUPS = ((32, 4, 1), (32, 1, 1))
 BINS_PER_ITEM = 3
 BACKWARD_GROUP = (4, 8, 1)  # a block of pixels of a slice, a warp of NVIDIA's
 ROWS_PER_ITEM = 8  # slices a work-item takes: one position and one load serve them all
-# The fewest forward work-items a launch has per compute unit, by device type: a GPU's
-# launches of 2048 angles x 2048 bins x 64 slices took 0.2749 s in 6 launches, 0.2732 s
-# in 4 (each launch's last work-groups leave the device part idle); a CPU's stay short,
-# for Ctrl-C.
-LAUNCH_ITEMS_PER_UNIT = {"gpu": 24576}
-OTHER_LAUNCH_ITEMS = 4096
 
 
 def rows_per_item(n_rows: int) -> int:
@@ -150,8 +144,7 @@ class ParallelPair:
         self._by_rows, self._by_columns, self._stacks = (array.data for array in self._copies)
         rate = pacing.FIRST_RATE.get(device.type, pacing.OTHER_RATE)
         self._launch_updates = max(1, int(rate * pacing.LAUNCH_SECONDS))
-        self._launch_items = device.compute_units * LAUNCH_ITEMS_PER_UNIT.get(
-            device.type, OTHER_LAUNCH_ITEMS)
+        self._launch_items = pacing.launch_items(device)
         self.sizes = dict(n_angles=geometry.n_angles, n_rows=n_rows, n_bins=geometry.n_bins,
                           nx=nx, ny=ny)
 

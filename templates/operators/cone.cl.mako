@@ -87,19 +87,19 @@ inline bool cone_position(__global const real *m, const real cc, const real rc,
         && cone_axis(fma(m[6], (real)k, rc), reciprocal, n_rows, row, fr);
 }
 
-inline float pixel(__global const float *image, const int n_rows, const int n_cols,
-                   const int r, const int c)
-{
-    return r >= 0 && r < n_rows && c >= 0 && c < n_cols ? image[(size_t)r * n_cols + c] : 0.0f;
-}
-
+// The bilinear sample at pixel (r, c) plus the fractions, zero beyond the image's edge
+// pixels. (Offsets within one image in int: a detector has far fewer than 2^31 pixels,
+// and 32-bit offsets made A^T 8% faster on the H100 than size_t ones.)
 inline float sample(__global const float *image, const int n_rows, const int n_cols,
                     const int r, const int c, const float fr, const float fc)
 {
-    return (1.0f - fr) * ((1.0f - fc) * pixel(image, n_rows, n_cols, r, c)
-                          + fc * pixel(image, n_rows, n_cols, r, c + 1))
-         + fr * ((1.0f - fc) * pixel(image, n_rows, n_cols, r + 1, c)
-                 + fc * pixel(image, n_rows, n_cols, r + 1, c + 1));
+    const int at = r * n_cols + c;
+    const bool top = r >= 0, bottom = r + 1 < n_rows, left = c >= 0, right = c + 1 < n_cols;
+    const float v00 = top && left ? image[at] : 0.0f;
+    const float v01 = top && right ? image[at + 1] : 0.0f;
+    const float v10 = bottom && left ? image[at + n_cols] : 0.0f;
+    const float v11 = bottom && right ? image[at + n_cols + 1] : 0.0f;
+    return (1.0f - fr) * ((1.0f - fc) * v00 + fc * v01) + fr * ((1.0f - fc) * v10 + fc * v11);
 }
 
 // A^T: work-item (i, j, column) sums each image's bilinear sample for COLUMN voxels
@@ -167,7 +167,7 @@ ${transpose(args['transpose_slices'], tile)}
 // it, with the weights the sample gives it, added in one fixed order (no atomics; the
 // same bits whatever the work-group's shape). Work-group (columns, rows, image) takes a
 // band of BAND image rows from r0 on GATHER_COLS image columns; each work-item owns
-// SLOTS rows of it (ROW: in pairs of neighbours where SLOTS is even) and their sums.
+// SLOTS rows of it (ROW: ROWS neighbours at a time) and their sums.
 //
 // A voxel column's image column u is its voxels' (SHARED), so the voxel columns whose
 // sample reads image column c are those with floor(u) = c - 1 (weight fc) and c (weight
@@ -192,11 +192,33 @@ ${transpose(args['transpose_slices'], tile)}
 // a column's voxels k of phase k % PHASES, from k0 on: the phase is k's alone, so that
 // a place's terms come in one order whatever the band's rows
 #define FIRST_OF_PHASE(k0, phase) ((k0) + ((phase) - (k0) % PHASES + PHASES) % PHASES)
-% if gather[1] % 2 == 0:
-#define ROW(n) (2 * (item + GATHER_ITEMS * ((n) / 2)) + (n) % 2)  /* slot n's row in the band */
-% else:
-#define ROW(n) (item + GATHER_ITEMS * (n))  /* slot n's row in the band */
-% endif
+<% rows = gather[6] %>\
+#define ROWS ${rows}  /* neighbouring rows a work-item reads at once (ROW) */
+// a profile's places: the band's rows, and a margin of ROWS places on either side (rows
+// -1 and BAND: the writers need not test for them)
+#define PLACES (BAND + 2 * ROWS)
+#define ROW(n) (ROWS * (item + GATHER_ITEMS * ((n) / ROWS)) + (n) % ROWS)  /* slot n's row in the band */
+<% vector = "float%d" % rows if rows > 1 else "float" %>\
+// A's gather: the voxels work-item `item` reads of the listed columns e0 ... e0 + CHUNK
+// - 1 (of `entries`) in round `round` of phase `phase`, 0 where there is none.
+inline void gather_reads(float values[CHUNK][UNROLL], __global const float *columns,
+                         __local const int *listed, __local const int2 *listed_k,
+                         const int e0, const int entries, const int phase, const int round,
+                         const int item, const int nz)
+{
+    #pragma unroll
+    for (int e = 0; e < CHUNK; e++) {
+        const int column = e0 + e < entries ? listed[e0 + e] : -1;
+        const int2 ks = listed_k[min(e0 + e, ENTRIES - 1)];
+        #pragma unroll
+        for (int u = 0; u < UNROLL; u++) {
+            const int k = FIRST_OF_PHASE(ks.s0, phase)
+                + PHASES * (item + GATHER_ITEMS * (round * UNROLL + u));
+            values[e][u] = column >= 0 && k <= ks.s1 ? columns[(size_t)column * nz + k] : 0.0f;
+        }
+    }
+}
+
 __kernel __attribute__((reqd_work_group_size(GATHER_ITEMS, 1, 1)))
 void cone_gather(
 ${args['cone_gather']}
@@ -208,29 +230,40 @@ ${args['cone_gather']}
     __local int scan[GATHER_ITEMS];
 % if phases[1]:
     // split: a column's profile at row r, (1 - fr) x of its voxel at row r; below, fr x
-    // of its voxel at row r - 1
-    __local float profile[CHUNK][BAND], below[CHUNK][BAND];
+    // of its voxel at row r - 1. Declared as ROWS rows a ${vector}, so that a reader's
+    // rows are one aligned access; the writers see them as floats.
+    __local ${vector} profile_rows[CHUNK][BAND / ROWS + 2], below_rows[CHUNK][BAND / ROWS + 2];
+    __local float (*const below)[PLACES] = (__local float (*)[PLACES])below_rows;
 % else:
     // a column's profile: at row r, (1 - fr) x of its voxel at row r plus fr x of its
-    // voxel at row r - 1
-    __local float profile[CHUNK][BAND];
-    __local float (*const below)[BAND] = profile;
+    // voxel at row r - 1. Declared as ROWS rows a ${vector}, so that a reader's rows are
+    // one aligned access; the writers see them as floats.
+    __local ${vector} profile_rows[CHUNK][BAND / ROWS + 2];
+    __local ${vector} (*const below_rows)[BAND / ROWS + 2] = profile_rows;
+    __local float (*const below)[PLACES] = (__local float (*)[PLACES])profile_rows;
 % endif
+    __local float (*const profile)[PLACES] = (__local float (*)[PLACES])profile_rows;
     const int item = get_local_id(0);
     const int c0 = get_group_id(0) * GATHER_COLS, c_end = min(c0 + GATHER_COLS, n_cols);
     const int r0 = get_group_id(1) * BAND;
     const int q = first_angle + get_group_id(2);
     __global const real *m = matrices + 12 * q;
     const real m6 = m[6];
-    for (int n = item; n < CHUNK * BAND; n += GATHER_ITEMS)
-        profile[n / BAND][n % BAND] = below[n / BAND][n % BAND] = 0.0f;
-    // the last half strip's sums toward column vc, each work-item's own (in local
-    // memory, not registers: the kernel's registers bound how many groups run at once)
+    for (int n = item; n < CHUNK * PLACES; n += GATHER_ITEMS)
+        profile[n / PLACES][n % PLACES] = below[n / PLACES][n % PLACES] = 0.0f;
+    // the last half strip's sums toward the column it shares with this one, each
+    // work-item's own (in local memory, not registers: the kernel's registers bound how
+    // many groups run at once)
     __local float previous[SLOTS][GATHER_ITEMS];
     #pragma unroll
     for (int n = 0; n < SLOTS; n++)
         previous[n][item] = 0.0f;
-    for (int vc = c0 - 1; vc < c_end; vc++) {
+    // Neighbouring groups share a half strip (vc = the right one's c0 - 1), so odd
+    // groups take theirs from right to left: the two read the one they share at about
+    // one time, its voxels once from memory into the cache.
+    const bool leftward = get_group_id(0) % 2;
+    for (int step = 0; step <= c_end - c0; step++) {
+        const int vc = leftward ? c_end - 1 - step : c0 - 1 + step;
         float here[SLOTS], after[SLOTS];  // toward columns vc and vc + 1
         #pragma unroll
         for (int n = 0; n < SLOTS; n++)
@@ -320,46 +353,41 @@ ${args['cone_gather']}
                     for (int phase = 0; phase < PHASES; phase++) {
                         for (int round = 0; round < rounds; round++) {
                             float values[CHUNK][UNROLL];
-                            #pragma unroll
-                            for (int e = 0; e < CHUNK; e++) {
-                                const int column = e0 + e < entries ? listed[e0 + e] : -1;
-                                const int2 ks = listed_k[min(e0 + e, ENTRIES - 1)];
-                                #pragma unroll
-                                for (int u = 0; u < UNROLL; u++) {
-                                    const int k = FIRST_OF_PHASE(ks.s0, phase)
-                                        + PHASES * (item + GATHER_ITEMS * (round * UNROLL + u));
-                                    values[e][u] = column >= 0 && k <= ks.s1
-                                        ? columns[(size_t)column * nz + k] : 0.0f;
-                                }
-                            }
+                            gather_reads(values, columns, listed, listed_k, e0, entries,
+                                         phase, round, item, nz);
                             #pragma unroll
                             for (int e = 0; e < CHUNK; e++) {
                                 if (e0 + e >= entries || listed[e0 + e] < 0)
                                     continue;
                                 const real2 position = listed_row[e0 + e];
                                 const int2 ks = listed_k[e0 + e];
+                                const int k0 = FIRST_OF_PHASE(ks.s0, phase)
+                                    + PHASES * (item + GATHER_ITEMS * round * UNROLL);
+                                const real k0_real = k0;  // (then exact additions, not a
+                                                          // conversion a voxel)
                                 #pragma unroll
                                 for (int u = 0; u < UNROLL; u++) {
-                                    const int k = FIRST_OF_PHASE(ks.s0, phase)
-                                        + PHASES * (item + GATHER_ITEMS * (round * UNROLL + u));
+                                    // k grows with u: past the column's last voxel, the
+                                    // rest are too (a warp all past skips the work)
+                                    if (k0 + PHASES * GATHER_ITEMS * u > ks.s1)
+                                        break;
                                     float fr;
-                                    const real v0 = cone_split(fma(m6, (real)k, position.s0),
-                                                               position.s1, &fr);
-                                    if (k > ks.s1 || !(v0 >= r0 - 1 && v0 < r0 + BAND))
+                                    const real v0 = cone_split(
+                                        fma(m6, k0_real + PHASES * GATHER_ITEMS * u, position.s0),
+                                        position.s1, &fr);
+                                    if (!(v0 >= r0 - 1 && v0 < r0 + BAND))
                                         continue;
-                                    const int at = (int)v0 - r0;
+                                    // rows r and r + 1, r from -1 to BAND - 1: the places
+                                    // of the profiles' margins hold rows -1 and BAND
+                                    const int at = (int)v0 - r0 + ROWS;
                                     // the first phase writes each place once (cleared
                                     // before); a later one adds to what an earlier wrote
                                     if (phase == 0) {
-                                        if (at >= 0)
-                                            profile[e][at] = (1.0f - fr) * values[e][u];
-                                        if (at + 1 < BAND)
-                                            below[e][at + 1] = fr * values[e][u];
+                                        profile[e][at] = (1.0f - fr) * values[e][u];
+                                        below[e][at + 1] = fr * values[e][u];
                                     } else {
-                                        if (at >= 0)
-                                            profile[e][at] += (1.0f - fr) * values[e][u];
-                                        if (at + 1 < BAND)
-                                            below[e][at + 1] += fr * values[e][u];
+                                        profile[e][at] += (1.0f - fr) * values[e][u];
+                                        below[e][at + 1] += fr * values[e][u];
                                     }
                                 }
                             }
@@ -370,50 +398,44 @@ ${args['cone_gather']}
                         if (listed[e] < 0)
                             continue;
                         const float fc = listed_fc[e];
-% if gather[1] % 2 == 0:
-                        // two neighbouring rows at a time: one 8-byte read and write each
+                        // ROWS neighbouring rows at a time: one read and one write
                         #pragma unroll
-                        for (int n = 0; n < SLOTS; n += 2) {
-                            __local float *p = profile[e - e0] + ROW(n);
+                        for (int n = 0; n < SLOTS; n += ROWS) {
+                            const int at = 1 + ROW(n) / ROWS;  // (after the margin)
 % if phases[1]:
-                            __local float *b = below[e - e0] + ROW(n);
-                            const float2 s = vload2(0, p) + vload2(0, b);
-                            vstore2((float2)(0.0f, 0.0f), 0, b);
+                            const ${vector} s = profile_rows[e - e0][at] + below_rows[e - e0][at];
+                            below_rows[e - e0][at] = 0.0f;
 % else:
-                            const float2 s = vload2(0, p);
+                            const ${vector} s = profile_rows[e - e0][at];
 % endif
-                            vstore2((float2)(0.0f, 0.0f), 0, p);
-                            here[n] = fma(1.0f - fc, s.x, here[n]);
-                            after[n] = fma(fc, s.x, after[n]);
-                            here[n + 1] = fma(1.0f - fc, s.y, here[n + 1]);
-                            after[n + 1] = fma(fc, s.y, after[n + 1]);
+                            profile_rows[e - e0][at] = 0.0f;
+% for t in range(rows):
+<% part = "s.s%d" % t if rows > 1 else "s" %>\
+                            here[n + ${t}] = fma(1.0f - fc, ${part}, here[n + ${t}]);
+                            after[n + ${t}] = fma(fc, ${part}, after[n + ${t}]);
+% endfor
                         }
-% else:
-                        #pragma unroll
-                        for (int n = 0; n < SLOTS; n++) {
-                            const float s = profile[e - e0][ROW(n)]
-% if phases[1]:
-                                + below[e - e0][ROW(n)];
-                            below[e - e0][ROW(n)] = 0.0f;
-% else:
-                                ;
-% endif
-                            profile[e - e0][ROW(n)] = 0.0f;
-                            here[n] = fma(1.0f - fc, s, here[n]);
-                            after[n] = fma(fc, s, after[n]);
-                        }
-% endif
                     }
                     barrier(CLK_LOCAL_MEM_FENCE);  // the profiles read and cleared
                 }
             }
         }
+        // pixel (r, c) is here[n] of half strip c plus after[n] of half strip c - 1, the
+        // one of the two found first held in `previous`
         #pragma unroll
         for (int n = 0; n < SLOTS; n++) {
             const int r = r0 + ROW(n);
-            if (vc >= c0 && r < n_rows)
-                projections[((size_t)q * n_rows + r) * n_cols + vc] = here[n] + previous[n][item];
-            previous[n][item] = after[n];
+            if (leftward) {
+                if (vc + 1 < c_end && r < n_rows)
+                    projections[((size_t)q * n_rows + r) * n_cols + vc + 1] =
+                        previous[n][item] + after[n];
+                previous[n][item] = here[n];
+            } else {
+                if (vc >= c0 && r < n_rows)
+                    projections[((size_t)q * n_rows + r) * n_cols + vc] =
+                        here[n] + previous[n][item];
+                previous[n][item] = after[n];
+            }
         }
     }
 }
