@@ -510,6 +510,33 @@ def test_cone_forward_sums_do_not_depend_on_the_work_shape(cl_device, rng, monke
         assert np.array_equal(projector.backward(y), transpose)
 
 
+def test_cone_gather_fits_the_local_memory_it_is_given(cl_device):
+    """gather_shape sizes A's gather to the device's local memory: the list, the last
+    half strip's sums, the profiles and their margins. Built here for devices with less
+    local memory than this one, the kernel takes (as the device reports it) no more than
+    each has; one with room for the list and two rows a work-item but not for the
+    margins gets one row a work-item."""
+    import dataclasses
+
+    import pyopencl as cl
+
+    from pybp.cone import project
+    geometry = pybp.ConeGeometry.circular(np.linspace(0, np.pi, 2, endpoint=False), (1000, 16),
+                                          (1.0, 1.0), 80.0, 40.0, (8, 8, 8), 1.0)
+    assert project.forward_method(geometry) == "gather"
+    projector = pybp.Projector(geometry, device=cl_device)
+    items, entries = projector.pair.gather[0], projector.pair.gather[3]
+    row = items * (4 * project.CHUNK * 2 + 4)  # split profiles and sums: a row a work-item
+    listed = 32 * entries + 4 * items
+    for budget, slots in ((listed + 2 * row + 16, 1), (listed + 3 * row + 1024, 3),
+                          (listed + 8 * row + 4096, 8)):
+        device = dataclasses.replace(projector.device, local_memory=budget)
+        pair = project.ConePair(geometry, projector.context, projector.queue, device)
+        used = pair._kernels["cone_gather"].kernel.get_work_group_info(
+            cl.kernel_work_group_info.LOCAL_MEM_SIZE, projector.context.devices[0])
+        assert pair.gather[1] == slots and used <= budget, (budget, pair.gather, used)
+
+
 @pytest.mark.parametrize("method", ["gather", "scatter"])
 def test_cone_pair_in_launches_of_one_image_or_plane_gives_the_same_bits(cl_device, rng,
                                                                          monkeypatch, method):

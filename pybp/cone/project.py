@@ -95,18 +95,20 @@ def gather_shape(device, geometry: ConeGeometry) -> tuple:
     columns, listed voxel columns, profiles at a time, voxels of a profile a work-item
     reads at once, neighbouring rows of a profile a work-item reads at once). A group
     takes the image's rows, or SLOTS rows a work-item, fewer where its rows (4 bytes a
-    profile, 8 where split, and 4 for the last half strip's sums) and the list (32 bytes
-    a listed column) would not fit the device's local memory; a work-item reads as many
+    profile, 8 where split, and 4 for the last half strip's sums, and the profiles'
+    margins) and the list (32 bytes a listed column) would not fit the device's local
+    memory; a work-item reads as many
     of a column's voxels at once as a band's rows take in one phase, at most UNROLL, and
     of a profile the most rows up to READ_ROWS that divide its own (4, 2 or 1)."""
     items = min(GATHER_ITEMS, device.max_work_group_size)
     phases, split = gather_phases(geometry)
     row = 4 * CHUNK * (2 if split else 1) + 4  # the profiles' and sums' bytes a row
+    margins = 2 * READ_ROWS * (row - 4)  # the profiles' places either side of the band
     entries = GATHER_ENTRIES[-1]
     for entries in GATHER_ENTRIES:
-        if 32 * entries + 4 * items + row * items <= device.local_memory:
+        if 32 * entries + 4 * items + margins + row * items <= device.local_memory:
             break
-    spare = device.local_memory - 32 * entries - 4 * items
+    spare = device.local_memory - 32 * entries - 4 * items - margins
     n_rows = geometry.detector_shape[0]
     slots = max(1, min(SLOTS, -(-n_rows // items), spare // (row * items)))
     voxels = min(geometry.volume_shape[0], min(n_rows, slots * items) / voxel_step(geometry) + 2)
