@@ -126,7 +126,7 @@ def main(mode):
                                       reference.backproject(y.transpose(1, 0, 2), geometry))
     print("RESULT", "pair-parallel-9", f"{forward:.2e}", f"{backward:.2e}", flush=True)
     # The cone pair, A by its gather: voxels under a pixel tall (two phases, the row
-    # below in a second profile), bands of 8 rows on a detector of 10 (readers of 4
+    # below in a second profile), bands of 8 rows on a detector of 10 (readers of 2
     # rows at once), lists of 5.
     case("pair-cone")
     geometry = pybp.ConeGeometry.circular(angles[:4], (10, 14), (2.0, 5.0), 80.0, 40.0,

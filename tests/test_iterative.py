@@ -443,7 +443,7 @@ def cone_geometries():
 CONE = dict(cone_geometries())
 # the module constants that shape A's work, per kernel (pybp/cone/project.py)
 SHAPES = {"gather": ("GATHER_ITEMS", "SLOTS", "GATHER_COLUMNS", "GATHER_ENTRIES", "CHUNK",
-                     "UNROLL"),
+                     "UNROLL", "READ_ROWS"),
           "scatter": ("FORWARD_TILES", "PLANES", "LANES")}
 
 
@@ -480,8 +480,9 @@ def test_cone_forward_sums_do_not_depend_on_the_work_shape(cl_device, rng, monke
     assert project.shared_column(project.tables(geometry)[0]) == shared
     # (the gather's bands split the images' rows at 2 and 4 work-items; lists of 2, 5, 7;
     # readers of 1, 2 and 4 rows at a time)
-    shapes = {"gather": [(128, 8, 4, (128,), 4, 4), (4, 2, 3, (2,), 3, 4), (32, 1, 1, (7,), 1, 1),
-                         (8, 3, 16, (512,), 2, 2), (2, 2, 5, (5,), 4, 4), (2, 4, 2, (5,), 3, 2)],
+    shapes = {"gather": [(128, 8, 4, (128,), 4, 4, 2), (4, 2, 3, (2,), 3, 4, 2),
+                         (32, 1, 1, (7,), 1, 1, 2), (8, 3, 16, (512,), 2, 2, 2),
+                         (2, 2, 5, (5,), 4, 4, 1), (2, 4, 2, (5,), 3, 2, 4)],
               "scatter": [(((32, 128),), {False: 8, True: 8}, 16),
                           (((4, 8),), {False: 3, True: 3}, 32),
                           (((8, 4),), {False: 1, True: 1}, 4)]}
