@@ -240,6 +240,20 @@ def test_a_kernel_build_is_interrupted_at_once():
     assert time.perf_counter() - started < 1.0
 
 
+def test_the_exit_waits_for_builds_and_passes_over_one_never_started(monkeypatch):
+    """Ctrl-C between a build thread's registration and its start left a thread that
+    never ran, and the exit's wait for builds raised on it ("cannot join thread before it
+    is started": a traceback after `pybp reconstruct: interrupted`, seen in CI). The wait
+    joins the builds under way and passes over one never started."""
+    finished = threading.Event()
+    running = threading.Thread(target=lambda: (time.sleep(0.2), finished.set()))
+    never = threading.Thread(target=lambda: None)
+    monkeypatch.setattr(codegen, "_BUILDING", {running, never})
+    running.start()
+    codegen._wait_for_builds()
+    assert finished.is_set()
+
+
 # ---- 4. silently wrong results become errors ------------------------------------------
 
 def test_an_underflowing_sigma_gives_the_limit_not_nan(cl_device):

@@ -241,8 +241,11 @@ def building() -> bool:
 
 @atexit.register
 def _wait_for_builds():
+    # (a thread Ctrl-C stopped between its registration and its start never runs, and
+    # joining it would raise: only those alive are waited for)
     for thread in list(_BUILDING):
-        thread.join()
+        if thread.is_alive():
+            thread.join()
 
 
 def interruptible(work, cl_device):
