@@ -4,6 +4,7 @@ pybp.parallel.reference, the pair's adjointness on random float32 data at 1024 b
 one and several iterations of each method against the same method in float64 on the
 dense matrix, SIRT converged against scipy's lsqr, and a limited-angle scan."""
 
+import re
 import textwrap
 
 import numpy as np
@@ -362,9 +363,12 @@ def test_projector_that_does_not_fit_is_refused_saying_what_it_takes(cl_device, 
     monkeypatch.setattr(projector.memory, "budget", lambda device: 2 ** 20)
     copies = project.scratch_bytes(geometry, 9)
     assert copies == 4 * 16 * (2 * 96 * 96 + geometry.n_angles * 1024)
+    need, size = 4 * (9 * 96 * 96 + geometry.n_angles * 9 * 1024) + copies, projector.memory.size_text
+    assert (size(copies), size(need)) == ("3.0 MiB", "4.4 MiB")  # (0.00 GiB, 0.00 GiB before)
     with pytest.raises(MemoryError, match=r"Projector: 1 volume\(s\) \(9, 96, 96\) and 1 "
                        r"set\(s\) of projections \(30, 9, 1024\) of float32, with the "
-                       rf"operators' copies \({copies / 2 ** 30:.2f} GiB\), take"):
+                       rf"operators' copies \({re.escape(size(copies))}\), take "
+                       rf"{re.escape(size(need))} on the device, more than the 1\.0 MiB it lends"):
         pybp.Projector(geometry, rows=9, device=cl_device)
 
 

@@ -51,8 +51,8 @@ def fits(device, volume_shape, projection_shape, *, volumes, projections, scratc
         raise MemoryError(f"{what}: {volumes} volume(s) {tuple(volume_shape)} and "
                           f"{projections} set(s) of projections {tuple(projection_shape)} of "
                           f"float32, with the operators' copies "
-                          f"({scratch / 2 ** 30:.2f} GiB), take {need / 2 ** 30:.2f} GiB on the "
-                          f"device, more than the {have / 2 ** 30:.2f} GiB it lends "
+                          f"({memory.size_text(scratch)}), take {memory.size_text(need)} on the "
+                          f"device, more than the {memory.size_text(have)} it lends "
                           f"({device.label()}); take fewer rows per call, or a device with "
                           "more memory")
 

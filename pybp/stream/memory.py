@@ -37,7 +37,8 @@ def budget(device, memory_limit=None) -> int:
     return most if limit is None else min(limit, most)
 
 
-def _size(n_bytes) -> str:
+def size_text(n_bytes) -> str:
+    """Bytes for a message: KiB under 1 MiB, MiB under 256 MiB, else GiB."""
     if n_bytes < 2 ** 20:
         return f"{n_bytes / 2 ** 10:.1f} KiB"
     return f"{n_bytes / 2 ** 30:.2f} GiB" if n_bytes >= 2 ** 28 else f"{n_bytes / 2 ** 20:.1f} MiB"
@@ -113,15 +114,15 @@ class MemoryPlan:
 
         if not fitting(free) and fitting(budget(device) - shared - slots * fixed):
             raise ValueError(  # the limit, not the device, leaves no room
-                f"memory_limit: {_size(allowed)} hold no chunk of {subject.split(': ', 1)[-1]} "
-                f"({_size(per_slice + fixed + shared)} of device memory with what the stages "
-                f"share); allow more, at most {_size(budget(device))} on {device.name}")
+                f"memory_limit: {size_text(allowed)} hold no chunk of {subject.split(': ', 1)[-1]} "
+                f"({size_text(per_slice + fixed + shared)} of device memory with what the stages "
+                f"share); allow more, at most {size_text(budget(device))} on {device.name}")
         widths = fitting(free)
         if not widths:
             raise ValueError(
-                f"{subject} needs a buffer of {_size(largest)} and "
-                f"{_size(per_slice + fixed + shared)} of device memory; {device.name} allows "
-                f"buffers of {_size(device.max_allocation)} and {_size(allowed)} in all ("
+                f"{subject} needs a buffer of {size_text(largest)} and "
+                f"{size_text(per_slice + fixed + shared)} of device memory; {device.name} allows "
+                f"buffers of {size_text(device.max_allocation)} and {size_text(allowed)} in all ("
                 + ("memory_limit" if memory_limit is not None else
                    f"{MEMORY_SHARE:.0%} of its memory")
                 + f"){': ' + advice if advice else ''}")
