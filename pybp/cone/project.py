@@ -97,9 +97,9 @@ def gather_shape(device, geometry: ConeGeometry) -> tuple:
     takes the image's rows, or SLOTS rows a work-item, fewer where its rows (4 bytes a
     profile, 8 where split, and 4 for the last half strip's sums, and the profiles'
     margins) and the list (32 bytes a listed column) would not fit the device's local
-    memory; a work-item reads as many
-    of a column's voxels at once as a band's rows take in one phase, at most UNROLL, and
-    of a profile the most rows up to READ_ROWS that divide its own (4, 2 or 1)."""
+    memory; a work-item reads as many of a column's voxels at once as a band's rows take
+    in one phase, at most UNROLL, and of a profile the most rows up to READ_ROWS that
+    divide its own (4, 2 or 1)."""
     items = min(GATHER_ITEMS, device.max_work_group_size)
     phases, split = gather_phases(geometry)
     row = 4 * CHUNK * (2 if split else 1) + 4  # the profiles' and sums' bytes a row

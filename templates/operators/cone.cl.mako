@@ -239,7 +239,6 @@ ${args['cone_gather']}
     // voxel at row r - 1. Declared as ROWS rows a ${vector}, so that a reader's rows are
     // one aligned access; the writers see them as floats.
     __local ${vector} profile_rows[CHUNK][BAND / ROWS + 2];
-    __local ${vector} (*const below_rows)[BAND / ROWS + 2] = profile_rows;
     __local float (*const below)[PLACES] = (__local float (*)[PLACES])profile_rows;
 % endif
     __local float (*const profile)[PLACES] = (__local float (*)[PLACES])profile_rows;
