@@ -24,6 +24,8 @@ from pybp.parallel import reference
 
 OPERATOR_RTOL = 2e-6  # each operator against its float64 reference, relative RMS
 # (measured 1.5e-7 for A^T and 2.8e-7 for A at 1024 bins: float32 sums of float weights)
+BY_VOXEL_RTOL = 1e-6  # cone beam's operators with row positions by columns (fixed point)
+# against voxel by voxel (double), relative RMS (measured 1.4e-7 to 1.6e-7 on PoCL)
 ADJOINT_TOLERANCE = 1e-5  # |<A x, y> / <x, A^T y> - 1| on random float32 data
 SIRT_RTOL = 1e-6  # SIRT's iterations against float64, relative RMS (measured 7e-8 to 1e-7)
 CGLS_RTOL = 1e-4  # CGLS's: conjugate directions carry float32 rounding on (1.5e-7 after
@@ -474,8 +476,9 @@ def test_cone_forward_sums_do_not_depend_on_the_work_shape(cl_device, rng, monke
     other sizes, rows and columns, and lists short enough to be split, give the same
     bits. Its scatter adds 64-bit integers: tiles, batches of planes and lanes of other
     shapes give the same bits, and so does finding c and w voxel by voxel (forced on
-    the circular scans, with A^T). A voxel left out or added twice would show. On the
-    circular scans the gather and the scatter agree to float rounding."""
+    the circular scans, with A^T, to the rounding of its row positions, which are in
+    fixed point where c and w are the column's). A voxel left out or added twice would
+    show. On the circular scans the gather and the scatter agree to float rounding."""
     from pybp.cone import project
     geometry = CONE[name]
     x = rng.standard_normal(geometry.volume_shape).astype(np.float32)
@@ -511,8 +514,33 @@ def test_cone_forward_sums_do_not_depend_on_the_work_shape(cl_device, rng, monke
         monkeypatch.setattr(project, "shared_column", lambda matrices: False)
         projector = pybp.Projector(geometry, device=cl_device)
         assert not projector.pair.shared
-        assert np.array_equal(projector.forward(x), results["scatter"][0])
-        assert np.array_equal(projector.backward(y), transpose)
+        by_voxel = projector.forward(x), projector.backward(y)
+        assert relative_rms(by_voxel[0], results["scatter"][0]) < BY_VOXEL_RTOL
+        assert relative_rms(by_voxel[1], transpose) < BY_VOXEL_RTOL
+
+
+def test_cone_rows_beyond_the_fixed_point_are_refused_and_those_within_are_right(cl_device,
+                                                                                  rng):
+    """Where a voxel column's c and w are its own, the kernels hold its voxels' row
+    positions in fixed point, within project.FIXED_REACH (2^30) pixels. A volume whose
+    columns reach further (just in front of the source, on pixels of 0.001 voxel) is
+    refused in one line naming the geometry; one just within (rows up to 9.7e8 pixels
+    away) gives A and A^T as their float64 references."""
+    from pybp.cone import project
+    angles = np.linspace(0, np.pi, 4, endpoint=False)
+    near = pybp.ConeGeometry.circular(angles, (8, 8), 1e-3, 2.2, 50.0, (3, 3, 3), 1.0)
+    with pytest.raises(ValueError, match=r"^geometry: .* reach 1\.09e\+09 pixels .* 2\^30"):
+        pybp.Projector(near, device=cl_device)
+    within = pybp.ConeGeometry.circular(angles, (8, 8), 1e-3, 2.3, 50.0, (3, 3, 3), 1.0)
+    assert 9e8 < project.row_reach(within) < project.FIXED_REACH
+    projector = pybp.Projector(within, device=cl_device)
+    assert projector.pair.shared
+    x = rng.standard_normal(within.volume_shape).astype(np.float32)
+    y = rng.standard_normal((within.n_angles,) + within.detector_shape).astype(np.float32)
+    want = cone_reference.forward_project(x, within)
+    assert np.count_nonzero(want) > 0
+    assert relative_rms(projector.forward(x), want) < OPERATOR_RTOL
+    assert relative_rms(projector.backward(y), cone_reference.backproject(y, within)) < OPERATOR_RTOL
 
 
 def test_cone_gather_fits_the_local_memory_it_is_given(cl_device):

@@ -76,7 +76,9 @@ FORWARD_TILES = ((64, 64), (16, 64))
 PLANES = {False: 8, True: 64}
 LANES = 8
 MAGNITUDE_GROUP, MAGNITUDE_GROUPS = 256, 256  # the L1 norm's partial sums
-BACKWARD_GROUP = (16, 8, 1)  # a tile of voxel columns
+# A^T's work-groups: a tile of voxel columns, 8 along x and 16 along y (0.1012 s on the
+# H100 against 0.1028 s for 16 x 8, docs/benchmarks.md)
+BACKWARD_GROUP = (8, 16, 1)
 COLUMN = 8  # A^T's voxels along z per work-item
 
 
@@ -144,8 +146,29 @@ def gather_phases(geometry: ConeGeometry) -> tuple:
 def shared_column(matrices) -> bool:
     """Whether every matrix's third column is (0, m6, 0) (a circular orbit, an untilted
     detector): a voxel column's c and w are then each of its voxels', and the kernels
-    find them once per column. The same positions either way (the template's note)."""
+    find them once per column, and its voxels' rows in fixed point (the template's
+    cone_rows: to rounding, the positions found voxel by voxel)."""
     return not np.any(matrices[:, [2, 10]])
+
+
+# Where the matrices share a column's c and w, the kernels hold a voxel's row position in
+# 64-bit fixed point with 32 fraction bits (the template's cone_rows): positions within
+# FIXED_REACH pixels, of the volume's columns continued FIXED_BEYOND voxels past their
+# ends (a kernel may step that far past a column's last voxel before it stops).
+FIXED_REACH, FIXED_BEYOND = 2.0 ** 30, 2 ** 14
+
+
+def row_reach(geometry: ConeGeometry) -> float:
+    """The largest |row position| (pixels) of a voxel of ``geometry``'s volume columns,
+    continued FIXED_BEYOND voxels past their ends, in any image where the matrices share
+    a column's c and w: at the corners (a ratio of linear functions, w > 0 throughout
+    the volume and the same along a column)."""
+    m = geometry.voxel_matrices()
+    nz, ny, nx = geometry.volume_shape
+    corners = np.array([[i, j, k, 1] for i in (0, nx - 1) for j in (0, ny - 1)
+                        for k in (-FIXED_BEYOND, nz - 1 + FIXED_BEYOND)], float)
+    h = m @ corners.T
+    return float(np.max(np.abs(h[:, 1] / h[:, 2])))
 
 
 def forward_method(geometry: ConeGeometry) -> str:
@@ -200,6 +223,13 @@ class ConePair:
         self.matrices, self.inverses = (self._buffer(t) for t in self._tables)
         self.forward_tile = forward_tile(device)
         self.shared = shared_column(self._tables[0])
+        if self.shared and not row_reach(geometry) < FIXED_REACH:
+            raise ValueError(
+                f"geometry: the volume's voxel columns, continued {FIXED_BEYOND} voxels past "
+                f"their ends, reach {row_reach(geometry):.3g} pixels from the detector's "
+                f"first row; the cone-beam pair holds row positions in fixed point, within "
+                f"2^30 pixels (the volume lies too near a source's plane, or its voxels' "
+                f"images are too far apart)")
         self.method = forward_method(geometry)
         gathers = self.method == "gather"
         # (the gather's shape and phases only where it is chosen: they need a voxel step)
