@@ -64,7 +64,8 @@ GATHER_BELOW = 12.0
 GATHER_ITEMS, SLOTS, GATHER_COLUMNS, GATHER_ENTRIES, CHUNK, UNROLL = 128, 8, 4, (128, 32), 4, 4
 # Neighbouring rows a work-item reads of a profile at once, at most: with 4, ptxas gave
 # the gather 96 registers (5 groups a multiprocessor), with 2 80 (6), 0.1850 against
-# 0.1735 s on the H100 (docs/benchmarks.md)
+# 0.1735 s on the H100 (docs/benchmarks.md; before the rows in fixed point, which took
+# it to 96 registers with 2, and faster)
 READ_ROWS = 2
 # A elsewhere: a scatter, FORWARD_GROUP work-items adding the voxels of a tile of (rows,
 # columns) detector pixels of one image, PLANES planes of voxels at a time (voxel by
