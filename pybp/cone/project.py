@@ -153,9 +153,11 @@ def shared_column(matrices) -> bool:
 
 
 # Where the matrices share a column's c and w, the kernels hold a voxel's row position in
-# 64-bit fixed point with 32 fraction bits (the template's cone_rows): positions within
-# FIXED_REACH pixels, of the volume's columns continued FIXED_BEYOND voxels past their
-# ends (a kernel may step that far past a column's last voxel before it stops).
+# 64-bit fixed point with 32 fraction bits (the template's cone_rows), which holds
+# positions within 2^31 pixels. ConePair asks for FIXED_REACH of the volume's columns
+# continued FIXED_BEYOND voxels past their ends: a kernel finds positions a little past
+# a column's last voxel before it stops (A^T up to COLUMN - 1 voxels, the gather up to
+# a round of GATHER_ITEMS x UNROLL x phases voxels: a few thousand pixels).
 FIXED_REACH, FIXED_BEYOND = 2.0 ** 30, 2 ** 14
 
 
