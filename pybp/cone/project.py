@@ -226,10 +226,11 @@ class ConePair:
         self.matrices, self.inverses = (self._buffer(t) for t in self._tables)
         self.forward_tile = forward_tile(device)
         self.shared = shared_column(self._tables[0])
-        if self.shared and not row_reach(geometry) < FIXED_REACH:
+        reach = row_reach(geometry) if self.shared else 0.0
+        if not reach < FIXED_REACH:
             raise ValueError(
                 f"geometry: the volume's voxel columns, continued {FIXED_BEYOND} voxels past "
-                f"their ends, reach {row_reach(geometry):.3g} pixels from the detector's "
+                f"their ends, reach {reach:.3g} pixels from the detector's "
                 f"first row; the cone-beam pair holds row positions in fixed point, within "
                 f"2^30 pixels (the volume lies too near a source's plane, or its voxels' "
                 f"images are too far apart)")
