@@ -159,6 +159,32 @@ def float_array(value, name, ndim):
     return arr
 
 
+LENGTHS = (1e-100, 1e100)  # lengths (and matrix entries) the float64 geometries handle:
+# their products, determinants and squares stay finite and normal
+
+
+def in_length_range(values, name):
+    """``values`` (float64) with magnitudes within :data:`LENGTHS` (or zero)."""
+    size = np.abs(values)
+    if ((size > LENGTHS[1]) | ((size > 0) & (size < LENGTHS[0]))).any():
+        raise ValueError(f"{name}: values from {LENGTHS[0]:g} to {LENGTHS[1]:g} (or 0) in "
+                         f"magnitude are what the geometry is computed with; got "
+                         f"{values.ravel()[np.argmax(np.abs(np.log10(size + (size == 0))))]:g}: "
+                         "is the unit right?")
+    return values
+
+
+def positive_length(value, name) -> float:
+    """A positive length (a pixel's or voxel's size, a distance), or an error naming
+    ``name``."""
+    if np.ndim(value) != 0:
+        raise TypeError(f"{name}: expected a number, got {value!r}")
+    value = float(float_array([value], name, 1)[0])
+    if not value > 0:
+        raise ValueError(f"{name}: expected a positive length, got {value}")
+    return float(in_length_range(np.array([value]), name)[0])
+
+
 def array_like(value, name, ndim):
     if not hasattr(value, "shape") or not hasattr(value, "dtype"):
         raise TypeError(f"{name}: expected an array (NumPy, memmap, h5py dataset), "

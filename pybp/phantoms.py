@@ -30,18 +30,25 @@ def _scaled_ellipses(radius, ellipses=None):
         yield value, a * radius, b * radius, x0 * radius, y0 * radius, np.deg2rad(phi)
 
 
+def default_radius(geometry: Geometry) -> float:
+    """The phantom's radius in the geometry's unit of length: 90% of half the detector."""
+    return geometry.n_bins / 2.0 * 0.9 * geometry.pixel_size
+
+
 def shepp_logan_radon(geometry: Geometry, radius=None, ellipses=None) -> np.ndarray:
     """Exact line integrals of the phantom (or of other ``ellipses``, rows as
-    :data:`SHEPP_LOGAN`), sampled at each bin centre, any angles/centre.
+    :data:`SHEPP_LOGAN`), sampled at each bin centre, any angles/centre, in the
+    geometry's unit of length (``radius`` too: default :func:`default_radius`).
 
-    A pixel offset ``(fx, fy)`` is the point ``(fx, -fy)`` with y up, so the ray at
-    bin ``h`` is ``s = x cos + y sin = h - center``.
+    A voxel offset ``(fx, fy)`` is the point ``(fx, -fy)`` voxels with y up, so the ray
+    at bin ``h`` is ``s = x cos + y sin = (h - center) pixel_size``.
     """
-    radius = geometry.n_bins / 2.0 * 0.9 if radius is None else radius
-    s = np.arange(geometry.n_bins)[None, :] - geometry.center[:, None]
+    radius = default_radius(geometry) if radius is None else radius
+    s = (np.arange(geometry.n_bins)[None, :] - geometry.center[:, None]) * geometry.pixel_size
     theta = geometry.angles[:, None]
     sinogram = np.zeros((geometry.n_angles, geometry.n_bins))
-    ox, oy = geometry.slice_offset[1], -geometry.slice_offset[0]
+    ox = geometry.slice_offset[1] * geometry.voxel_size
+    oy = -geometry.slice_offset[0] * geometry.voxel_size
     for value, a, b, x0, y0, phi in _scaled_ellipses(radius, ellipses):
         # The slice centre sits at (ox, oy) from the axis; the phantom is centred on it.
         t = s - ((x0 + ox) * np.cos(theta) + (y0 + oy) * np.sin(theta))
@@ -53,16 +60,17 @@ def shepp_logan_radon(geometry: Geometry, radius=None, ellipses=None) -> np.ndar
 
 
 def shepp_logan_image(geometry: Geometry, radius=None, supersample=4, ellipses=None) -> np.ndarray:
-    """The phantom on the slice grid: each pixel's mean over ``supersample``^2 points.
+    """The phantom on the slice grid: each voxel's mean over ``supersample``^2 points
+    (``radius`` in the geometry's unit of length, as :func:`shepp_logan_radon`'s).
 
     Each row of sample points crosses an ellipse in one interval of columns, solved
     for exactly; the intervals' ends are marked and summed along the row, so 2048^2
     pixels take well under a second."""
-    radius = geometry.n_bins / 2.0 * 0.9 if radius is None else radius
+    radius = default_radius(geometry) if radius is None else radius
     ny, nx = geometry.slice_shape
     ss = supersample
-    x = (np.arange(nx * ss) + 0.5) / ss - 0.5 - (nx - 1) / 2.0
-    y = -((np.arange(ny * ss) + 0.5) / ss - 0.5 - (ny - 1) / 2.0)  # y up
+    x = ((np.arange(nx * ss) + 0.5) / ss - 0.5 - (nx - 1) / 2.0) * geometry.voxel_size
+    y = -((np.arange(ny * ss) + 0.5) / ss - 0.5 - (ny - 1) / 2.0) * geometry.voxel_size
     # Per pixel row, the value steps where sample rows enter and leave each ellipse
     # (the sample rows of a pixel row summed: sums commute), added up along the row.
     ends = np.zeros((ny, nx * ss + 1))
@@ -115,9 +123,9 @@ def _row_ellipses(n_rows, row, radius, z_scale):
 
 
 def _phantom_extent(geometry, n_rows, radius, z_scale):
-    """The 3-D phantom's radius (default 90% of half the detector) and the pixels of its
+    """The 3-D phantom's radius (default 90% of half the detector) and the length of its
     height per detector row (default: the rows span 80% of its height)."""
-    radius = geometry.n_bins / 2.0 * 0.9 if radius is None else radius
+    radius = default_radius(geometry) if radius is None else radius
     return radius, 1.6 * radius / n_rows if z_scale is None else z_scale
 
 

@@ -123,7 +123,7 @@ def main(mode):
     y = rng.standard_normal(projector.projection_shape).astype(np.float32)
     forward = reference.relative_rms(projector.forward(x), reference.forward_project(x, geometry))
     backward = reference.relative_rms(projector.backward(y),
-                                      reference.backproject(y.transpose(1, 0, 2), geometry))
+                                      reference.transpose_project(y, geometry))
     print("RESULT", "pair-parallel-9", f"{forward:.2e}", f"{backward:.2e}", flush=True)
     # The cone pair, A by its gather: voxels under a pixel tall (two phases, the row
     # below in a second profile), bands of 8 rows on a detector of 10 (readers of 2

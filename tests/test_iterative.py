@@ -61,7 +61,7 @@ def test_operators_match_float64_and_are_adjoint(cl_device, rng, name, rows):
     ax, aty = projector.forward(x), projector.backward(y)
     assert ax.shape == projector.projection_shape and ax.dtype == np.float32
     assert relative_rms(ax, reference.forward_project(x, geometry)) < OPERATOR_RTOL
-    assert relative_rms(aty, reference.backproject(y.transpose(1, 0, 2), geometry)) \
+    assert relative_rms(aty, reference.transpose_project(y, geometry)) \
         < OPERATOR_RTOL
     left = np.dot(ax.ravel().astype(np.float64), y.ravel())
     right = np.dot(x.ravel().astype(np.float64), aty.ravel())
@@ -74,7 +74,7 @@ def test_float64_references_are_transposes(rng):
     x = rng.standard_normal((1,) + geometry.slice_shape)
     y = rng.standard_normal((geometry.n_angles, 1, geometry.n_bins))
     left = np.dot(reference.forward_project(x, geometry).ravel(), y.ravel())
-    right = np.dot(x.ravel(), reference.backproject(y.transpose(1, 0, 2), geometry).ravel())
+    right = np.dot(x.ravel(), reference.transpose_project(y, geometry).ravel())
     assert abs(left / right - 1) < 1e-12
 
 
@@ -270,17 +270,12 @@ def test_sirt_converges_to_the_weighted_least_squares_solution(cl_device, rng):
     assert relative_rms(got.ravel(), plain) < CONVERGED_RTOL
 
 
-def test_limited_angle_iterations_beat_fbp(cl_device):
-    """+-60 degrees of the Shepp-Logan phantom (exact line integrals), 64^2: inside the
-    reconstruction circle, SIRT (nonnegative, 200 iterations), SART (nonnegative, 10
-    subsets, 10 iterations) and TV (nonnegative, weight 3, 100 iterations) come closer to
-    the phantom than FBP (measured 0.344, 0.317 and 0.309 against 0.444, relative RMS). The exact line
-    integrals are not the pixel model's, so the methods semi-converge: CGLS measured
-    0.439 after 5 iterations, 0.560 after 20; SIRT 0.340 after 50, 0.449 after 1000
-    (docs/accuracy.md)."""
+def limited_angle_case():
+    """``(geometry, sinogram, error)``: +-60 degrees (61 projections) of the 64^2
+    Shepp-Logan phantom's exact line integrals, and a volume's relative RMS from the
+    phantom inside the reconstruction circle (tuning/limited_angle.py too)."""
     n = 64
-    angles = np.radians(np.linspace(-60, 60, 61))
-    geometry = pybp.ParallelGeometry(angles, n)
+    geometry = pybp.ParallelGeometry(np.radians(np.linspace(-60, 60, 61)), n)
     sinogram = phantoms.shepp_logan_radon(geometry).astype(np.float32)
     truth = phantoms.shepp_logan_image(geometry)
     inside = np.zeros((n, n), bool)
@@ -290,6 +285,19 @@ def test_limited_angle_iterations_beat_fbp(cl_device):
     def error(image):
         return float(np.linalg.norm((image - truth)[inside]) / np.linalg.norm(truth[inside]))
 
+    return geometry, sinogram, error
+
+
+def test_limited_angle_iterations_beat_fbp(cl_device):
+    """+-60 degrees of the Shepp-Logan phantom (exact line integrals), 64^2: inside the
+    reconstruction circle, SIRT (nonnegative, 200 iterations), SART (nonnegative, 10
+    subsets, 10 iterations) and TV (nonnegative, weight 3, 100 iterations) come closer to
+    the phantom than FBP (measured 0.338, 0.315 and 0.307 against 0.444, relative RMS). The exact line
+    integrals are not the voxel model's, so the methods semi-converge: CGLS measured
+    0.437 after 5 iterations, 0.536 after 20; SIRT 0.339 after 50, 0.421 after 1000
+    (docs/accuracy.md, tuning/limited_angle.py)."""
+    geometry, sinogram, error = limited_angle_case()
+    angles = geometry.angles
     fbp = error(pybp.fbp(sinogram, angles, device=cl_device, progress=False))
     sirt = error(pybp.sirt(sinogram, geometry, 200, nonnegative=True, device=cl_device))
     sart = error(pybp.sart(sinogram, geometry, 10, subsets=10, nonnegative=True,

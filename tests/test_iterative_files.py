@@ -112,6 +112,25 @@ def test_resume_is_bit_for_bit_and_refuses_other_iterations(scan, tmp_path, cl_d
                     "nonnegative")
 
 
+def test_resume_refuses_slices_of_the_bilinear_pair(scan, tmp_path, cl_device,  # noqa: F811
+                                                    capsys):
+    """Slices an iterative run made before issue 51 (the bilinear pair, whose record
+    names its kernels ``sart-pair-rows8``) are not resumed with the distance-driven
+    pair: one line, naming the kernels of both."""
+    out = tmp_path / "out"
+    argv = make_input("dxchange", scan, tmp_path) + [
+        "--center", repr(scan["center"]), "--method", "sart", "--iterations", "2",
+        "--device", cl_device.name, "--quiet", "-o", str(out)]
+    assert run(argv)[0] == 0
+    record = json.loads((out / "pybp.json").read_text())
+    assert record["devices"][0]["kernels"] == ["sart-pair-rows8-footprints2"]
+    record["devices"][0]["kernels"] = ["sart-pair-rows8"]
+    (out / "pybp.json").write_text(json.dumps(record))
+    (out / "slice_00002.tif").unlink()
+    assert_one_line(capsys, run(argv + ["--resume"])[0], "resume:", "sart-pair-rows8",
+                    "sart-pair-rows8-footprints2")
+
+
 def test_ctrl_c_mid_run_resumes_to_the_same_volume(scan, tmp_path, cl_device):  # noqa: F811
     """A SIGINT once 2 slices are written: status 130, whole slices only; --resume
     completes the volume one run makes."""

@@ -6,6 +6,7 @@
     python tuning/iterative_speed.py --size 256 --rows 4 --angles 256   # a CPU's case
     python tuning/iterative_speed.py --cone --size 32 --rows 48 --angles 64 --iterations 2
     python tuning/iterative_speed.py --bench-scan 960 1248 --size 512 --angles 496
+    python tuning/iterative_speed.py --voxel-size 2 --size 1024     # voxels of 2 bins
 
 ASTRA's figures for the standard cases come from ../shared/peers/astra_iter.py, run in
 the same call.
@@ -37,6 +38,8 @@ def main():
                         help="cone beam: the scan of pybp bench --cone instead (size^3 over "
                              "256 mm, projections of ROWS x COLS; 512 496 960 1248 is ASTRA's "
                              "case in ../shared/peers/astra_iter.py)")
+    parser.add_argument("--voxel-size", type=float, default=1.0,
+                        help="parallel beam: the voxels' size in bins (size voxels a side)")
     args = parser.parse_args()
     if args.bench_scan:
         geometry = bench_geometry(args.size, args.angles, tuple(args.bench_scan))
@@ -46,7 +49,9 @@ def main():
             (args.rows, 2 * args.size), 1.2, 150.0, 90.0, (args.size,) * 3, 1.0)
     else:
         geometry = pybp.ParallelGeometry(np.linspace(0, np.pi, args.angles, endpoint=False),
-                                         args.size)
+                                         int(round(args.size * args.voxel_size)),
+                                         voxel_size=args.voxel_size,
+                                         slice_shape=(args.size, args.size))
     iterative.run(geometry, args.rows, device=args.device, repeats=args.repeats,
                   iterations=args.iterations)
 

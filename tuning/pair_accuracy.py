@@ -61,7 +61,7 @@ def main():
         left = np.dot(ax.ravel().astype(np.float64), y.ravel())
         right = np.dot(x.ravel().astype(np.float64), aty.ravel())
         print(f"{name}: A {relative_rms(ax, reference.forward_project(x, geometry)):.2g}, "
-              f"A^T {relative_rms(aty, reference.backproject(y.transpose(1, 0, 2), geometry)):.2g}, "
+              f"A^T {relative_rms(aty, reference.transpose_project(y, geometry)):.2g}, "
               f"adjoint mismatch {left / right - 1:.2g}")
     below = project.GATHER_BELOW
     for name, geometry in CONE.items():

@@ -61,8 +61,10 @@ class Projector:
     """A and A^T of ``geometry`` on one device. Parallel beam (a
     :class:`pybp.ParallelGeometry`), ``rows`` slices at once (default 1):
     ``forward(volume)`` takes ``(rows, ny, nx)`` (or ``(ny, nx)`` where ``rows`` is 1)
-    to projections ``(n_angles, rows, n_bins)`` (or ``(n_angles, n_bins)``), linear
-    interpolation on the detector. Cone beam (a :class:`pybp.ConeGeometry`, no
+    to projections ``(n_angles, rows, n_bins)`` (or ``(n_angles, n_bins)``): line
+    integrals in the geometry's unit of length of a volume of attenuation per unit, each
+    voxel's shadow a box whose rays are as long as its chord (distance-driven:
+    :meth:`pybp.geometry.parallel.Geometry.footprints`). Cone beam (a :class:`pybp.ConeGeometry`, no
     ``rows``): the volume ``(nz, ny, nx)`` to projections ``(n_angles, n_rows,
     n_cols)``, bilinear interpolation, as :func:`pybp.cone_backproject` samples.
     ``backward(projections)`` is the exact transpose: each weight comes from the same

@@ -27,10 +27,13 @@ class Backprojector:
     says so: :func:`pybp.geometry.angles.in_radians`); the rotation axis at detector
     column ``center``, counted from the first bin's centre, by default the middle of the
     detector, ``(n_bins - 1) / 2`` (scalar, or one value per angle); slices of
-    ``slice_shape`` (default ``(n_bins, n_bins)``) centred on the axis, moved by
-    ``slice_offset`` ``(rows, columns)`` pixels. ``circle=True`` zeroes the pixels
+    ``slice_shape`` (default as many voxels as span the detector: ``(n_bins, n_bins)``
+    where they are the bins' size) centred on the axis, moved by ``slice_offset``
+    ``(rows, columns)`` voxels. ``pixel_size`` (a bin's width) and ``voxel_size`` (a
+    slice pixel's side), in any one unit: the FBP of line integrals is attenuation per
+    that unit (both 1, the default: per voxel). ``circle=True`` zeroes the pixels
     outside the reconstruction circle (those some projection did not see; a number:
-    outside that radius in pixels about the axis), as
+    outside that radius in voxels about the axis), as
     scikit-image's ``iradon`` does. scikit-image's ``radon`` puts the axis at
     ``n_bins // 2`` and the slice centre on that pixel: for an even ``n_bins`` that is
     half a pixel from pybp's default; :func:`pybp.skimage_options` gives the options
@@ -72,7 +75,7 @@ class Backprojector:
                  kernel="auto", filter=None, slice_offset=None, overrides=None,
                  piece_shape=None, progress=False, padding="zero", angle_weights=None,
                  context=None, queue=None, filter_method="auto", circle=False, verify=True,
-                 angle_unit=None, memory_limit=None):
+                 angle_unit=None, memory_limit=None, pixel_size=1.0, voxel_size=1.0):
         angles = in_radians(angles, angle_unit)
         if device is None and context is None and queue is None:
             speed.choose_cpu_runtime()  # where several CPU runtimes work: the fastest here
@@ -81,7 +84,8 @@ class Backprojector:
                       interpolation=interpolation, slices_per_pass=slices_per_pass,
                       precision=precision, kernel=kernel, filter=filter, padding=padding,
                       filter_method=filter_method, circle=circle, overrides=overrides,
-                      piece_shape=piece_shape, verify=verify, memory_limit=memory_limit)
+                      piece_shape=piece_shape, verify=verify, memory_limit=memory_limit,
+                      pixel_size=pixel_size, voxel_size=voxel_size)
         self._closed = True  # until made
         self._lock = threading.Lock()  # one call at a time: they share the device buffers
         self.unit = Unit(setup, device=device, context=context, queue=queue)

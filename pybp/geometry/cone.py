@@ -24,7 +24,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from pybp.checks import float_array, positive_int
+from pybp.checks import float_array, in_length_range, positive_int, positive_length
 from pybp.geometry.angles import in_radians
 
 CORNERS = np.array([(a, b, c) for a in (-0.5, 0.5) for b in (-0.5, 0.5) for c in (-0.5, 0.5)])
@@ -39,7 +39,7 @@ def _pair(value, name):
         raise ValueError(f"{name}: expected one or two numbers, got {value!r}")
     if not (values > 0).all():
         raise ValueError(f"{name}: expected positive sizes, got {value!r}")
-    _in_range(values, name)
+    in_length_range(values, name)
     return float(values[0]), float(values[1])
 
 
@@ -58,30 +58,6 @@ def _shape(value, name, n):
         raise ValueError(f"{name}: {list(sizes)} has a size beyond {LARGEST_SIZE} (2^31 - 1), "
                          "the most the kernels count")
     return sizes
-
-
-LENGTHS = (1e-100, 1e100)  # lengths (and matrix entries) pybp's float64 geometry handles:
-# their products, determinants and squares stay finite and normal
-
-
-def _in_range(values, name):
-    """``values`` (float64) with magnitudes within :data:`LENGTHS` (or zero)."""
-    size = np.abs(values)
-    if ((size > LENGTHS[1]) | ((size > 0) & (size < LENGTHS[0]))).any():
-        raise ValueError(f"{name}: values from {LENGTHS[0]:g} to {LENGTHS[1]:g} (or 0) in "
-                         f"magnitude are what the geometry is computed with; got "
-                         f"{values.ravel()[np.argmax(np.abs(np.log10(size + (size == 0))))]:g}: "
-                         "is the unit right?")
-    return values
-
-
-def _positive(value, name):
-    if np.ndim(value) != 0:
-        raise TypeError(f"{name}: expected a number, got {value!r}")
-    value = float(float_array([value], name, 1)[0])
-    if not value > 0:
-        raise ValueError(f"{name}: expected a positive length, got {value}")
-    return float(_in_range(np.array([value]), name)[0])
 
 
 @dataclass(frozen=True, eq=False, repr=False)
@@ -116,9 +92,10 @@ class ConeGeometry:
         ``(row, column)``."""
         angles = in_radians(angles, angle_unit)
         rows, columns = _pair(pixel_size, "pixel_size")
-        source_origin = _positive(source_origin, "source_origin")
-        origin_detector = _positive(origin_detector, "origin_detector")
-        offset = _in_range(float_array(detector_offset, "detector_offset", 1), "detector_offset")
+        source_origin = positive_length(source_origin, "source_origin")
+        origin_detector = positive_length(origin_detector, "origin_detector")
+        offset = in_length_range(float_array(detector_offset, "detector_offset", 1),
+                                 "detector_offset")
         if offset.shape != (2,):
             raise ValueError(f"detector_offset: expected (row, column) in pixels, got "
                              f"{detector_offset!r}")
@@ -135,7 +112,7 @@ class ConeGeometry:
                    volume_offset=(0, 0, 0)):
         """ASTRA ``cone_vec``: one row ``(src, d, u, v)`` of 12 numbers per projection
         (source, detector centre, column step, row step): any trajectory."""
-        vectors = _in_range(float_array(vectors, "vectors", 2), "vectors")
+        vectors = in_length_range(float_array(vectors, "vectors", 2), "vectors")
         if vectors.shape[1] != 12:
             raise ValueError(f"vectors: expected (n_angles, 12) rows of ASTRA cone_vec "
                              f"(src, d, u, v), got shape {vectors.shape}")
@@ -162,7 +139,7 @@ class ConeGeometry:
         """Projection matrices ``(n_angles, 3, 4)``: ``[u w, v w, w] = M [x, y, z, 1]``,
         ``(u, v)`` = (column, row) in pixels from the first pixel's centre, as in
         RabbitCT; any scale and sign. The source is each matrix's null vector."""
-        matrices = _in_range(float_array(matrices, "matrices", 3), "matrices")
+        matrices = in_length_range(float_array(matrices, "matrices", 3), "matrices")
         if matrices.shape[1:] != (3, 4):
             raise ValueError(f"matrices: expected (n_angles, 3, 4), got shape {matrices.shape}")
         _, singular, vt = np.linalg.svd(matrices)
@@ -190,8 +167,8 @@ class ConeGeometry:
                              "lies in the source's plane")
         matrices = matrices / depth[:, None, None]
         shape = _shape(volume_shape, "volume_shape", 3)
-        size = _positive(voxel_size, "voxel_size")
-        offset = _in_range(float_array(volume_offset, "volume_offset", 1), "volume_offset")
+        size = positive_length(voxel_size, "voxel_size")
+        offset = in_length_range(float_array(volume_offset, "volume_offset", 1), "volume_offset")
         if offset.shape != (3,):
             raise ValueError(f"volume_offset: expected (x, y, z), got {volume_offset!r}")
         geometry = cls(matrices, sources, detector_shape, shape, size, tuple(offset))

@@ -1,10 +1,14 @@
-"""Parallel-beam geometry: angles, rotation axis, slice grid; input validation.
+"""Parallel-beam geometry: angles, rotation axis, slice grid, the detector's and the
+voxels' sizes; input validation.
 
-Conventions (docs/design.md, section 1): a pixel at pixel-centre offsets ``(fx, fy)`` from the
-slice centre (``fy`` grows with the row index) meets the detector at
-``h = center + fx * cos(theta) - fy * sin(theta)`` (the paper's Eq. 1), in bins counted
-from the first bin's centre.  This is the geometry of ``skimage.transform.radon``, so its
-sinograms reconstruct upright.
+Conventions (docs/design.md, section 1): a pixel of the slice (a voxel) at offsets
+``(fx, fy)`` voxels from the slice centre (``fy`` grows with the row index) meets the
+detector at ``h = center + (fx * cos(theta) - fy * sin(theta)) * voxel_size / pixel_size``
+(the paper's Eq. 1, with the voxels' and bins' sizes), in bins counted from the first
+bin's centre. This is the geometry of ``skimage.transform.radon``, so its sinograms
+reconstruct upright. Lengths (``pixel_size``, ``voxel_size``) are in any one unit: line
+integrals are in that unit times the volume's, which is attenuation per unit (both 1:
+per voxel, as before these sizes existed).
 """
 
 from __future__ import annotations
@@ -13,8 +17,8 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from pybp.checks import float_array, positive_int
-from pybp.geometry.angles import gap_weights
+from pybp.checks import float_array, positive_int, positive_length
+from pybp.geometry.angles import gap_weights, in_radians
 
 FIXED_BITS = 32  # fraction bits of Geometry.fixed_constants
 
@@ -23,9 +27,10 @@ FIXED_BITS = 32  # fraction bits of Geometry.fixed_constants
 class Geometry:
     """What the back-projection of one sinogram needs to know.
 
-    ``center`` is per angle (a scalar centre is repeated); ``slice_offset`` is the
-    ``(row, column)`` offset in pixels of the slice centre from the rotation axis, which
-    selects a region of interest.
+    ``center`` is per angle (a scalar centre is repeated), in bins; ``slice_offset`` is
+    the ``(row, column)`` offset in voxels of the slice centre from the rotation axis,
+    which selects a region of interest; ``pixel_size`` and ``voxel_size`` are a bin's
+    width and a voxel's side in one unit of length.
     """
 
     n_bins: int
@@ -34,13 +39,17 @@ class Geometry:
     slice_shape: tuple[int, int]
     slice_offset: tuple[float, float] = (0.0, 0.0)
     weights: np.ndarray | None = None  # the caller's angle weights, if given
+    pixel_size: float = 1.0  # a detector bin's width
+    voxel_size: float = 1.0  # a slice pixel's side (and the unit of attenuation's length)
 
     @classmethod
     def create(cls, n_bins, angles, center=None, slice_shape=None, slice_offset=None,
-               angle_weights=None):
+               angle_weights=None, pixel_size=1.0, voxel_size=1.0):
         """Validate user input once, at the API boundary, and build the geometry."""
         n_bins = positive_int(n_bins, "n_bins")
         angles = float_array(angles, "angles", 1)  # radians (pybp.geometry.angles.in_radians)
+        pixel_size = positive_length(pixel_size, "pixel_size")
+        voxel_size = positive_length(voxel_size, "voxel_size")
         weights = None
         if angle_weights is not None:
             weights = float_array(angle_weights, "angle_weights", 1)
@@ -70,8 +79,9 @@ class Geometry:
                 f"center: the rotation axis must lie on the detector, within "
                 f"[-0.5, {n_bins - 0.5}] bins; got values in [{center.min():g}, {center.max():g}]"
             )
-        if slice_shape is None:
-            slice_shape = (n_bins, n_bins)
+        if slice_shape is None:  # the detector's width, in voxels
+            side = max(1, int(np.ceil(n_bins * pixel_size / voxel_size - 1e-9)))
+            slice_shape = (side, side)
         if np.ndim(slice_shape) == 0:
             slice_shape = (slice_shape, slice_shape)
         if len(slice_shape) != 2:
@@ -84,11 +94,16 @@ class Geometry:
         if offset.size != 2:
             raise ValueError(f"slice_offset: expected (row, column) offsets, got {slice_offset!r}")
         return cls(n_bins, angles, center, slice_shape, (float(offset[0]), float(offset[1])),
-                   weights)
+                   weights, pixel_size, voxel_size)
 
     @property
     def n_angles(self) -> int:
         return self.angles.size
+
+    @property
+    def pitch(self) -> float:
+        """Bins per voxel: ``voxel_size / pixel_size``."""
+        return self.voxel_size / self.pixel_size
 
     def updates(self, n_slices=1) -> int:
         """Pixel updates of a back-projection: the numerator of GU/s (docs/design.md, section 5)."""
@@ -103,10 +118,11 @@ class Geometry:
         return fx, fy
 
     def circle_radius(self) -> float:
-        """Radius, in pixels about the axis, of the reconstruction circle: the pixels
-        every projection saw. Bins span their centre +- 0.5, so a pixel at distance r
-        lands on the detector at every angle when ``center +- r`` does."""
-        return float(min(self.center.min(), self.n_bins - 1 - self.center.max())) + 0.5
+        """Radius, in voxels about the axis, of the reconstruction circle: the voxels
+        every projection saw. Bins span their centre +- 0.5, so a voxel at distance r
+        lands on the detector at every angle when ``center +- r`` (in bins) does."""
+        bins = float(min(self.center.min(), self.n_bins - 1 - self.center.max())) + 0.5
+        return bins / self.pitch
 
     def circle_columns(self, radius=None) -> np.ndarray:
         """Per slice row, ``[first, stop)`` of the columns inside the reconstruction
@@ -149,21 +165,47 @@ class Geometry:
             n_angles = self.n_angles - first_angle
         sel = slice(first_angle, first_angle + n_angles)
         theta = self.angles[sel]
-        cos, sin = np.cos(theta), np.sin(theta)
+        cos, sin = np.cos(theta) * self.pitch, np.sin(theta) * self.pitch
         fx0, fy0 = (v[0] for v in self.pixel_offsets())
         return cos, sin, self.center[sel] + fx0 * cos - fy0 * sin - first_bin
 
+    def filter_weights(self):
+        """Each projection's weight in the filtered back-projection: its angle
+        (:meth:`angle_weights`) over the bins' width, so that the volume is attenuation
+        per unit of length (the ramp filter's kernel is 1 / length^2)."""
+        return self.angle_weights() / self.pixel_size
+
+    def footprints(self):
+        """Each angle's voxel footprint in the matched pair (docs/design.md, section 9),
+        ``(width, amplitude)`` as float32 values: a voxel's shadow on the detector is a
+        box ``width`` bins wide about its position (its side along the slice axis the
+        angle's rays cross more steeply, ``pitch * max(|cos|, |sin|)``: the boxes of a
+        line of voxels along that axis tile the detector), and the rays through it are
+        ``amplitude`` long (``voxel_size / max(|cos|, |sin|)``: the chord across the
+        voxel's row or column). A bin's weight is the mean chord over the bin: a
+        distance-driven projector, in the geometry's units of length."""
+        steep = np.maximum(np.abs(np.cos(self.angles)), np.abs(np.sin(self.angles)))
+        width = (self.pitch * steep).astype(np.float32).astype(np.float64)
+        amplitude = (self.voxel_size / steep).astype(np.float32).astype(np.float64)
+        return width, amplitude
+
     def fixed_constants(self):
-        """The per-angle table of ``h = x*cos - y*sin + base`` in 32.32 fixed point,
-        int64 rows of 4: cos, -sin, base, 0. The matched pair's positions
-        (templates/operators/parallel.cl.mako): integer sums are exact, so both of its
-        kernels find the same weights however they group the terms."""
+        """The matched pair's per-angle table (templates/operators/parallel.cl.mako),
+        int64 rows of 4: cos, -sin and the position of voxel (0, 0)'s footprint's lower
+        end plus half a bin (so that its floor is the first bin it covers), of ``h = x
+        cos - y sin + base``, in 32.32 fixed point; then the footprint's width (low 32
+        bits) and amplitude (high 32 bits) as float32 bits (:meth:`footprints`).
+        Integer sums are exact, so both kernels find the same weights however they group
+        the terms."""
         cos, sin, base = self.detector_lines()
-        if np.abs(base).max(initial=0) + sum(self.slice_shape) >= 2 ** 30:
+        width, amplitude = self.footprints()
+        if np.abs(base).max(initial=0) + (sum(self.slice_shape) + 2) * self.pitch >= 2 ** 30:
             raise ValueError("geometry: positions beyond 2^30 bins do not fit 32.32 fixed point")
         table = np.zeros((cos.size, 4), np.int64)
-        for column, value in enumerate((cos, -sin, base)):
+        for column, value in enumerate((cos, -sin, base + 0.5 - width / 2)):
             table[:, column] = np.rint(np.ldexp(value, FIXED_BITS))
+        bits = [v.astype(np.float32).view(np.uint32).astype(np.int64) for v in (width, amplitude)]
+        table[:, 3] = bits[0] | (bits[1] << 32)
         return table
 
     def angle_weights(self):
@@ -185,18 +227,27 @@ class Geometry:
 
 class ParallelGeometry(Geometry):
     """A parallel-beam geometry, as users write it (``pybp.ParallelGeometry``):
-    ``angles`` in radians, ``n_bins`` detector bins, the rotation axis at ``center``
-    bins from the first bin's centre (default the detector's middle), slices of
-    ``slice_shape`` ``(ny, nx)`` pixels (default ``n_bins`` square), the slice centre
-    ``slice_offset`` ``(row, column)`` pixels from the axis. Projections are
-    ``(n_angles, rows, n_bins)`` and volumes ``(rows, ny, nx)``, tomopy's layouts; the
-    pixel size is the bin's. It is the :class:`Geometry` every parallel-beam call takes."""
+    ``angles`` in radians (``angle_unit="deg"``: degrees; radians spanning more than one
+    turn are refused unless ``angle_unit="rad"`` says so, as everywhere in pybp),
+    ``n_bins`` detector bins of ``pixel_size`` each, the rotation axis at ``center`` bins
+    from the first bin's centre (default the detector's middle), slices of
+    ``slice_shape`` ``(ny, nx)`` voxels of ``voxel_size`` (default: as many as span the
+    detector's width), the slice centre ``slice_offset`` ``(row, column)`` voxels from the
+    axis. Projections are ``(n_angles, rows, n_bins)`` and volumes ``(rows, ny, nx)``,
+    tomopy's layouts, a slice per detector row. Lengths are in any one unit (ASTRA's
+    ``DetectorSpacingX`` and the volume's voxel size): the projections are line integrals
+    in that unit and volumes attenuation per unit, with both sizes 1 per voxel. It is the
+    :class:`Geometry` every parallel-beam call takes."""
 
-    def __init__(self, angles, n_bins, center=None, slice_shape=None, slice_offset=None):
-        made = Geometry.create(n_bins, angles, center, slice_shape, slice_offset)
+    def __init__(self, angles, n_bins, center=None, slice_shape=None, slice_offset=None, *,
+                 pixel_size=1.0, voxel_size=1.0, angle_unit=None):
+        made = Geometry.create(n_bins, in_radians(angles, angle_unit), center, slice_shape,
+                               slice_offset, pixel_size=pixel_size, voxel_size=voxel_size)
         for name in self.__dataclass_fields__:
             object.__setattr__(self, name, getattr(made, name))
 
     def __repr__(self):
+        sizes = ("" if self.pixel_size == self.voxel_size == 1 else
+                 f", pixel_size={self.pixel_size:g}, voxel_size={self.voxel_size:g}")
         return (f"ParallelGeometry({self.n_angles} angles, n_bins={self.n_bins}, "
-                f"slice_shape={self.slice_shape})")
+                f"slice_shape={self.slice_shape}{sizes})")

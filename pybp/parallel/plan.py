@@ -13,7 +13,7 @@ import numpy as np
 from pybp.parallel import profiler
 from pybp.cl.device import DeviceDescription
 from pybp.geometry.parallel import Geometry
-from pybp.parallel.params import SLICES_PER_PASS, KernelParams
+from pybp.parallel.params import ALU_KERNELS, SLICES_PER_PASS, KernelParams
 
 
 @dataclass(frozen=True)
@@ -52,6 +52,18 @@ def plan_pieces(geometry: Geometry, params: KernelParams, device: DeviceDescript
     max_angles = min(max_angles, max(1, device.max_allocation // (max_bins * params.bytes_per_bin)))
     return tuple(Piece(a0, na, b0, nb) for a0, na in split(g.n_angles, max_angles)
                  for b0, nb in split(g.n_bins, max_bins))
+
+
+def cache_covers(params: KernelParams, geometry: Geometry) -> bool:
+    """Whether an ALU kernel's cache of ``params.cache_width`` bins holds what a square
+    of ``params.square`` voxels reaches at every angle of ``geometry`` (Sect. 6.1): its
+    span, ``(square - 1) (|cos| + |sin|)`` times the bins per voxel, and three bins for
+    the interpolation's next bin and the margins. 1.5 squares hold voxels up to about
+    1.03 bins wide; the texture kernels cache nothing, and take any."""
+    if params.kernel not in ALU_KERNELS:
+        return True
+    reach = float(np.max(np.abs(np.cos(geometry.angles)) + np.abs(np.sin(geometry.angles))))
+    return (params.square - 1) * reach * geometry.pitch + 3 < params.cache_width
 
 
 @dataclass(frozen=True)
@@ -96,6 +108,15 @@ class Plan:
             try:
                 params = profiler.kernel_params(device, formats, width, interpolation, storage,
                                                 kernel, **overrides)
+                if not cache_covers(params, geometry):
+                    if kernel != "auto" or overrides:
+                        raise ValueError(
+                            f"kernel: the ALU kernel's cache of {params.cache_width} bins "
+                            f"does not hold a square of {params.square} voxels of "
+                            f"{geometry.pitch:g} bins each (voxel_size / pixel_size); take "
+                            "kernel='auto' or a texture kernel ('standard')")
+                    params = profiler.kernel_params(device, formats, width, interpolation,
+                                                    storage, "standard")
             except ValueError as exc:
                 if width == slices_per_pass or not overrides:
                     raise

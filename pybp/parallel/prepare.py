@@ -66,6 +66,8 @@ class Setup:
     method: str = "fbp"
     iterations: object = None
     method_options: object = None
+    pixel_size: object = 1.0
+    voxel_size: object = 1.0
 
     def __post_init__(self):
         object.__setattr__(self, "memory_limit", checks.memory_limit(self.memory_limit))
@@ -98,7 +100,8 @@ class Setup:
     def geometry(self) -> Geometry:
         """The scan geometry (checked), without a device."""
         return Geometry.create(self.n_bins, self.angles, self.center, self.slice_shape,
-                               self.slice_offset, self.angle_weights)
+                               self.slice_offset, self.angle_weights, self.pixel_size,
+                               self.voxel_size)
 
     def key(self) -> str:
         """What tells two setups apart (Dask workers keep a Unit per key)."""
@@ -158,7 +161,7 @@ class Unit(Recipe):
         if setup.verify:
             self.plan = self._verified(self.plan, setup.kernel != "auto" or bool(setup.overrides))
         g = self.geometry
-        weights = g.angle_weights()
+        weights = g.filter_weights()
         gain = None if setup.filter is None else filters.gain(setup.filter, g.n_bins)
         self.result_bound = halfscale.result_bound(g.n_angles, weights, gain)
         stages = []
@@ -178,7 +181,10 @@ class Unit(Recipe):
         or the iterative method and the matched pair's slices per work-item (its
         work-group shapes give the same bits: tests/test_iterative.py)."""
         if self.plan is None:
-            return [f"{self.setup.method}-pair-rows{project.ROWS_PER_ITEM}"]
+            # distance-driven footprints over so many bins (issue 51): a run the bilinear
+            # pair began is not resumed with these
+            return [f"{self.setup.method}-pair-rows{project.ROWS_PER_ITEM}"
+                    f"-footprints{project.span(self.geometry)}"]
         return [p.params.key() for _, p in sorted(self.plan.passes.items())]
 
     @property

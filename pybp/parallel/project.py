@@ -1,6 +1,8 @@
 """The matched pair of parallel-beam operators on one device: the forward projection A
 and its exact transpose A^T (templates/operators/parallel.cl.mako), on device buffers
-of a volume ``(n_rows, ny, nx)`` and projections ``(n_angles, n_rows, n_bins)``."""
+of a volume ``(n_rows, ny, nx)`` and projections ``(n_angles, n_rows, n_bins)``. A is
+distance-driven (:meth:`pybp.geometry.parallel.Geometry.footprints`): line integrals in
+the geometry's units of length of a volume of attenuation per unit."""
 
 from __future__ import annotations
 
@@ -15,7 +17,7 @@ from pybp.cl.kernel import Arg, global_size, ints
 from pybp.geometry.parallel import Geometry
 
 TABLE = Arg("constants", "__global const long4 *",
-            "per angle: cos, -sin, base, 0 in 32.32 fixed point")
+            "per angle: cos, -sin, base in 32.32 fixed point; footprint width, amplitude")
 SIZES = ints("n_angles", "n_rows", "n_bins", "nx", "ny")
 FORWARD_ARGS = (
     Arg("by_rows", "__global const stack *", "groups x ny x nx stacks of ROWS slices"),
@@ -35,7 +37,7 @@ STACK_SLICES_ARGS = (
     Arg("by_columns", "__global stack *", "groups x nx x ny"), *ints("n_rows", "ny", "nx"),
 )
 STACK_PROJECTIONS_ARGS = (
-    Arg("projections", "__global const float *", "n_angles x n_rows x n_bins"),
+    Arg("projections", "__global const float *", "n_angles x n_rows x n_bins"), TABLE,
     Arg("stacks", "__global stack *", "n_angles x groups x n_bins"),
     *ints("n_rows", "n_bins"),
 )
@@ -82,13 +84,20 @@ def scratch_bytes(geometry: Geometry, n_rows: int) -> int:
     return FLOAT_BYTES * stacked_rows(n_rows) * (2 * ny * nx + geometry.n_angles * geometry.n_bins)
 
 
-def source(rows: int, forward_group) -> str:
+def span(geometry: Geometry) -> int:
+    """The most bins a voxel's footprint covers at any of ``geometry``'s angles:
+    ``ceil(width) + 1`` of the widest (2 where voxels are no wider than bins)."""
+    return int(np.ceil(geometry.footprints()[0].max())) + 1
+
+
+def source(rows: int, forward_group, bins_spanned: int) -> str:
     return codegen.render("operators/parallel.cl.mako",
                           {"parallel_forward": FORWARD_ARGS, "parallel_backward": BACKWARD_ARGS,
                            "stack_slices": STACK_SLICES_ARGS,
                            "stack_projections": STACK_PROJECTIONS_ARGS,
                            "sinograms_to_projections": TO_PROJECTIONS_ARGS},
-                          rows=rows, bins=BINS_PER_ITEM, forward_group=forward_group,
+                          rows=rows, bins=BINS_PER_ITEM, span=bins_spanned,
+                          forward_group=forward_group,
                           backward_group=BACKWARD_GROUP,
                           tile=STACK_TILE, projection_group=TO_PROJECTIONS_GROUP,
                           to_projections_group=TO_PROJECTIONS_GROUP)
@@ -118,8 +127,9 @@ class ParallelPair:
                                    hostbuf=self._table)
         self.rows_per_item = rows_per_item(n_rows)
         self.row_groups = -(-n_rows // self.rows_per_item)
+        self.span = span(geometry)
         for group in FORWARD_GROUPS:
-            text = source(self.rows_per_item, group)
+            text = source(self.rows_per_item, group, self.span)
             try:
                 self._forward = codegen.declared(context, device, text, "parallel_forward",
                                                  FORWARD_ARGS)
@@ -201,7 +211,7 @@ class ParallelPair:
         wait_for = [self._stack_projections(
             self.queue, global_size((n_bins, n_angles, self.row_groups), TO_PROJECTIONS_GROUP),
             TO_PROJECTIONS_GROUP, wait_for=wait_for, projections=projections,
-            stacks=self._stacks, n_rows=self.n_rows, n_bins=n_bins)]
+            constants=self.constants, stacks=self._stacks, n_rows=self.n_rows, n_bins=n_bins)]
         per_group = self.updates() // self.row_groups
         step = max(1, min(self.row_groups, self._launch_updates // max(1, per_group)))
         ny, nx = self.geometry.slice_shape

@@ -1,5 +1,5 @@
-"""Float64 references: the back-projection formula in NumPy, and the analytic
-Radon transform of the Shepp-Logan ellipse phantom."""
+"""Float64 references: the back-projection formula in NumPy, and the matched pair's
+distance-driven forward projection and its transpose."""
 
 from __future__ import annotations
 
@@ -20,7 +20,8 @@ def positions(geometry: Geometry, angle: int, rows=None) -> np.ndarray:
     fx, fy = geometry.pixel_offsets()
     fy = fy if rows is None else fy[rows]
     theta = geometry.angles[angle]
-    return geometry.center[angle] + fx[None, :] * np.cos(theta) - fy[:, None] * np.sin(theta)
+    cos, sin = np.cos(theta) * geometry.pitch, np.sin(theta) * geometry.pitch
+    return geometry.center[angle] + fx[None, :] * cos - fy[:, None] * sin
 
 
 def backproject(sinograms, geometry: Geometry, interpolation="linear", rows=None):
@@ -54,29 +55,59 @@ def backproject(sinograms, geometry: Geometry, interpolation="linear", rows=None
     return out[0] if single else out
 
 
+def footprint_shares(geometry: Geometry, angle: int):
+    """The matched pair's weights at one angle, float64: ``(first, shares)``, each
+    voxel's first bin ``(ny, nx)`` and its footprint's share of bins ``first + m``
+    ``(span, ny, nx)``, times the amplitude (:meth:`Geometry.footprints`, the kernels'
+    ``footprint``)."""
+    width, amplitude = (v[angle] for v in geometry.footprints())
+    g = positions(geometry, angle) + 0.5 - width / 2
+    first = np.floor(g)
+    f = g - first
+    m = np.arange(int(np.ceil(width)) + 1)[:, None, None]
+    shares = np.maximum(0.0, np.minimum(f + width, m + 1) - np.maximum(f, m))
+    return first.astype(np.int64), amplitude * shares
+
+
 def forward_project(volume, geometry: Geometry):
-    """Float64 forward projection, the transpose of :func:`backproject`'s linear
-    interpolation: each pixel adds ``(1 - w)`` of itself to bin ``floor(h)`` and ``w`` to
-    the next, bins beyond the detector dropped. ``volume`` ``(n_rows, ny, nx)`` (or one
-    slice ``(ny, nx)``) to projections ``(n_angles, n_rows, n_bins)`` (``(n_angles,
-    n_bins)``)."""
+    """Float64 forward projection of the matched pair: each voxel adds its footprint's
+    share of each bin it covers, times the amplitude (:func:`footprint_shares`), bins
+    beyond the detector dropped. ``volume`` ``(n_rows, ny, nx)`` (or one slice ``(ny,
+    nx)``) to projections ``(n_angles, n_rows, n_bins)`` (``(n_angles, n_bins)``)."""
     stack = np.asarray(volume, np.float64)
     single = stack.ndim == 2
     stack = stack[None] if single else stack
     n_rows, n_bins = stack.shape[0], geometry.n_bins
-    out = np.zeros((geometry.n_angles, n_rows, n_bins + 2))  # bins -1 and n_bins: dropped
+    out = np.zeros((geometry.n_angles, n_rows, n_bins))
     values = stack.reshape(n_rows, -1)
     for a in range(geometry.n_angles):
-        h = positions(geometry, a).ravel()
-        left = np.floor(h)
-        weight = h - left
-        i = np.clip(left.astype(np.int64), -1, n_bins) + 1
-        j = np.clip(left.astype(np.int64) + 1, -1, n_bins) + 1
-        for r in range(n_rows):
-            out[a, r] += np.bincount(i, (1 - weight) * values[r], n_bins + 2)
-            out[a, r] += np.bincount(j, weight * values[r], n_bins + 2)
-    out = out[:, :, 1:-1]
+        first, shares = footprint_shares(geometry, a)
+        for m, share in enumerate(shares):
+            bins = first.ravel() + m
+            inside = (bins >= 0) & (bins < n_bins)
+            for r in range(n_rows):
+                out[a, r] += np.bincount(bins[inside], (share.ravel() * values[r])[inside],
+                                         n_bins)
     return out[:, 0] if single else out
+
+
+def transpose_project(projections, geometry: Geometry):
+    """Float64 transpose of :func:`forward_project`: each voxel gathers its footprint's
+    share of each bin it covers, times the amplitude. ``projections`` ``(n_angles,
+    n_rows, n_bins)`` (or ``(n_angles, n_bins)``) to a volume ``(n_rows, ny, nx)`` (``(ny,
+    nx)``)."""
+    stack = np.asarray(projections, np.float64)
+    single = stack.ndim == 2
+    stack = stack[:, None] if single else stack
+    n_bins = geometry.n_bins
+    out = np.zeros((stack.shape[1],) + tuple(geometry.slice_shape))
+    for a in range(geometry.n_angles):
+        first, shares = footprint_shares(geometry, a)
+        for m, share in enumerate(shares):
+            bins = first + m
+            inside = (bins >= 0) & (bins < n_bins)
+            out += share * np.where(inside, stack[a][:, np.clip(bins, 0, n_bins - 1)], 0)
+    return out[0] if single else out
 
 
 def near_boundary(geometry: Geometry, margin: float, rows=None) -> np.ndarray:
@@ -94,5 +125,5 @@ def fbp(sinograms, geometry: Geometry, filter="ramp", interpolation="linear", pa
         rows=None):
     """Float64 filtered back-projection (the library's filter, weights and formula)."""
     stack = np.asarray(sinograms, np.float64)
-    filtered = filter_numpy(stack, filter, geometry.angle_weights(), padding)
+    filtered = filter_numpy(stack, filter, geometry.filter_weights(), padding)
     return backproject(filtered, geometry, interpolation, rows)

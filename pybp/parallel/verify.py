@@ -78,7 +78,7 @@ def stored(sinograms, geometry: Geometry, storage: str, filter=None, padding="ze
     data = np.asarray(sinograms, np.float64)
     single = data.ndim == 2
     data = data[None] if single else data
-    weights = geometry.angle_weights()
+    weights = geometry.filter_weights()
     if filter is not None:
         data = filters.filter_numpy(data, filter, weights, padding)
     if storage == "half":  # each slice scaled by its largest texel, as on the device
