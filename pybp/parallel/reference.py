@@ -55,15 +55,14 @@ def backproject(sinograms, geometry: Geometry, interpolation="linear", rows=None
     return out[0] if single else out
 
 
-def footprint_shares(geometry: Geometry, angle: int):
+def footprint_shares(geometry: Geometry, angle: int, width: float, amplitude: float):
     """The matched pair's weights at one angle, float64: ``(first, shares)``, each
     voxel's first bin ``(ny, nx)`` and its footprint's share of bins ``first + m``
-    ``(span, ny, nx)``, times the amplitude (:meth:`Geometry.footprints`, the kernels'
-    ``footprint``)."""
-    width, amplitude = (v[angle] for v in geometry.footprints())
-    g = positions(geometry, angle) + 0.5 - width / 2
-    first = np.floor(g)
-    f = g - first
+    ``(span, ny, nx)``, times the amplitude; ``width`` and ``amplitude`` are the
+    angle's (:meth:`Geometry.footprints`; the kernels' ``footprint``)."""
+    h = positions(geometry, angle) + 0.5 - width / 2  # the box's lower end, plus half a bin
+    first = np.floor(h)
+    f = h - first
     m = np.arange(int(np.ceil(width)) + 1)[:, None, None]
     shares = np.maximum(0.0, np.minimum(f + width, m + 1) - np.maximum(f, m))
     return first.astype(np.int64), amplitude * shares
@@ -80,8 +79,9 @@ def forward_project(volume, geometry: Geometry):
     n_rows, n_bins = stack.shape[0], geometry.n_bins
     out = np.zeros((geometry.n_angles, n_rows, n_bins))
     values = stack.reshape(n_rows, -1)
+    footprints = geometry.footprints()
     for a in range(geometry.n_angles):
-        first, shares = footprint_shares(geometry, a)
+        first, shares = footprint_shares(geometry, a, *(v[a] for v in footprints))
         for m, share in enumerate(shares):
             bins = first.ravel() + m
             inside = (bins >= 0) & (bins < n_bins)
@@ -101,8 +101,9 @@ def transpose_project(projections, geometry: Geometry):
     stack = stack[:, None] if single else stack
     n_bins = geometry.n_bins
     out = np.zeros((stack.shape[1],) + tuple(geometry.slice_shape))
+    footprints = geometry.footprints()
     for a in range(geometry.n_angles):
-        first, shares = footprint_shares(geometry, a)
+        first, shares = footprint_shares(geometry, a, *(v[a] for v in footprints))
         for m, share in enumerate(shares):
             bins = first + m
             inside = (bins >= 0) & (bins < n_bins)
