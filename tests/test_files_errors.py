@@ -149,8 +149,10 @@ def stop_in_the_middle(argv, folder, sig):
     return process.returncode, err
 
 
-@pytest.mark.parametrize("sig", [signal.SIGKILL, signal.SIGINT], ids=["killed", "ctrl-c"])
+@pytest.mark.parametrize("sig", [signal.SIGKILL, signal.SIGINT, signal.SIGTERM],
+                         ids=["killed", "ctrl-c", "sigterm"])
 def test_interrupted_run_resumes_to_the_same_volume(long_scan, tmp_path, cl_device, sig):
+    """SIGTERM as Ctrl-C, with status 143 (it ended with no message)."""
     path, center, volume = long_scan
     out = tmp_path / "slices"
     argv = [str(path), "-o", str(out), "--center", repr(center), "--chunk-slices", "1",
@@ -158,8 +160,8 @@ def test_interrupted_run_resumes_to_the_same_volume(long_scan, tmp_path, cl_devi
     code, err = stop_in_the_middle(argv, out, sig)
     done = sorted(out.glob("slice_*.tif"))
     assert 2 <= len(done) < LONG_ROWS, f"the run was not stopped in the middle: {err}"
-    if sig == signal.SIGINT:
-        assert code == 130
+    if sig in (signal.SIGINT, signal.SIGTERM):
+        assert code == (130 if sig == signal.SIGINT else 143), err
         assert err.strip().splitlines()[-1].startswith(
             f"pybp reconstruct: interrupted after {len(done)} of {LONG_ROWS} slices")
         assert not list(out.glob(".*.partial"))

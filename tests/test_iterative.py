@@ -370,7 +370,7 @@ def test_projector_that_does_not_fit_is_refused_saying_what_it_takes(cl_device, 
     from pybp.parallel import project
 
     geometry = GEOMETRIES["square"]
-    monkeypatch.setattr(projector.memory, "budget", lambda device: 2 ** 20)
+    monkeypatch.setattr(projector.memory, "budget", lambda device, memory_limit=None: 2 ** 20)
     copies = project.scratch_bytes(geometry, 9)
     assert copies == 4 * 16 * (2 * 96 * 96 + geometry.n_angles * 1024)
     need, size = 4 * (9 * 96 * 96 + geometry.n_angles * 9 * 1024) + copies, projector.memory.size_text
@@ -725,8 +725,8 @@ def test_cone_forward_sums_keep_small_values_and_flag_non_finite(cl_device, monk
     """Rays through voxels a millionth of the largest keep float32's relative accuracy
     (as they do in a volume of the faint voxels alone: 4.4e-7): the gather's float sums
     hold each pixel's own terms; the scatter's fixed point is scaled by the volume's L1
-    norm. A non-finite voxel gives NaN in just the pixels its sample reads; a zero
-    volume gives zeros."""
+    norm. A non-finite voxel gives NaN in just the pixels its sample reads (on the
+    device: a NumPy volume with one is refused); a zero volume gives zeros."""
     from pybp.cone import project
     monkeypatch.setattr(project, "GATHER_BELOW", np.inf if method == "gather" else -1.0)
     geometry = CONE["circular"]
@@ -748,7 +748,9 @@ def test_cone_forward_sums_keep_small_values_and_flag_non_finite(cl_device, monk
     reached = cone_reference.forward_project(
         (np.arange(x.size) == np.ravel_multi_index((3, 18, 21), x.shape)).reshape(x.shape)
         .astype(np.float64), geometry) > 0
-    got = projector.forward(x)
+    with pytest.raises(ValueError, match="volume: contains NaN or Inf"):
+        projector.forward(x)
+    got = projector.forward(cla.to_device(projector.queue, x)).get()
     assert reached.any() and np.isnan(got[reached]).all()
     assert np.isfinite(got[~reached]).mean() > 0.99
 

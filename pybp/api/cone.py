@@ -182,6 +182,10 @@ def fdk(projections, geometry: ConeGeometry, filter="ramp", padding="zero", shor
     planes project onto (on each worker: those of its planes)."""
     if filter is None:
         raise ValueError("filter: FDK needs a filter; use pybp.cone_backproject for none")
+    if "method" in options:
+        raise TypeError("method: pybp.fdk is FDK; cone beam's iterative methods are "
+                        "pybp.sirt(projections, geometry, iterations), pybp.sart, pybp.cgls "
+                        "and pybp.tv")
     if (rings, ring_options, phase, devices, client) != (None,) * 5:
         return _streamed(projections, geometry, filter, padding, short_scan, out, flats, darks,
                          progress, dict(rings=rings, ring_options=ring_options, phase=phase),

@@ -11,7 +11,7 @@ import numpy as np
 import pyopencl.array as cla
 
 from pybp import checks
-from pybp.api.projector import Projector, check_geometry, fits, scratch_bytes
+from pybp.api.projector import Projector, advice_for, check_geometry, fits, scratch_bytes
 from pybp.geometry.cone import ConeGeometry
 from pybp.iterative import methods, options
 from pybp.iterative.tv import Variation
@@ -21,6 +21,32 @@ from pybp.stream.progress import Progress
 # Volumes and sets of projections each method keeps on the device, beside the
 # projector's own copies (pybp.api.projector.scratch_bytes).
 WORKING_SETS = {"sirt": (4, 3), "cgls": (4, 3), "sart": (4, 5), "tv": (9, 3)}
+# TIGRE's and ASTRA's names for the methods' arguments, and pybp's (refused with it)
+FOREIGN_NAMES = {"niter": "iterations", "init": "x0", "lmbda": "relaxation",
+                 "MinConstraint": "nonnegative=True", "ReconstructionMask": "mask",
+                 "angles": "the geometry's (pybp.ParallelGeometry, pybp.ConeGeometry)"}
+
+
+def _pybp_names(method):
+    """``method``, refusing TIGRE's and ASTRA's argument names in one line that gives
+    pybp's (Python's own error names the argument alone)."""
+    @functools.wraps(method)
+    def checked(*args, **kwargs):
+        for name in kwargs:
+            if name in FOREIGN_NAMES:
+                raise TypeError(f"{name}: TIGRE's or ASTRA's name; pybp.{method.__name__} "
+                                f"takes {FOREIGN_NAMES[name]}")
+        return method(*args, **kwargs)
+    return checked
+
+
+def _iterations(name, iterations):
+    """``iterations`` checked, with a hint where TIGRE's angles stand in its place."""
+    if np.ndim(iterations) == 1:
+        raise TypeError(f"iterations: got {np.size(iterations)} numbers; the angles? pybp's "
+                        f"geometry holds them: pybp.{name}(projections, geometry, "
+                        f"iterations), where TIGRE's is {name}(proj, geo, angles, niter)")
+    return checks.positive_int(iterations, "iterations")
 
 
 def _volume_mask(geometry, shape, mask, circle):
@@ -53,7 +79,9 @@ class _Run:
     def __init__(self, name, *, projections, geometry, iterations, x0, mask, circle, callback,
                  progress, device):
         check_geometry(geometry)
-        self.iterations = checks.positive_int(iterations, "iterations")
+        self.iterations = _iterations(name, iterations)
+        if isinstance(projections, cla.Array):  # as the Projector takes them; the method
+            projections = projections.get()     # keeps its own copy on its device
         checks.array_like(projections, "projections", (2, 3))
         cone = isinstance(geometry, ConeGeometry)
         single = len(projections.shape) == 2
@@ -81,7 +109,8 @@ class _Run:
         volumes, sets = WORKING_SETS[name]
         fits(projector.device, projector.volume_shape, projector.projection_shape,
              volumes=volumes, projections=sets,
-             scratch=scratch_bytes(geometry, projector.rows), what=name)
+             scratch=scratch_bytes(geometry, projector.rows), what=name,
+             advice=advice_for(geometry))
         shape = projector.volume_shape
         self.out_shape = shape[1:] if single and not cone else shape
         queue = projector.queue
@@ -117,10 +146,17 @@ class _Run:
         if self.callback is not None:
             self.callback(iteration, x.get(queue=self.projector.queue).reshape(self.out_shape))
 
-    def result(self):
+    def solve(self, method, *args, **kwargs):
+        """``method(*args, **kwargs)``, its progress line ended however it ends (Ctrl-C's
+        message landed on the line), then the volume on the host."""
+        try:
+            method(*args, **kwargs)
+        finally:
+            self.progress.close()
         return self.x.get(queue=self.projector.queue).reshape(self.out_shape)
 
 
+@_pybp_names
 def sirt(projections, geometry, iterations, x0=None, nonnegative=False, mask=None,
          circle=False, relaxation=1.0, callback=None, progress=False, device=None):
     """SIRT (ASTRA's ``SIRT_CUDA``/``SIRT3D_CUDA``): ``iterations`` of
@@ -141,12 +177,12 @@ def sirt(projections, geometry, iterations, x0=None, nonnegative=False, mask=Non
     run = _Run("sirt", projections=projections, geometry=geometry, iterations=iterations,
                x0=x0, mask=mask, circle=circle, callback=callback, progress=progress,
                device=device)
-    methods.sirt(run.projector.pair, run.vectors, run.b, run.x, iterations=run.iterations,
-                 relaxation=relaxation, nonnegative=bool(nonnegative), mask=run.mask,
-                 report=run.report)
-    return run.result()
+    return run.solve(methods.sirt, run.projector.pair, run.vectors, run.b, run.x,
+                     iterations=run.iterations, relaxation=relaxation,
+                     nonnegative=bool(nonnegative), mask=run.mask, report=run.report)
 
 
+@_pybp_names
 def sart(projections, geometry, iterations, subsets=None, x0=None, nonnegative=False,
          mask=None, circle=False, relaxation=1.0, callback=None, progress=False, device=None):
     """SART in ordered subsets (ASTRA's ``SART_CUDA`` with ``subsets=None``: one
@@ -165,12 +201,12 @@ def sart(projections, geometry, iterations, subsets=None, x0=None, nonnegative=F
     parts = [pair.restricted(angles) for angles in order]
     b_parts = [cla.to_device(queue, np.ascontiguousarray(run.data[angles]).ravel())
                for angles in order]
-    methods.sart(parts, run.vectors, b_parts, run.x, iterations=run.iterations,
-                 relaxation=relaxation, nonnegative=bool(nonnegative), mask=run.mask,
-                 report=run.report)
-    return run.result()
+    return run.solve(methods.sart, parts, run.vectors, b_parts, run.x,
+                     iterations=run.iterations, relaxation=relaxation,
+                     nonnegative=bool(nonnegative), mask=run.mask, report=run.report)
 
 
+@_pybp_names
 def cgls(projections, geometry, iterations, x0=None, mask=None, circle=False, callback=None,
          progress=False, device=None):
     """CGLS (ASTRA's ``CGLS_CUDA``/``CGLS3D_CUDA``): conjugate gradients on the normal
@@ -181,11 +217,11 @@ def cgls(projections, geometry, iterations, x0=None, mask=None, circle=False, ca
     run = _Run("cgls", projections=projections, geometry=geometry, iterations=iterations,
                x0=x0, mask=mask, circle=circle, callback=callback, progress=progress,
                device=device)
-    methods.cgls(run.projector.pair, run.vectors, run.b, run.x, iterations=run.iterations,
-                 mask=run.mask, report=run.report)
-    return run.result()
+    return run.solve(methods.cgls, run.projector.pair, run.vectors, run.b, run.x,
+                     iterations=run.iterations, mask=run.mask, report=run.report)
 
 
+@_pybp_names
 def tv(projections, geometry, iterations, weight, x0=None, nonnegative=False, mask=None,
        circle=False, callback=None, progress=False, device=None):
     """Total-variation regularised least squares: ``iterations`` of Chambolle and Pock's
@@ -204,6 +240,10 @@ def tv(projections, geometry, iterations, weight, x0=None, nonnegative=False, ma
     dims = 3 if isinstance(geometry, ConeGeometry) else 2
     variation = Variation(projector.context, projector.queue, projector.device,
                           projector.volume_shape, dims)
-    methods.tv(projector.pair, variation, run.vectors, run.b, run.x, iterations=run.iterations,
-               weight=weight, nonnegative=bool(nonnegative), mask=run.mask, report=run.report)
-    return run.result()
+    return run.solve(methods.tv, projector.pair, variation, run.vectors, run.b, run.x,
+                     iterations=run.iterations, weight=weight, nonnegative=bool(nonnegative),
+                     mask=run.mask, report=run.report)
+
+
+# The methods by name: pybp reconstruct --method (cone beam's, and its centre sweep)
+BY_NAME = {"sirt": sirt, "sart": sart, "cgls": cgls, "tv": tv}

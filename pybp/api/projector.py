@@ -40,21 +40,33 @@ def scratch_bytes(geometry, rows=None) -> int:
     return project.scratch_bytes(geometry, rows)
 
 
-def fits(device, volume_shape, projection_shape, *, volumes, projections, scratch, what):
-    """An error naming what it would take unless ``volumes`` volumes, ``projections``
-    sets of projections and ``scratch`` bytes (:func:`scratch_bytes`) fit the device's
-    share (:func:`pybp.stream.memory.budget`)."""
+ADVICE = {"parallel": "take fewer rows per call, or a device with more memory",
+          "cone": "make the volume or the scan smaller, or take a device with more memory"}
+
+
+def fits(device, volume_shape, projection_shape, *, volumes, projections, scratch, what,
+         memory_limit=None, advice=ADVICE["parallel"]):
+    """An error naming what it would take, and ``advice``, unless ``volumes`` volumes,
+    ``projections`` sets of projections and ``scratch`` bytes (:func:`scratch_bytes`)
+    fit the device's share, or ``memory_limit`` where that is less
+    (:func:`pybp.stream.memory.budget`)."""
     need = FLOAT_BYTES * (volumes * int(np.prod(volume_shape))
                           + projections * int(np.prod(projection_shape))) + scratch
-    have = memory.budget(device)
+    have = memory.budget(device, memory_limit)
     if need > have:
+        lent = ("memory_limit allows" if have < memory.budget(device) else
+                f"it lends ({device.label()})")
         raise MemoryError(f"{what}: {volumes} volume(s) {tuple(volume_shape)} and "
                           f"{projections} set(s) of projections {tuple(projection_shape)} of "
                           f"float32, with the operators' copies "
                           f"({memory.size_text(scratch)}), take {memory.size_text(need)} on the "
-                          f"device, more than the {memory.size_text(have)} it lends "
-                          f"({device.label()}); take fewer rows per call, or a device with "
-                          "more memory")
+                          f"device, more than the {memory.size_text(have)} {lent}; {advice}")
+
+
+def advice_for(geometry) -> str:
+    """What to do where ``geometry``'s operators do not fit (:func:`fits`): cone beam
+    takes no rows."""
+    return ADVICE["cone" if isinstance(geometry, ConeGeometry) else "parallel"]
 
 
 class Projector:
@@ -72,9 +84,15 @@ class Projector:
     :func:`pybp.backproject` and :func:`pybp.fdk`, ``backward`` has no filter and no
     weights.
 
-    NumPy arrays in give NumPy arrays out; pyopencl arrays of this projector's
-    ``context`` give pyopencl arrays on its ``queue``, so that a loop stays on the
-    device. ``shape`` is ``(projection values, volume values)``, as a matrix's."""
+    NumPy arrays in give NumPy arrays out (NaN and Inf refused, as the methods refuse
+    them); pyopencl arrays of this projector's ``context`` give pyopencl arrays on its
+    ``queue``, so that a loop stays on the device. ``shape`` is ``(projection values,
+    volume values)``, as a matrix's.
+
+    As ASTRA's ``OpTomo``: ``P @ x`` and ``P * x`` are ``forward(x)``, ``P.T @ y`` and
+    ``P.T * y`` are ``backward(y)``; a flattened array gives a flattened result, a shaped
+    one a shaped result. ``close()``, or leaving a ``with`` block, releases its device
+    memory."""
 
     def __init__(self, geometry, rows=None, device=None):
         check_geometry(geometry)
@@ -94,24 +112,61 @@ class Projector:
             self.volume_shape = (self.rows, ny, nx)
             self.projection_shape = (geometry.n_angles, self.rows, geometry.n_bins)
         fits(self.device, self.volume_shape, self.projection_shape, volumes=1, projections=1,
-             scratch=scratch_bytes(geometry, self.rows), what="Projector")
+             scratch=scratch_bytes(geometry, self.rows), what="Projector",
+             advice=advice_for(geometry))
         self.queue = cl.CommandQueue(self.context)
         self.pair = ConePair(geometry, self.context, self.queue, self.device) if cone else \
             project.ParallelPair(geometry, self.rows, self.context, self.queue, self.device)
         self.shape = (int(np.prod(self.projection_shape)), int(np.prod(self.volume_shape)))
         self._lock = threading.Lock()
+        self._closed = False
 
     def forward(self, volume):
         """A volume: projections of ``volume`` (see the class)."""
         return self._apply(volume, "volume", self.volume_shape, self.projection_shape,
-                           self.pair.forward)
+                           "forward")
 
     def backward(self, projections):
         """A^T projections: the exact transpose of :meth:`forward`."""
         return self._apply(projections, "projections", self.projection_shape,
-                           self.volume_shape, self.pair.backward)
+                           self.volume_shape, "backward")
 
-    def _apply(self, given, name, shape, result_shape, operator):
+    @property
+    def T(self):
+        """The transpose, as ASTRA's ``OpTomo.T``: ``P.T @ y`` is ``backward(y)``."""
+        return _Transposed(self)
+
+    def __matmul__(self, given):
+        return self._times(given, self.volume_shape, self.forward)
+
+    __mul__ = __matmul__
+
+    def _times(self, given, shape, operator):
+        """``operator(given)``; a flattened ``given`` (of ``shape``'s size) gives a
+        flattened result."""
+        if len(getattr(given, "shape", ())) == 1 and given.shape[0] == int(np.prod(shape)):
+            return operator(given.reshape(shape)).reshape(-1)
+        return operator(given)
+
+    def close(self):
+        """Release the device memory now (also on leaving a ``with`` block); a call
+        after is an error."""
+        with self._lock:
+            self._closed = True
+            self.pair = None
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc):
+        self.close()
+
+    def _apply(self, given, name, shape, result_shape, which):
+        """The pair's ``which`` (forward or backward) of ``given``, checked."""
+        if self._closed:
+            raise RuntimeError("Projector: closed (by close() or its with block); make a new "
+                               "one")
+        operator = getattr(self.pair, which)
         result_name = "projections" if name == "volume" else "volume"
         out_shape = result_shape
         if self.rows == 1 and len(getattr(given, "shape", shape)) == len(shape) - 1:
@@ -133,23 +188,59 @@ class Projector:
             return out.reshape(out_shape)
         checks.array_like(given, name, (len(shape),))
         if tuple(given.shape) != shape:
-            raise ValueError(f"{name}: expected shape {shape}, got {tuple(given.shape)}")
+            raise ValueError(f"{name}: expected shape {shape}, got {tuple(given.shape)}"
+                             f"{self._rows_hint(given, name)}")
+        values = np.ascontiguousarray(given, np.float32)
+        if not np.isfinite(values).all():
+            raise ValueError(f"{name}: contains NaN or Inf")
         with self._lock:
-            source = cla.to_device(self.queue, np.ascontiguousarray(given, np.float32))
+            source = cla.to_device(self.queue, values)
             out = cla.empty(self.queue, result_shape, np.float32)
             operator(source.data, out.data)
             return out.get(queue=self.queue).reshape(out_shape)
 
+    def _rows_hint(self, given, name):
+        """Where ``given`` holds another number of slices than this parallel-beam
+        Projector's ``rows``, but is otherwise of its shape: what to make instead."""
+        full = self.volume_shape if name == "volume" else self.projection_shape
+        axis = ROWS_AXIS[name]
+        if self.rows is None or len(given.shape) != 3 or \
+                _dropped(given.shape, axis) != _dropped(full, axis):
+            return ""
+        return (f": {given.shape[axis]} slices, where this Projector takes {self.rows}; "
+                f"make one with rows={given.shape[axis]}")
+
     def as_linear_operator(self):
-        """A ``scipy.sparse.linalg.LinearOperator`` of float32 (as ASTRA's ``OpTomo``):
-        ``matvec`` the forward projection of a flattened volume, ``rmatvec`` its
-        transpose, so that ``scipy.sparse.linalg.lsqr`` and other solvers can use it."""
+        """A ``scipy.sparse.linalg.LinearOperator`` (as ASTRA's ``OpTomo``): ``matvec`` the
+        forward projection of a flattened volume, ``rmatvec`` its transpose, so that
+        ``scipy.sparse.linalg.lsqr``, ``lsmr`` and other solvers can use it. Its dtype is
+        float64: the solvers keep their vectors and norms in it (with float32 ones,
+        ``lsmr`` cast its 1e100 start to float32 and warned of an overflow), and the
+        device computes in float32, each product rounded to float32 on the way in."""
         from scipy.sparse.linalg import LinearOperator  # 0.6 s of imports here: for this call only
+
+        def apply(operator, v, shape):
+            return operator(np.reshape(v, shape).astype(np.float32)).ravel().astype(np.float64)
+
         return LinearOperator(
-            self.shape, dtype=np.float32,
-            matvec=lambda v: self.forward(np.reshape(v, self.volume_shape)).ravel(),
-            rmatvec=lambda v: self.backward(np.reshape(v, self.projection_shape)).ravel())
+            self.shape, dtype=np.float64,
+            matvec=lambda v: apply(self.forward, v, self.volume_shape),
+            rmatvec=lambda v: apply(self.backward, v, self.projection_shape))
 
 
 def _dropped(shape, axis):
     return tuple(s for i, s in enumerate(shape) if i != axis)
+
+
+class _Transposed:
+    """A Projector's transpose (``Projector.T``): ``@`` and ``*`` apply its backward,
+    ``.T`` is the Projector again, ``shape`` is reversed."""
+
+    def __init__(self, projector: Projector):
+        self.T = projector
+        self.shape = projector.shape[::-1]
+
+    def __matmul__(self, given):
+        return self.T._times(given, self.T.projection_shape, self.T.backward)
+
+    __mul__ = __matmul__

@@ -14,6 +14,7 @@ of rows (:mod:`pybp.distributed`).
 
 from __future__ import annotations
 
+import dataclasses
 import time
 
 import numpy as np
@@ -145,6 +146,7 @@ class Reconstructor:
             raise ValueError(f"{chosen[1]}: give one of device, devices, client, context or "
                              f"queue, not {' and '.join(chosen)}")
         options.pop("progress", None)  # a Backprojector option; volumes take it per call
+        _known_options(options)
         angles = in_radians(angles, angle_unit)
         self.setup = Setup(n_bins, angles, center, filter=filter, padding=padding,
                            method=method, iterations=iterations,
@@ -224,6 +226,26 @@ class Reconstructor:
 
     def __exit__(self, *exc):
         self.close()
+
+
+# Options of the methods' own calls (pybp.sirt and the others) that the stream has no
+# place for, and TIGRE's name for the iterations: what to do instead
+STREAM_HINTS = {
+    "x0": "each chunk's method starts at zero; pybp.sirt and the others take x0",
+    "mask": "pybp.sirt and the others take a mask; the stream takes circle=True",
+    "callback": "pybp.sirt and the others take a callback; the stream shows progress",
+    "niter": "TIGRE's name; pybp's is iterations",
+}
+
+
+def _known_options(options):
+    """A ``TypeError`` naming the first of ``options`` that is not an option of
+    :func:`reconstruct`, and what to do instead (not the inner constructor's)."""
+    known = {f.name for f in dataclasses.fields(Setup)}
+    for name in options:
+        if name not in known:
+            raise TypeError(f"{name}: not an option of pybp.reconstruct; "
+                            f"{STREAM_HINTS.get(name, 'its docstring lists them')}")
 
 
 def _output(out, geometry, first, stop, n_rows, inputs):

@@ -19,7 +19,7 @@ from pybp import tune as tuning
 from pybp.cli import files as cli_files
 from pybp.cli import preview, writing
 from pybp.cli.parser import Parser, is_expected, one_line
-from pybp.cli.writing import EXIT_INTERRUPTED
+from pybp.cli.writing import EXIT_INTERRUPTED, EXIT_TERMINATED
 from pybp.cl.device import devices
 from pybp.stages.filters import FILTERS
 from pybp.parallel.params import INTERPOLATIONS, KERNELS, SLICES_PER_PASS, STORAGES, AluParams, TextureParams
@@ -229,26 +229,35 @@ def _setting_options(parser):
 class _Interrupts:
     """SIGINT noted as well as raised, from the first line of ``main``: an interrupt
     that some library swallowed (raised inside a destructor or a callback) still ends
-    the command with status 130 instead of being lost."""
+    the command with status 130 instead of being lost. SIGTERM (a batch system's, or
+    ``kill``'s) stops the command as Ctrl-C does, whole files and one line, with status
+    143 (128 + 15); it ended it at once, with no message."""
 
     def __init__(self):
         self.count = 0
-        self.previous = None
+        self.terminated = False
+        self.previous = {}
 
     def _handle(self, signum, frame):
         self.count += 1
+        self.terminated |= signum == signal.SIGTERM
         raise KeyboardInterrupt
 
     def __enter__(self):
-        try:
-            self.previous = signal.signal(signal.SIGINT, self._handle)
-        except ValueError:  # not the main thread: Python's own handling
-            self.previous = None
+        for signum in (signal.SIGINT, signal.SIGTERM):
+            try:
+                self.previous[signum] = signal.signal(signum, self._handle)
+            except ValueError:  # not the main thread: Python's own handling
+                pass
         return self
 
     def __exit__(self, *exc):
-        if self.previous is not None:
-            signal.signal(signal.SIGINT, self.previous)
+        for signum, previous in self.previous.items():
+            signal.signal(signum, previous)
+
+    def code(self, code):
+        """The exit status: 143 where SIGTERM stopped the command."""
+        return EXIT_TERMINATED if self.terminated and code == EXIT_INTERRUPTED else code
 
 
 def _one_line_warning(message, category, filename, lineno, file=None, line=None):
@@ -270,7 +279,7 @@ def main(argv=None):
         if code is None or (interrupts.count and code == 0):
             print("pybp: interrupted", file=sys.stderr)
             code = EXIT_INTERRUPTED
-        return code
+        return interrupts.code(code)
 
 
 def _main(argv):

@@ -78,6 +78,7 @@ def reconstruct(args):
         n_angles, n_rows, n_cols = scan.shape
         geometry = read_geometry(args.geometry, scan.angles, (n_rows, n_cols))
         scans.check_counts(args, scan)
+        methods.check_for_scan(method, n_angles)
         steps = preprocessing.options(args, n_angles, n_cols)
         devices = scans.devices(args)  # none with --scheduler: the workers choose theirs
         if method:
@@ -203,9 +204,11 @@ class _Iterative:
         try:  # the working set is checked before the output is made
             fits(describe(device), geometry.volume_shape, (n_angles, n_rows, n_cols),
                  volumes=volumes, projections=sets, scratch=scratch_bytes(geometry),
-                 what=f"--method {method['method']}")
+                 what=f"--method {method['method']}", memory_limit=args.memory_limit,
+                 advice="choose a device with more memory (--device), or a smaller volume "
+                        "(volume_shape in the geometry file)")
         except MemoryError as exc:
-            raise ValueError(str(exc).replace("take fewer rows per call, or ", "choose ")) \
+            raise ValueError(str(exc).replace("memory_limit allows", "--memory-limit allows")) \
                 from None
 
     def volume(self):
@@ -218,10 +221,9 @@ class _Iterative:
             warn_replaced(replaced, int(np.prod(scan.shape)))
             options = dict(self.method)
             name, iterations = options.pop("method"), options.pop("iterations")
-            call = {"sirt": api_iterative.sirt, "sart": api_iterative.sart,
-                    "cgls": api_iterative.cgls, "tv": api_iterative.tv}[name]
-            self._volume = call(data, self.geometry, iterations, device=self.device,
-                                progress=not args.quiet, **options)
+            self._volume = api_iterative.BY_NAME[name](
+                data, self.geometry, iterations, device=self.device, progress=not args.quiet,
+                **options)
         return self._volume
 
 

@@ -13,7 +13,7 @@ from pybp import __version__, centre, distributed
 from pybp.stages.filters import FILTERS, PADDINGS
 from pybp.io.images import contact_sheet, display_range, label, to_8bit, write_png
 from pybp.io.readers import open_scan
-from pybp.geometry.parallel import Geometry
+from pybp.geometry.parallel import Geometry, ParallelGeometry
 from pybp.io.readers import ANGLE_UNITS
 from pybp.io.writers import (
     DTYPES,
@@ -23,6 +23,7 @@ from pybp.io.writers import (
     stored_metadata,
 )
 from pybp.parallel.params import INTERPOLATIONS, SLICES_PER_PASS, STORAGES
+from pybp.api import iterative as api_iterative
 from pybp.api.sinograms import Backprojector
 from pybp.cl.device import open_device
 from pybp.parallel.prepare import Setup
@@ -127,9 +128,10 @@ def _metadata(args, scan, rows, center, steps, rec):
                 **{key: value for key, value in steps.items() if value is not None})
 
 
-def _center_sweep(args, scan, rows):
+def _center_sweep(args, scan, rows, method):
     """One slice per candidate centre (the middle row), as labelled PNGs and a contact
-    sheet in the folder ``args.output``."""
+    sheet in the folder ``args.output``: by FBP, or by the iterative ``method``
+    (:func:`methods.chosen`) where one is given, as the volume will be made."""
     folder = Path(args.output)
     candidates = _sweep(args.center_sweep)
     for c in (candidates[0], candidates[-1]):
@@ -144,6 +146,13 @@ def _center_sweep(args, scan, rows):
     cl_device, context, _ = open_device(args.device)
     slices = []
     for c in candidates:
+        if method:
+            options = dict(method)
+            name, iterations = options.pop("method"), options.pop("iterations")
+            geometry = ParallelGeometry(scan.angles, scan.shape[2], center=c, angle_unit="rad")
+            slices.append(api_iterative.BY_NAME[name](sinogram, geometry, iterations,
+                                                      device=cl_device, **options))
+            continue
         with Backprojector(scan.shape[2], scan.angles, center=c, filter=args.filter,
                            padding=args.padding, interpolation=args.interpolation,
                            context=context, angle_unit="rad") as bp:
@@ -155,8 +164,9 @@ def _center_sweep(args, scan, rows):
         step = max(1, int(np.ceil(image.shape[0] / SHEET_TILE)))
         tiles.append(label(to_8bit(image[::step, ::step], low, high), f"{c:.2f}"))
     write_png(names[-1], contact_sheet(tiles), overwrite=True)
-    print(f"wrote {len(candidates)} slices of row {row} for centres {candidates[0]:.2f}.."
-          f"{candidates[-1]:.2f} and {names[-1]}")
+    how = f"{method['method'].upper()}, {method['iterations']} iterations" if method else "FBP"
+    print(f"wrote {len(candidates)} slices of row {row} ({how}) for centres "
+          f"{candidates[0]:.2f}..{candidates[-1]:.2f} and {names[-1]}")
     return 0
 
 
@@ -197,11 +207,12 @@ def cmd_reconstruct(args):
                   f"{n_angles} projections of {scan.shape[1]} x {n_bins}, rows "
                   f"{rows[0]}..{rows[1] - 1}")
         check_counts(args, scan)
+        methods.check_for_scan(method, n_angles)
         steps = preprocessing.options(args, n_angles, n_bins)
         if args.center_sweep:
             if steps["rings"] or steps["phase"]:
                 say(args, "center sweep: slices without --rings and --phase")
-            return _center_sweep(args, scan, rows)
+            return _center_sweep(args, scan, rows, method)
         scans.devices(args)
         stored = stored_metadata(args.output) if args.resume else None
         center = _center(args, scan, rows, stored)

@@ -53,3 +53,14 @@ def chosen(args) -> dict:
         name, _, rest = str(exc).partition(":")
         raise ValueError(f"--{name}:{rest}") from None
     return dict(method=args.method, iterations=args.iterations, **checked)
+
+
+def check_for_scan(method: dict, n_angles: int):
+    """What of ``method`` (:func:`chosen`) depends on the scan, checked as soon as it is
+    open (before the centre search): sart's subsets, at most one per angle; a mistake
+    names its flag."""
+    if method.get("method") == "sart":
+        try:
+            options.subset_order(n_angles, method.get("subsets"))
+        except ValueError as exc:
+            raise ValueError(f"--{exc}") from None

@@ -14,6 +14,7 @@ import numpy as np
 from pybp.io.writers import STORAGE_ERRORS, WriteError
 
 EXIT_INTERRUPTED = 130
+EXIT_TERMINATED = 143  # 128 + SIGTERM, as a shell reports a process it ended
 
 
 def sha1(values) -> str:
@@ -31,12 +32,13 @@ _noted.count = 0
 
 
 def hold_interrupts():
-    """From now on (a Ctrl-C is being handled), further Ctrl-C are counted, not raised:
-    the command finishes its writes in flight, says what is on the disk and ends, with
-    no traceback from a second interrupt in the middle of that (the command's
-    :func:`pybp.cli.commands.main` puts its handler back when it returns)."""
+    """From now on (a Ctrl-C or SIGTERM is being handled), further ones are counted, not
+    raised: the command finishes its writes in flight, says what is on the disk and
+    ends, with no traceback from a second interrupt in the middle of that (the command's
+    :func:`pybp.cli.commands.main` puts its handlers back when it returns)."""
     if threading.current_thread() is threading.main_thread():
         signal.signal(signal.SIGINT, _noted)
+        signal.signal(signal.SIGTERM, _noted)
 
 
 def into(output, total, unit, work):

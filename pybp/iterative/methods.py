@@ -74,24 +74,48 @@ def _each(pair, vectors, out, a, x, b, y, volume):
     return vectors.combine_each(out, a, x, b, y, block, pair.problems)
 
 
+# The exponents of CGLS's scales (:func:`unit_scales`): powers of two a float32 holds
+SCALE_EXPONENTS = (-120, 120)
+
+
+def unit_scales(pair, vectors, b, x) -> np.ndarray:
+    """A power of two for each of the pair's problems that brings the largest of its
+    ``|b|`` and ``|x|`` to [0.5, 1) (1 where both are zero), float64."""
+    peaks = np.maximum(vectors.peaks(b, pair.projection_block, pair.problems),
+                       vectors.peaks(x, pair.volume_block, pair.problems))
+    exponents = np.frexp(np.where(peaks > 0, peaks, 0.5))[1]
+    return np.ldexp(1.0, -np.clip(exponents, *SCALE_EXPONENTS))
+
+
 def cgls(pair, vectors, b, x, *, iterations, mask=None, report=None, allocate=None):
     """``iterations`` of conjugate gradients on the normal equations A^T A x = A^T b
     (ASTRA's CGLS), in place on ``x``; with ``mask``, of A M. Each of the pair's
     independent problems (parallel beam's slices) takes its own steps, so that a slice
     has the same values whatever others share the call; a problem stops where its
-    gradient vanishes (x is then a least-squares solution) or A p does."""
+    gradient vanishes (x is then a least-squares solution) or A p does.
+
+    Each problem runs on its data and start times a power of two that brings them near
+    1 (:func:`unit_scales`), undone for ``report`` and at the end: its squared norms
+    then stay within float32's range (data of 1e18 made them overflow, and the volume
+    NaN; data of 1e-25 made them 0, and the method stop at once), and a power of two
+    scales every step exactly, so that data in range give the bits they gave before."""
     allocate = allocate or allocator(vectors.queue)
     r, q = allocate(pair.projection_shape), allocate(pair.projection_shape)
     p, s = allocate(pair.volume_shape), allocate(pair.volume_shape)
-    ones = np.ones(pair.problems)
+    ones, zeros = np.ones(pair.problems), np.zeros(pair.problems)
+    scale = unit_scales(pair, vectors, b, x)
+
+    def scaled(by):
+        return _each(pair, vectors, x, by, x, zeros, x, True)
 
     def gradient(into):
         pair.backward(r.data, into.data)
         if mask is not None:
             vectors.scale(into, mask)
 
+    scaled(scale)
     pair.forward(x.data, r.data)
-    vectors.combine(r, 1.0, b, -1.0, r)  # r = b - A x
+    _each(pair, vectors, r, scale, b, -ones, r, False)  # r = s b - A (s x)
     gradient(p)
     gamma = _dots(pair, vectors, p, True)
     for iteration in range(iterations):
@@ -111,7 +135,10 @@ def cgls(pair, vectors, b, x, *, iterations, mask=None, report=None, allocate=No
         pacing.wait(_each(pair, vectors, p, ones, s, beta, p, True))
         gamma = following
         if report is not None:
+            scaled(1 / scale)
             report(iteration, x)
+            scaled(scale)
+    pacing.wait(scaled(1 / scale))
     return x
 
 

@@ -38,6 +38,9 @@ ARGS = {
     "problem_dots": (Arg("x", "__global const float *"), Arg("y", "__global const float *"),
                      Arg("sums", "__global float *", "one per work-group: problems x parts"),
                      N, *PROBLEMS),
+    "problem_peaks": (Arg("x", "__global const float *"),
+                      Arg("sums", "__global float *", "one per work-group: problems x parts"),
+                      N, *PROBLEMS),
 }
 
 
@@ -95,12 +98,19 @@ class Vectors:
         problem's size alone, added in float64 here; the same bits every run and
         however many problems share the vectors."""
         y = x if y is None else y
+        return self._per_problem("problem_dots", x, block, problems, y=y.data).sum(axis=1)
+
+    def peaks(self, x, block=None, problems=1) -> np.ndarray:
+        """The largest |x| of each of ``problems`` (as :meth:`dots` counts them), float64."""
+        return self._per_problem("problem_peaks", x, block, problems).max(axis=1)
+
+    def _per_problem(self, name, x, block, problems, **values) -> np.ndarray:
+        """Kernel ``name``'s partial results, ``(problems, parts)`` float64."""
         block = x.size if block is None else block
         size = x.size // problems
         parts = max(1, min(DOT_GROUPS, size // (DOT_GROUP * DOT_ITEM_FLOATS)))
         sums = cla.empty(self.queue, problems * parts, np.float32)
-        self._kernels["problem_dots"](self.queue, (DOT_GROUP * parts, problems), (DOT_GROUP, 1),
-                                      x=x.data, y=y.data, sums=sums.data, n=x.size, block=block,
-                                      problems=problems)
-        partial = sums.get(queue=self.queue).astype(np.float64).reshape(problems, parts)
-        return partial.sum(axis=1)
+        self._kernels[name](self.queue, (DOT_GROUP * parts, problems), (DOT_GROUP, 1),
+                            x=x.data, sums=sums.data, n=x.size, block=block, problems=problems,
+                            **values)
+        return sums.get(queue=self.queue).astype(np.float64).reshape(problems, parts)

@@ -73,13 +73,10 @@ ${args['combine_each']}
     }
 }
 
-// Partial sums of x . y for each problem: work-group (part, problem s) adds the elements
-// of s in a fixed order (each item strides over them, then a tree), which depends on
-// s's size alone: a problem's dot has the same bits however many problems share the
-// vectors (chunks of slices of any size) and every run.
+<%def name="per_problem(name, term, op)">\
 __kernel __attribute__((reqd_work_group_size(${group}, 1, 1)))
-void problem_dots(
-${args['problem_dots']}
+void ${name}(
+${args[name]}
 {
     __local float part[${group}];
     const int item = get_local_id(0);
@@ -88,14 +85,28 @@ ${args['problem_dots']}
     float sum = 0.0f;
     for (size_t k = get_group_id(0) * ${group} + item; k < size; k += parts * ${group}) {
         const size_t i = ((k / block) * problems + s) * block + k % block;
-        sum += x[i] * y[i];
+        sum = ${op}(sum, ${term});
     }
     part[item] = sum;
     for (int width = ${group // 2}; width > 0; width >>= 1) {
         barrier(CLK_LOCAL_MEM_FENCE);
         if (item < width)
-            part[item] += part[item + width];
+            part[item] = ${op}(part[item], part[item + width]);
     }
     if (item == 0)
         sums[s * parts + get_group_id(0)] = part[0];
 }
+</%def>\
+inline float add(const float a, const float b)
+{
+    return a + b;
+}
+
+// Partial sums of x . y for each problem: work-group (part, problem s) adds the elements
+// of s in a fixed order (each item strides over them, then a tree), which depends on
+// s's size alone: a problem's dot has the same bits however many problems share the
+// vectors (chunks of slices of any size) and every run.
+${per_problem("problem_dots", "x[i] * y[i]", "add")}
+
+// The largest |x| of each problem, by parts (CGLS's scale: pybp/iterative/methods.py).
+${per_problem("problem_peaks", "fabs(x[i])", "fmax")}

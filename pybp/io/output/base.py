@@ -16,16 +16,18 @@ DTYPES = ("float32", "float16")
 FLOAT16_MAX = 65504.0
 METADATA = "pybp.json"
 MARK = "pybp"  # the metadata key (pybp's version) that says pybp made an output
-# What a resumed run must share with the first one (the rest is informational).
-# The device and the kernels' parameter sets are among them: another device, or other
-# kernels (another --slices-per-pass, a profile `pybp tune` saved since), give values
-# that differ in their last bits, and one volume would mix two.
+# What a resumed run must share with the first one (the rest is informational), in the
+# order they are checked. The device and the kernels' parameter sets are among them:
+# another device, or other kernels (another --slices-per-pass, a profile `pybp tune`
+# saved since), give values that differ in their last bits, and one volume would mix
+# two. They come last: another method or option changes the kernels too, and the
+# message then names what the user changed, not the device.
 RESUME_KEYS = ("input", "input_sha1", "shape", "first_row", "dtype", "center", "angles_sha1",
                "log", "filter", "padding", "interpolation", "precision", "slice_shape",
                "circle", "voxel_size", "volume_offset", "matrices_sha1", "rings",
                "ring_options", "phase", "chunk_slices", "memory_limit", "slices_per_pass",
-               "devices", "method", "iterations", "nonnegative", "relaxation", "subsets",
-               "weight")
+               "method", "iterations", "nonnegative", "relaxation", "subsets", "weight",
+               "devices")
 
 
 def partial_path(path: Path) -> Path:
