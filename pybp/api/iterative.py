@@ -247,3 +247,12 @@ def tv(projections, geometry, iterations, weight, x0=None, nonnegative=False, ma
 
 # The methods by name: pybp reconstruct --method (cone beam's, and its centre sweep)
 BY_NAME = {"sirt": sirt, "sart": sart, "cgls": cgls, "tv": tv}
+
+
+def by_method(chosen: dict, projections, geometry, **kwargs):
+    """The method ``chosen`` names (``method``, ``iterations`` and its options, as
+    :func:`pybp.iterative.options.check_options` gives them) of ``projections``, with
+    ``kwargs`` (``device``, ``progress``)."""
+    options = dict(chosen)
+    name, iterations = options.pop("method"), options.pop("iterations")
+    return BY_NAME[name](projections, geometry, iterations, **options, **kwargs)

@@ -219,11 +219,8 @@ class _Iterative:
                 flats=self.flats, darks=self.darks, memory_limit=args.memory_limit,
                 progress=not args.quiet, **self.steps)
             warn_replaced(replaced, int(np.prod(scan.shape)))
-            options = dict(self.method)
-            name, iterations = options.pop("method"), options.pop("iterations")
-            self._volume = api_iterative.BY_NAME[name](
-                data, self.geometry, iterations, device=self.device, progress=not args.quiet,
-                **options)
+            self._volume = api_iterative.by_method(self.method, data, self.geometry,
+                                                   device=self.device, progress=not args.quiet)
         return self._volume
 
 

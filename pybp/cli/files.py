@@ -147,11 +147,8 @@ def _center_sweep(args, scan, rows, method):
     slices = []
     for c in candidates:
         if method:
-            options = dict(method)
-            name, iterations = options.pop("method"), options.pop("iterations")
             geometry = ParallelGeometry(scan.angles, scan.shape[2], center=c, angle_unit="rad")
-            slices.append(api_iterative.BY_NAME[name](sinogram, geometry, iterations,
-                                                      device=cl_device, **options))
+            slices.append(api_iterative.by_method(method, sinogram, geometry, device=cl_device))
             continue
         with Backprojector(scan.shape[2], scan.angles, center=c, filter=args.filter,
                            padding=args.padding, interpolation=args.interpolation,
