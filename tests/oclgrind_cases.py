@@ -125,13 +125,12 @@ def main(mode):
     backward = reference.relative_rms(projector.backward(y),
                                       reference.transpose_project(y, geometry))
     print("RESULT", "pair-parallel-9", f"{forward:.2e}", f"{backward:.2e}", flush=True)
-    # The cone pair, A by its gather: voxels under a pixel tall (two phases, the row
-    # below in a second profile), bands of 8 rows on a detector of 10 (readers of 2
+    # The cone pair, A by its gather: voxels under a pixel tall (three phases), bands of 8 rows on a detector of 10 (readers of 2
     # rows at once), lists of 5.
     case("pair-cone")
     geometry = pybp.ConeGeometry.circular(angles[:4], (10, 14), (2.0, 5.0), 80.0, 40.0,
                                           (8, 12, 12), 1.0)
-    assert project.gather_phases(geometry) == (2, True)
+    assert project.gather_phases(geometry) == 3
     (project.GATHER_ITEMS, project.SLOTS, project.GATHER_COLUMNS, project.GATHER_ENTRIES,
      project.CHUNK, project.UNROLL) = 2, 4, 3, (5,), 2, 2
     projector = pybp.Projector(geometry, device=device)
@@ -141,7 +140,7 @@ def main(mode):
     forward = reference.relative_rms(projector.forward(x),
                                      cone_reference.forward_project(x, geometry))
     backward = reference.relative_rms(projector.backward(y),
-                                      cone_reference.backproject(y, geometry))
+                                      cone_reference.transpose_project(y, geometry))
     print("RESULT", "pair-cone-gather", f"{forward:.2e}", f"{backward:.2e}", flush=True)
 
 

@@ -470,7 +470,7 @@ def test_cone_operators_match_float64_and_are_adjoint(cl_device, rng, name):
     y = rng.standard_normal(projector.projection_shape).astype(np.float32)
     ax, aty = projector.forward(x), projector.backward(y)
     assert relative_rms(ax, cone_reference.forward_project(x, geometry)) < OPERATOR_RTOL
-    assert relative_rms(aty, cone_reference.backproject(y, geometry)) < OPERATOR_RTOL
+    assert relative_rms(aty, cone_reference.transpose_project(y, geometry)) < OPERATOR_RTOL
     left = np.dot(ax.ravel().astype(np.float64), y.ravel())
     right = np.dot(x.ravel().astype(np.float64), aty.ravel())
     assert abs(left / right - 1) < ADJOINT_TOLERANCE, left / right - 1
@@ -548,12 +548,12 @@ def test_cone_rows_beyond_the_fixed_point_are_refused_and_those_within_are_right
     want = cone_reference.forward_project(x, within)
     assert np.count_nonzero(want) > 0
     assert relative_rms(projector.forward(x), want) < OPERATOR_RTOL
-    assert relative_rms(projector.backward(y), cone_reference.backproject(y, within)) < OPERATOR_RTOL
+    assert relative_rms(projector.backward(y), cone_reference.transpose_project(y, within)) < OPERATOR_RTOL
 
 
 def test_cone_gather_fits_the_local_memory_it_is_given(cl_device):
-    """gather_shape sizes A's gather to the device's local memory: the list, the last
-    half strip's sums, the profiles and their margins. Built here for devices with less
+    """gather_shape sizes A's gather to the device's local memory: the list, the
+    profiles and their margins. Built here for devices with less
     local memory than this one, the kernel takes (as the device reports it) no more than
     each has; one with room for the list and two rows a work-item but not for the
     margins gets one row a work-item."""
@@ -567,8 +567,8 @@ def test_cone_gather_fits_the_local_memory_it_is_given(cl_device):
     assert project.forward_method(geometry) == "gather"
     projector = pybp.Projector(geometry, device=cl_device)
     items, entries = projector.pair.gather[0], projector.pair.gather[3]
-    row = items * (4 * project.CHUNK * 2 + 4)  # split profiles and sums: a row a work-item
-    listed = 32 * entries + 4 * items
+    row = items * 4 * project.CHUNK  # the profiles: a row a work-item
+    listed = project.LISTED_BYTES * entries + 4 * items
     for budget, slots in ((listed + 2 * row + 16, 1), (listed + 3 * row + 1024, 3),
                           (listed + 8 * row + 4096, 8)):
         device = dataclasses.replace(projector.device, local_memory=budget)
@@ -617,8 +617,10 @@ def test_cone_pair_in_float_where_a_device_has_no_double(cl_device, rng, monkeyp
     the gather's strips and the scatter's boxes are float's, and each voxel-pixel weight
     is still the same float in A and A^T, so the pair stays adjoint; A's gather keeps its
     bits whatever its work's shape and agrees with the scatter (6.5e-8, 2.2e-7 on PoCL).
-    Against float64 the positions show float's rounding: 7.4e-5 at 1024 columns, 1.3e-6
-    on the coarse detector."""
+    Against float64 the positions show float's rounding: 1.2e-3 (A) and 1.6e-3 (A^T) at
+    1024 columns, nearly all of it in the image at 225 degrees, where the rays to the
+    voxels of a diagonal run as much along x as along y, and float and float64 choose
+    the boxes' axis apart for some (the model's own edge, where its axis turns)."""
     import dataclasses
 
     from pybp.cone import project
@@ -652,7 +654,7 @@ def test_cone_pair_in_float_where_a_device_has_no_double(cl_device, rng, monkeyp
         right = np.dot(x.ravel().astype(np.float64), aty.ravel())
         scale = np.linalg.norm(ax.astype(np.float64)) * np.linalg.norm(y)
         assert abs(left - right) < 1e-6 * scale  # 1e-10 to 1e-9 of it on PoCL
-        assert relative_rms(ax, cone_reference.forward_project(x, geometry)) < 1e-3
+        assert relative_rms(ax, cone_reference.forward_project(x, geometry)) < 3e-3
         results.setdefault(method, []).append(ax)
     assert np.array_equal(results["gather"][1], results["gather"][0])
     assert relative_rms(results["gather"][0], results["scatter"][0]) < OPERATOR_RTOL
@@ -678,7 +680,7 @@ def test_cone_forward_method_follows_the_voxels_image(cl_device):
     turned = pybp.ConeGeometry.from_astra(
         np.stack([60 * s, -60 * c, zero, -40 * s, 40 * c, zero, zero, zero, 1 + zero,
                   c, s, zero], 1), (24, 40), (10, 14, 12), 1.0)
-    assert project.voxel_step(turned) == 0 and project.gather_phases(turned) == (0, False)
+    assert project.voxel_step(turned) == 0 and project.gather_phases(turned) == 0
     assert project.forward_method(turned) == "scatter"
     x = np.random.default_rng(0).standard_normal(turned.volume_shape).astype(np.float32)
     got = pybp.Projector(turned, device=cl_device).forward(x)
@@ -691,29 +693,34 @@ def test_cone_forward_method_follows_the_voxels_image(cl_device):
 @pytest.mark.parametrize("pixel", [0.2, 0.75, 1.0, 2.0, 4.5])
 def test_cone_gather_phases_keep_each_phases_rows_apart(pixel):
     """The gather's premise, which no run on a CPU would catch (its work-items take turns
-    there; tests/test_oclgrind.py runs it under a race checker): in every image, two
-    voxels of a column ``phases`` apart or more lie at least two rows apart (one profile)
-    or at least one (split), so the voxels of one phase write distinct places. Checked
-    on every voxel of the volume in float64, the positions as the kernels find them."""
+    there; tests/test_oclgrind.py runs it under a race checker): in every image, the
+    boxes of two voxels of a column ``phases`` apart or more share no row, so the voxels
+    of one phase write distinct places. Checked on every voxel of the volume in float64,
+    the boxes' rows as the kernels find them (pixel r spans r to r + 1 from the first
+    pixel's edge)."""
     from pybp.cone import project
     angles = np.linspace(0, 2 * np.pi, 12, endpoint=False)
     geometry = pybp.ConeGeometry.circular(angles, (64, 64), pixel, 80.0, 40.0, (24, 20, 28),
                                           1.0)
-    phases, split = project.gather_phases(geometry)
-    assert phases >= 1 and split == (phases > 1 or project.voxel_step(geometry) < 2)
+    phases = project.gather_phases(geometry)
+    assert phases >= 2
     nz, ny, nx = geometry.volume_shape
     m = geometry.voxel_matrices()
     j, i = np.mgrid[:ny, :nx]
     for matrix in m:
         w = matrix[2, 0] * i + matrix[2, 1] * j + matrix[2, 3]
         r = matrix[1, 0] * i + matrix[1, 1] * j + matrix[1, 3]
-        rows = np.floor((r[None] + matrix[1, 2] * np.arange(nz)[:, None, None]) / w[None])
-        apart = np.abs(rows[phases:] - rows[:-phases]).min()
-        assert apart >= (1 if split else 2), (pixel, phases, split, apart)
-        # and one step fewer would not do, where there are several
-        if phases > 1:
-            closer = np.abs(rows[phases - 1:] - rows[:1 - phases]).min()
-            assert closer < (1 if split else 2)
+        edges = (r[None] + matrix[1, 2] * (np.arange(nz + 1) - 0.5)[:, None, None]) / w[None] + 0.5
+        low, high = np.minimum(edges[:-1], edges[1:]), np.maximum(edges[:-1], edges[1:])
+        first, last = np.floor(low), np.ceil(high) - 1
+        # the rows of box k + phases lie wholly past box k's, in the step's direction
+        up = matrix[1, 2] > 0
+        apart = (first[phases:] - last[:-phases]) if up else (first[:-phases] - last[phases:])
+        assert apart.min() >= 1, (pixel, phases, apart.min())
+        # and one step fewer would not do
+        closer = (first[phases - 1:] - last[:1 - phases]) if up else (
+            first[:1 - phases] - last[phases - 1:])
+        assert closer.min() < 1
     assert project.voxel_step(geometry) == pytest.approx(
         min(abs(matrix[1, 2]) / (matrix[2, 0] * i + matrix[2, 1] * j + matrix[2, 3]).max()
             for matrix in m))
@@ -725,7 +732,7 @@ def test_cone_forward_sums_keep_small_values_and_flag_non_finite(cl_device, monk
     """Rays through voxels a millionth of the largest keep float32's relative accuracy
     (as they do in a volume of the faint voxels alone: 4.4e-7): the gather's float sums
     hold each pixel's own terms; the scatter's fixed point is scaled by the volume's L1
-    norm. A non-finite voxel gives NaN in just the pixels its sample reads (on the
+    norm. A non-finite voxel gives NaN in just the pixels its box covers (on the
     device: a NumPy volume with one is refused); a zero volume gives zeros."""
     from pybp.cone import project
     monkeypatch.setattr(project, "GATHER_BELOW", np.inf if method == "gather" else -1.0)
@@ -745,9 +752,11 @@ def test_cone_forward_sums_keep_small_values_and_flag_non_finite(cl_device, monk
     assert relative_rms(got, want) < OPERATOR_RTOL
     assert not projector.forward(np.zeros_like(x)).any()
     x[3, 18, 21] = np.nan
+    # (the pixels its box covers by more than rounding: at an exact edge, a float's
+    # share may be 0 where float64's is 1e-12)
     reached = cone_reference.forward_project(
         (np.arange(x.size) == np.ravel_multi_index((3, 18, 21), x.shape)).reshape(x.shape)
-        .astype(np.float64), geometry) > 0
+        .astype(np.float64), geometry) > 1e-6
     with pytest.raises(ValueError, match="volume: contains NaN or Inf"):
         projector.forward(x)
     got = projector.forward(cla.to_device(projector.queue, x)).get()
@@ -770,7 +779,7 @@ def test_cone_float64_references_are_transposes(rng):
     x = rng.standard_normal(geometry.volume_shape)
     y = rng.standard_normal((geometry.n_angles,) + geometry.detector_shape)
     left = np.dot(cone_reference.forward_project(x, geometry).ravel(), y.ravel())
-    right = np.dot(x.ravel(), cone_reference.backproject(y, geometry).ravel())
+    right = np.dot(x.ravel(), cone_reference.transpose_project(y, geometry).ravel())
     assert abs(left / right - 1) < 1e-12
 
 

@@ -43,7 +43,7 @@ def cone(name, geometry):
         # (on few values <Ax, y> may be far smaller than |Ax| |y|: that ratio too)
         scale = np.linalg.norm(ax.astype(np.float64)) * np.linalg.norm(y)
         print(f"cone {name}, {method}: A {relative_rms(ax, want):.2g}, "
-              f"A^T {relative_rms(aty, cone_reference.backproject(y, geometry)):.2g}, "
+              f"A^T {relative_rms(aty, cone_reference.transpose_project(y, geometry)):.2g}, "
               f"adjoint mismatch {left / right - 1:.2g} ({(left - right) / scale:.2g} of "
               f"|Ax| |y|)")
     if len(results) == 2:

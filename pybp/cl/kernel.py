@@ -16,7 +16,7 @@ import numpy as np
 # Host types of the scalar arguments; any other argument is a buffer or an image.
 SCALARS = {"const int": np.int32, "const uint": np.uint32, "const long": np.int64,
            "const ulong": np.uint64,
-           "const float": np.float32}
+           "const float": np.float32, "const double": np.float64}
 
 
 @dataclass(frozen=True)

@@ -101,7 +101,7 @@ def reconstruct(args):
                         **(method or dict(filter=args.filter, padding=args.padding)),
                         log=not args.no_log, command=args.command_line,
                         devices=[dict(device=d.identity, name=d.name,
-                                      kernels=[f"{method['method']}-cone-pair" if method
+                                      kernels=[f"{method['method']}-cone-pair-boxes" if method
                                                else params.key()])
                                  for d in described] or "dask workers",
                         pybp=__version__, source=scan.source,

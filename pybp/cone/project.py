@@ -1,7 +1,8 @@
 """The matched pair of cone-beam operators on one device: the forward projection A and
 its exact transpose A^T (templates/operators/cone.cl.mako), on device buffers of a
 volume ``(nz, ny, nx)`` and projections ``(n_angles, n_rows, n_cols)``, in the geometry
-of :class:`pybp.ConeGeometry`."""
+of :class:`pybp.ConeGeometry`: distance-driven, line integrals in the geometry's length
+(pybp/cone/reference.py's ``footprints`` is the model in float64)."""
 
 from __future__ import annotations
 
@@ -20,17 +21,22 @@ SIZES = ints("n_angles", "n_rows", "n_cols", "nx", "ny", "nz")
 def _args(real):
     matrices = Arg("matrices", f"__global const {real} *",
                    "per image: voxel indices to (c w, r w, w), 12 values")
+    sources = Arg("sources", f"__global const {real} *",
+                  "per image: the source's voxel indices, then the voxel size: 4 values")
+    u_reach = Arg("u_reach", f"const {real}",
+                  "pixels: the farthest a box's end along the columns lies from its centre")
     forward = (
-        Arg("volume", "__global const float *", "nz x ny x nx"), matrices,
+        Arg("volume", "__global const float *", "nz x ny x nx"), matrices, sources,
         Arg("inverses", f"__global const {real} *",
             "per image: inverse(M) row by row, then inverse(M) m4: 12 values"),
         Arg("shift", "__global const int *", "the terms' scale, 2^shift (cone_shift)"),
-        Arg("projections", "__global float *", "n_angles x n_rows x n_cols"), *SIZES,
+        Arg("projections", "__global float *", "n_angles x n_rows x n_cols"), *SIZES, u_reach,
+        Arg("v_reach", f"const {real}", "pixels: likewise, along the rows"),
         Arg("first_angle", "const int", "the launch's first image (pybp/cl/pacing.py)"),
     )
     backward = (
         Arg("projections", "__global const float *", "n_angles x n_rows x n_cols"), matrices,
-        Arg("volume", "__global float *", "nz x ny x nx"), *SIZES,
+        sources, Arg("volume", "__global float *", "nz x ny x nx"), *SIZES,
         Arg("first_plane", "const int", "the launch's first z plane (pybp/cl/pacing.py)"),
     )
     magnitude = (
@@ -41,12 +47,13 @@ def _args(real):
     shift = (
         Arg("parts", "__global const float *", "cone_magnitude's partial sums"),
         Arg("n_parts", "const int", "how many"),
+        Arg("amplitude_bits", "const int", "every amplitude is below 2^amplitude_bits"),
         Arg("shift", "__global int *", "out: the forward projection's scale exponent"),
     )
     gather = (
         Arg("columns", "__global const float *", "the volume transposed: ny nx x nz"),
-        matrices, Arg("projections", "__global float *", "n_angles x n_rows x n_cols"),
-        *SIZES, Arg("first_angle", "const int", "the launch's first image (pybp/cl/pacing.py)"),
+        matrices, sources, Arg("projections", "__global float *", "n_angles x n_rows x n_cols"),
+        *SIZES, u_reach, Arg("first_angle", "const int", "the launch's first image (pybp/cl/pacing.py)"),
     )
     return dict(cone_forward=forward, cone_backward=backward, cone_magnitude=magnitude,
                 cone_shift=shift, cone_gather=gather, transpose_slices=transpose.ARGS)
@@ -67,6 +74,7 @@ GATHER_ITEMS, SLOTS, GATHER_COLUMNS, GATHER_ENTRIES, CHUNK, UNROLL = 128, 8, 4, 
 # 0.1735 s on the H100 (docs/benchmarks.md; before the rows in fixed point, which took
 # it to 96 registers with 2, and faster)
 READ_ROWS = 2
+LISTED_BYTES = 48  # local memory a listed voxel column takes (the template's listed_*)
 # A elsewhere: a scatter, FORWARD_GROUP work-items adding the voxels of a tile of (rows,
 # columns) detector pixels of one image, PLANES planes of voxels at a time (voxel by
 # voxel; by columns, where the matrices share a column's c and w), LANES work-items
@@ -80,7 +88,7 @@ MAGNITUDE_GROUP, MAGNITUDE_GROUPS = 256, 256  # the L1 norm's partial sums
 # A^T's work-groups: a tile of voxel columns, 8 along x and 16 along y (0.1012 s on the
 # H100 against 0.1028 s for 16 x 8, docs/benchmarks.md)
 BACKWARD_GROUP = (8, 16, 1)
-COLUMN = 8  # A^T's voxels along z per work-item
+COLUMN = 8  # A^T's voxels along z per work-item, at most (backward_shape)
 
 
 def forward_tile(device) -> tuple:
@@ -98,26 +106,43 @@ def gather_shape(device, geometry: ConeGeometry) -> tuple:
     columns, listed voxel columns, profiles at a time, voxels of a profile a work-item
     reads at once, neighbouring rows of a profile a work-item reads at once). A group
     takes the image's rows, or SLOTS rows a work-item, fewer where its rows (4 bytes a
-    profile, 8 where split, and 4 for the last half strip's sums, and the profiles'
-    margins) and the list (32 bytes a listed column) would not fit the device's local
-    memory; a work-item reads as many of a column's voxels at once as a band's rows take
-    in one phase, at most UNROLL, and of a profile the most rows up to READ_ROWS that
-    divide its own (4, 2 or 1)."""
+    profile, and the profiles' margins) and the list (48 bytes a listed column) would
+    not fit the device's local memory; a work-item reads as many of a column's voxels at
+    once as a band's rows take in one phase, at most UNROLL, and of a profile the most
+    rows up to READ_ROWS that divide its own (4, 2 or 1)."""
     items = min(GATHER_ITEMS, device.max_work_group_size)
-    phases, split = gather_phases(geometry)
-    row = 4 * CHUNK * (2 if split else 1) + 4  # the profiles' and sums' bytes a row
-    margins = 2 * READ_ROWS * (row - 4)  # the profiles' places either side of the band
+    phases = gather_phases(geometry)
+    row = 4 * CHUNK  # the profiles' bytes a row
+    margins = 2 * READ_ROWS * row  # the profiles' places either side of the band
     entries = GATHER_ENTRIES[-1]
     for entries in GATHER_ENTRIES:
-        if 32 * entries + 4 * items + margins + row * items <= device.local_memory:
+        if LISTED_BYTES * entries + 4 * items + margins + row * items <= device.local_memory:
             break
-    spare = device.local_memory - 32 * entries - 4 * items - margins
+    spare = device.local_memory - LISTED_BYTES * entries - 4 * items - margins
     n_rows = geometry.detector_shape[0]
     slots = max(1, min(SLOTS, -(-n_rows // items), spare // (row * items)))
-    voxels = min(geometry.volume_shape[0], min(n_rows, slots * items) / voxel_step(geometry) + 2)
+    voxels = min(geometry.volume_shape[0], min(n_rows, slots * items) / voxel_step(geometry) + 4)
     unroll = int(np.clip(np.ceil(voxels / (phases * items)), 1, UNROLL))
     rows = next(n for n in (4, 2, 1) if n <= READ_ROWS and slots % n == 0)
     return items, slots, GATHER_COLUMNS, entries, CHUNK, unroll, rows
+
+
+def backward_shape(device, geometry: ConeGeometry, reach) -> tuple:
+    """A^T's ``(column, rows, columns)`` where the matrices share a column's c and w: the
+    voxels along z a work-item takes (COLUMN, or fewer where their rows' sums would not
+    fit the device's local memory: 4 bytes a row a work-item), the most image rows they
+    cover and the most image columns a box covers, from ``reach`` (:func:`reaches`: a
+    box is at most twice as wide and tall) and the detector's size."""
+    n_rows, n_cols = geometry.detector_shape
+    items = int(np.prod(BACKWARD_GROUP))
+    columns = min(n_cols, int(np.ceil(2 * reach[0])) + 2)
+    for column in (COLUMN, 4, 2, 1):
+        rows = min(n_rows, int(np.ceil(column * 2 * reach[1])) + 2)
+        if 4 * rows * items <= device.local_memory - 1024:
+            return column, rows, columns
+    raise ValueError(f"geometry: a voxel's box spans up to {2 * reach[1]:.0f} image rows; the "
+                     f"cone-beam pair's transpose holds one voxel's rows' sums in local memory "
+                     f"({device.local_memory} bytes here): take larger pixels or smaller voxels")
 
 
 def voxel_step(geometry: ConeGeometry) -> float:
@@ -130,18 +155,15 @@ def voxel_step(geometry: ConeGeometry) -> float:
     return float(np.min(np.abs(m[:, 1, 2]) / np.max(m[:, 2] @ corners.T, axis=1)))
 
 
-def gather_phases(geometry: ConeGeometry) -> tuple:
-    """``(phases, split)`` of A's gather: voxels of a column ``phases`` apart have
-    images at least two pixels apart in every image (a voxel step of two pixels or more:
-    one phase), so their bilinear samples read distinct rows, and one profile takes both
-    rows' terms; else (``split``) the rows below go to a second profile, and voxels
-    ``phases`` apart need only be a pixel apart. (0, False) where some image has no
-    step (m6 = 0)."""
+def gather_phases(geometry: ConeGeometry) -> int:
+    """A's gather's phases: voxels of a column ``phases`` apart have boxes that share no
+    row in any image (the ``phases - 1`` voxels between them span at least one pixel),
+    so the voxels of one phase write distinct rows of a profile. 0 where some image has
+    no step (m6 = 0)."""
     step = voxel_step(geometry)
     if not step > 0:
-        return 0, False
-    whole = int(np.ceil(2 * (1 + 1e-6) / step))
-    return (1, False) if whole == 1 else (int(np.ceil((1 + 1e-6) / step)), True)
+        return 0
+    return 1 + int(np.ceil((1 + 1e-6) / step))
 
 
 def shared_column(matrices) -> bool:
@@ -181,7 +203,7 @@ def forward_method(geometry: ConeGeometry) -> str:
     median over the images), else ``"scatter"``. From the float64 matrices, so that the
     pair and the memory checks (:func:`scratch_bytes`) choose alike on any device."""
     m = geometry.voxel_matrices()
-    if not shared_column(m.reshape(len(m), 12)) or not gather_phases(geometry)[0]:
+    if not shared_column(m.reshape(len(m), 12)) or not gather_phases(geometry):
         return "scatter"
     nz, ny, nx = geometry.volume_shape
     centre = np.array([(nx - 1) / 2, (ny - 1) / 2, (nz - 1) / 2, 1.0])
@@ -198,14 +220,62 @@ def scratch_bytes(geometry: ConeGeometry) -> int:
 
 
 def tables(geometry: ConeGeometry):
-    """``(matrices, inverses)``, float64 ``(n_angles, 12)`` each: the voxel matrices row
-    by row, and each one's inverse 3x3 part row by row followed by that inverse times its
-    last column (a detector point (c, r) at depth w is the voxel-index point
-    w inverse(M) (c, r, 1) - inverse(M) m4)."""
+    """``(matrices, inverses, sources)``, float64 ``(n_angles, 12)``, ``(n_angles, 12)``
+    and ``(n_angles, 4)``: the voxel matrices row by row; each one's inverse 3x3 part row
+    by row followed by that inverse times its last column (a detector point (c, r) at
+    depth w is the voxel-index point w inverse(M) (c, r, 1) - inverse(M) m4); each
+    source's voxel indices and the voxel size (the boxes' axis and the rays' lengths)."""
     m = geometry.voxel_matrices()
     inverse = np.linalg.inv(m[:, :, :3])
     shift = np.einsum("nab,nb->na", inverse, m[:, :, 3])
-    return m.reshape(len(m), 12), np.concatenate([inverse.reshape(len(m), 9), shift], axis=1)
+    sources = np.concatenate([geometry.voxel_sources(),
+                              np.full((len(m), 1), geometry.voxel_size)], axis=1)
+    return (m.reshape(len(m), 12), np.concatenate([inverse.reshape(len(m), 9), shift], axis=1),
+            sources)
+
+
+def reaches(geometry: ConeGeometry) -> tuple:
+    """``(u_reach, v_reach)``: pixels, at least the farthest a voxel's box ends from its
+    centre along the image's columns and rows, in any image (the scatter's window and
+    the gather's strips take the voxels whose centres lie this near a pixel). Found on
+    a grid of 9 points an axis through the volume, each voxel's half steps along x, y
+    and z (the boxes take one of x and y), then widened by a quarter and 0.05 pixels:
+    the steps change slowly (ratios of linear functions, w > 0 on the volume)."""
+    m = geometry.voxel_matrices()
+    nz, ny, nx = geometry.volume_shape
+    grid = np.stack(np.meshgrid(*(np.linspace(-0.5, n - 0.5, 9) for n in (nx, ny, nz)),
+                                indexing="ij"), -1).reshape(-1, 3)
+    points = np.concatenate([grid, np.ones((len(grid), 1))], 1)
+
+    def project(p):
+        h = np.einsum("nab,pb->npa", m, p)
+        return h[..., :2] / h[..., 2:]
+    centre = project(points)
+    reach = np.zeros(2)
+    for axis in range(3):
+        for sign in (-0.5, 0.5):
+            moved = points.copy()
+            moved[:, axis] += sign
+            far = np.abs(project(moved) - centre).max(axis=(0, 1))
+            reach = np.maximum(reach, far)
+    return tuple(float(r) * 1.25 + 0.05 for r in reach)
+
+
+def amplitude_bits(geometry: ConeGeometry) -> int:
+    """An exponent ``e`` with every ray's length through a voxel below ``2^e`` (the
+    scatter's fixed-point scale): the voxel size times the ray's length over its
+    length along x or y, whichever is more, which is largest where the ray is steepest:
+    at most the volume's largest height from a source over the least of its horizontal
+    distance to the volume's faces, in voxels."""
+    nz, ny, nx = geometry.volume_shape
+    sources = geometry.voxel_sources()
+    low, high = np.array([-0.5, -0.5]), np.array([nx - 0.5, ny - 0.5])
+    # the least over the volume's horizontal rectangle of max(|dx|, |dy|), per source
+    gap = np.maximum(np.maximum(low - sources[:, :2], sources[:, :2] - high), 0).max(axis=1)
+    height = np.maximum(np.abs(-0.5 - sources[:, 2]), np.abs(nz - 0.5 - sources[:, 2]))
+    ratio = np.where(gap > 0, height / np.where(gap > 0, gap, 1), np.inf)
+    bound = geometry.voxel_size * np.sqrt(2 + ratio.max() ** 2)
+    return int(np.ceil(np.log2(bound))) + 1 if np.isfinite(bound) else 64
 
 
 class ConePair:
@@ -223,8 +293,14 @@ class ConePair:
         self.real = "double" if "cl_khr_fp64" in device.extensions else "float"
         dtype = np.float64 if self.real == "double" else np.float32
         self._tables = tuple(t.astype(dtype) for t in tables(geometry))
-        self.matrices, self.inverses = (self._buffer(t) for t in self._tables)
+        self.matrices, self.inverses, self.sources = (self._buffer(t) for t in self._tables)
         self.forward_tile = forward_tile(device)
+        self._bits = amplitude_bits(geometry)
+        if self._bits > 60:
+            raise ValueError(
+                "geometry: a source lies above or below the volume, within its extent along x "
+                "and y; the cone-beam pair takes rays that run more along x or y than along z")
+        self._reach = tuple(dtype(r) for r in reaches(geometry))
         self.shared = shared_column(self._tables[0])
         reach = row_reach(geometry) if self.shared else 0.0
         if not reach < FIXED_REACH:
@@ -236,6 +312,8 @@ class ConePair:
                 f"images are too far apart)")
         self.method = forward_method(geometry)
         gathers = self.method == "gather"
+        self.column, at_rows, at_cols = (backward_shape(device, geometry, self._reach)
+                                         if self.shared else (COLUMN, None, None))
         # (the gather's shape and phases only where it is chosen: they need a voxel step)
         self.gather = gather_shape(device, geometry) if gathers else None
         args = _args(self.real)
@@ -243,8 +321,10 @@ class ConePair:
             "operators/cone.cl.mako", args, real=self.real, forward_group=FORWARD_GROUP,
             forward_tile=self.forward_tile, planes=PLANES[self.shared], lanes=LANES,
             magnitude_group=MAGNITUDE_GROUP, gather=self.gather, tile=transpose.TILE,
-            column=COLUMN, shared=self.shared, forward=self.method,
-            phases=gather_phases(geometry) if gathers else None)
+            column=self.column, at_rows=at_rows, at_cols=at_cols,
+            backward_items=int(np.prod(BACKWARD_GROUP)), shared=self.shared, forward=self.method,
+            phases=gather_phases(geometry) if gathers else None,
+            box_rows=int(np.ceil(2 * self._reach[1])) + 2 if gathers else None)
         kernels = (("cone_backward", "cone_gather", "transpose_slices")
                    if self.method == "gather" else
                    ("cone_backward", "cone_forward", "cone_magnitude", "cone_shift"))
@@ -279,7 +359,7 @@ class ConePair:
         part = copy.copy(self)
         angles = np.asarray(angles)
         part._tables = tuple(np.ascontiguousarray(t[angles]) for t in self._tables)
-        part.matrices, part.inverses = (self._buffer(t) for t in part._tables)
+        part.matrices, part.inverses, part.sources = (self._buffer(t) for t in part._tables)
         part.sizes = dict(self.sizes, n_angles=len(angles))
         part.projection_shape = (len(angles),) + self.projection_shape[1:]
         part.projection_block = int(np.prod(part.projection_shape))
@@ -306,8 +386,9 @@ class ConePair:
             return pacing.launches(
                 lambda first, count, wait: self._kernels["cone_gather"](
                     self.queue, (*groups, count), (items, 1, 1), wait_for=wait,
-                    columns=self._columns, matrices=self.matrices, projections=projections,
-                    first_angle=first, **self.sizes),
+                    columns=self._columns, matrices=self.matrices, sources=self.sources,
+                    projections=projections, u_reach=self._reach[0], first_angle=first,
+                    **self.sizes),
                 n_angles, step, [ready])
         group = (MAGNITUDE_GROUP, 1, 1)
         summed = self._kernels["cone_magnitude"](
@@ -315,28 +396,30 @@ class ConePair:
             volume=volume, size=self.volume_block, parts=self._parts)
         scaled = self._kernels["cone_shift"](self.queue, group, group, wait_for=[summed],
                                              parts=self._parts, n_parts=MAGNITUDE_GROUPS,
-                                             shift=self._exponent)
+                                             amplitude_bits=self._bits, shift=self._exponent)
         tile_rows, tile_cols = self.forward_tile
         tiles = (-(-n_cols // tile_cols) * FORWARD_GROUP, -(-n_rows // tile_rows))
         step = self._launch(n_angles, tiles[0] * tiles[1])
         return pacing.launches(
             lambda first, count, wait: self._kernels["cone_forward"](
                 self.queue, (*tiles, count), (FORWARD_GROUP, 1, 1), wait_for=wait,
-                volume=volume, matrices=self.matrices, inverses=self.inverses,
-                shift=self._exponent, projections=projections, first_angle=first,
+                volume=volume, matrices=self.matrices, sources=self.sources,
+                inverses=self.inverses, shift=self._exponent, projections=projections,
+                u_reach=self._reach[0], v_reach=self._reach[1], first_angle=first,
                 **self.sizes),
             n_angles, step, [scaled])
 
     def backward(self, projections, volume, wait_for=None):
         """volume = A^T projections (device buffers); the last launch's event."""
         nz, ny, nx = self.volume_shape
-        step = self._launch(nz, -(-nx * ny // COLUMN))
-        step = -(-step // COLUMN) * COLUMN  # whole columns of voxels a launch
+        column = self.column
+        step = self._launch(nz, -(-nx * ny // column))
+        step = -(-step // column) * column  # whole columns of voxels a launch
         return pacing.launches(
             lambda first, count, wait: self._kernels["cone_backward"](
-                self.queue, global_size((nx, ny, -(-count // COLUMN)), BACKWARD_GROUP),
+                self.queue, global_size((nx, ny, -(-count // column)), BACKWARD_GROUP),
                 BACKWARD_GROUP,
                 wait_for=wait, projections=projections, matrices=self.matrices,
-                volume=volume, first_plane=first, **self.sizes),
+                sources=self.sources, volume=volume, first_plane=first, **self.sizes),
             nz, step, wait_for)
 

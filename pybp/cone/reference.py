@@ -2,7 +2,8 @@
 (docs/design.md, section 8): each voxel centre projected by its matrix, the projection
 sampled bilinearly with zeros beyond its edge pixels, summed over projections; FDK
 first weights and filters each projection (pybp/geometry/cone_weights.py) and weights each
-sample by ``1 / w^2``."""
+sample by ``1 / w^2``. And of the matched pair's A and A^T (section 9): distance-driven,
+each voxel's shadow a box on the detector."""
 
 from __future__ import annotations
 
@@ -56,27 +57,95 @@ def backproject(projections, geometry: ConeGeometry, planes=None, distance_weigh
     return out
 
 
+def footprints(geometry: ConeGeometry, p: int):
+    """The matched pair's model (docs/design.md, section 9) in projection ``p``, float64,
+    each an array of the volume's shape: ``(u0, u1, v0, v1, amplitude)``. A voxel's
+    shadow is the box from ``u0`` to ``u1`` (columns) and ``v0`` to ``v1`` (rows), in
+    pixels from the first pixel's edge (a pixel ``c`` spans ``c`` to ``c + 1``): along
+    the columns, where the voxel's two faces across its horizontal axis more nearly at
+    right angles to the ray from the source (x where the ray runs more along y, else y)
+    project through its centre; along the rows, where its top and bottom faces do. Each
+    ray through the box is as long as the voxel's chord along the other horizontal axis:
+    ``voxel_size`` over the cosine of the angle between the axis and the ray from the
+    source to the voxel's centre. (A detector turned so that those faces' images run
+    more along the other image axis: the other way about.)"""
+    nz, ny, nx = geometry.volume_shape
+    k, j, i = np.meshgrid(np.arange(nz, dtype=np.float64), np.arange(ny, dtype=np.float64),
+                          np.arange(nx, dtype=np.float64), indexing="ij")
+    m = geometry.voxel_matrices()[p]
+    sx, sy, sz = geometry.voxel_sources()[p]
+    dx, dy, dz = i - sx, j - sy, k - sz
+    along_y = np.abs(dy) > np.abs(dx)  # the ray runs more along y: x's faces make the box
+
+    def at(a, di, dj, dk):
+        return (m[a, 0] * (i + di) + m[a, 1] * (j + dj) + m[a, 2] * (k + dk) + m[a, 3]) / (
+            m[2, 0] * (i + di) + m[2, 1] * (j + dj) + m[2, 2] * (k + dk) + m[2, 3])
+
+    half_x, half_y = np.where(along_y, 0.5, 0.0), np.where(along_y, 0.0, 0.5)
+    ua, ub = at(0, -half_x, -half_y, 0), at(0, half_x, half_y, 0)
+    va, vb = at(1, 0, 0, -0.5), at(1, 0, 0, 0.5)
+    # a detector turned so that those faces' images run more along the other axis: the
+    # other way about
+    ta, tb = at(1, -half_x, -half_y, 0), at(1, half_x, half_y, 0)
+    sa, sb = at(0, 0, 0, -0.5), at(0, 0, 0, 0.5)
+    turned = np.abs(tb - ta) + np.abs(sb - sa) > np.abs(ub - ua) + np.abs(vb - va)
+    ua, ub, va, vb = (np.where(turned, b, a) for a, b in ((ua, sa), (ub, sb), (va, ta), (vb, tb)))
+    amplitude = geometry.voxel_size * np.sqrt(dx ** 2 + dy ** 2 + dz ** 2) / np.maximum(
+        np.abs(dx), np.abs(dy))
+    return (np.minimum(ua, ub) + 0.5, np.maximum(ua, ub) + 0.5, np.minimum(va, vb) + 0.5,
+            np.maximum(va, vb) + 0.5, amplitude)
+
+
+def _weights(low, high):
+    """A box from ``low`` to ``high`` over pixels: ``(first, shares)``, its first pixel
+    and its overlap with pixels ``first + m`` ``(span, ...)``."""
+    first = np.floor(low)
+    span = int(np.ceil(np.max(high - first))) + 1 if low.size else 1
+    m = np.arange(span).reshape((span,) + (1,) * low.ndim)
+    shares = np.maximum(0.0, np.minimum(high, first + m + 1) - np.maximum(low, first + m))
+    return first.astype(np.int64), shares
+
+
+def _pixels(geometry, p):
+    """Each voxel's pixels in projection ``p`` with their weights: ``(flat, weights,
+    inside)`` over the voxels, ``(span_v, span_u, voxels)`` each."""
+    n_rows, n_cols = geometry.detector_shape
+    u0, u1, v0, v1, amplitude = (a.ravel() for a in footprints(geometry, p))
+    # (clipped to the detector: the pixels beyond it are dropped, those within keep
+    # their shares)
+    c0, cu = _weights(*np.clip([u0, u1], 0, n_cols))
+    r0, cv = _weights(*np.clip([v0, v1], 0, n_rows))
+    rows = r0 + np.arange(len(cv))[:, None, None]
+    cols = c0 + np.arange(len(cu))[None, :, None]
+    inside = (rows >= 0) & (rows < n_rows) & (cols >= 0) & (cols < n_cols)
+    flat = np.where(inside, rows * n_cols + cols, 0)
+    return flat, cv[:, None] * cu[None, :] * amplitude, inside
+
+
 def forward_project(volume, geometry: ConeGeometry) -> np.ndarray:
-    """Float64 forward projection, the transpose of :func:`backproject`'s bilinear
-    sample (without weights): each voxel adds its value times each of its sample's four
-    weights to the four pixels the sample reads, pixels beyond the detector dropped.
-    ``volume`` ``(nz, ny, nx)`` to projections ``(n_angles, n_rows, n_cols)``."""
+    """The matched pair's forward projection A in float64 (:func:`footprints`): each
+    voxel adds its value times the ray length through it, times its box's share of each
+    pixel, pixels beyond the detector dropped: line integrals in the geometry's length,
+    each pixel the mean over its area. ``volume`` ``(nz, ny, nx)`` to projections
+    ``(n_angles, n_rows, n_cols)``."""
     values = np.asarray(volume, np.float64).ravel()
     n_rows, n_cols = geometry.detector_shape
-    out = np.zeros((geometry.n_angles, n_rows + 2, n_cols + 2))  # a border of dropped pixels
+    out = np.zeros((geometry.n_angles, n_rows * n_cols))
     for p in range(geometry.n_angles):
-        r, c, _ = (a.ravel() for a in project_voxels(geometry, p))
-        r0, c0 = np.floor(r), np.floor(c)
-        inside = (r0 >= -1) & (r0 <= n_rows - 1) & (c0 >= -1) & (c0 <= n_cols - 1)
-        fr, fc, v = (r - r0)[inside], (c - c0)[inside], values[inside]
-        a = (r0[inside] + 1).astype(np.intp)  # rows of the bordered image
-        b = (c0[inside] + 1).astype(np.intp)
-        size = (n_rows + 2) * (n_cols + 2)
-        for da, db, weight in ((0, 0, (1 - fr) * (1 - fc)), (0, 1, (1 - fr) * fc),
-                               (1, 0, fr * (1 - fc)), (1, 1, fr * fc)):
-            out[p] += np.bincount((a + da) * (n_cols + 2) + b + db, weight * v,
-                                  size).reshape(n_rows + 2, n_cols + 2)
-    return out[:, 1:-1, 1:-1]
+        flat, weights, inside = _pixels(geometry, p)
+        out[p] = np.bincount(flat[inside], (weights * values)[inside], n_rows * n_cols)
+    return out.reshape(geometry.n_angles, n_rows, n_cols)
+
+
+def transpose_project(projections, geometry: ConeGeometry) -> np.ndarray:
+    """A^T in float64, the exact transpose of :func:`forward_project`: projections
+    ``(n_angles, n_rows, n_cols)`` to a volume ``(nz, ny, nx)``."""
+    out = np.zeros(int(np.prod(geometry.volume_shape)))
+    for p in range(geometry.n_angles):
+        flat, weights, inside = _pixels(geometry, p)
+        image = np.asarray(projections[p], np.float64).ravel()
+        out += np.sum(np.where(inside, weights * image[flat], 0.0), axis=(0, 1))
+    return out.reshape(geometry.volume_shape)
 
 
 def filtered(projections, geometry: ConeGeometry, filter="ramp", padding="zero",

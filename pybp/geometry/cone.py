@@ -221,6 +221,11 @@ class ConeGeometry:
         """``(n_angles, 3, 4)``: voxel indices ``(i, j, k, 1)`` to ``(c w, r w, w)``."""
         return self.matrices @ self.index_to_world()
 
+    def voxel_sources(self) -> np.ndarray:
+        """``(n_angles, 3)``: each source in voxel indices ``(i, j, k)``."""
+        world = np.concatenate([self.sources, np.ones((self.n_angles, 1))], 1)
+        return (np.linalg.inv(self.index_to_world()) @ world.T).T[:, :3]
+
     def column_shared(self) -> bool:
         """Whether a column of voxels along z shares its detector column and depth in
         every projection (a circular orbit about z with an untilted detector): the

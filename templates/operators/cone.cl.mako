@@ -1,16 +1,16 @@
 ## The matched pair of cone-beam operators (docs/design.md, section 9): a forward
-## projection A and its exact transpose A^T, bilinear interpolation on the detector.
+## projection A and its exact transpose A^T, distance-driven: a voxel's shadow is a box
+## on the detector, and each ray through the box is as long as the voxel's chord.
 ##
-## Both find where voxel (i, j, k) projects in image q with the one function
-## `cone_position` below (its column's part of the position, `cone_column`, plus k times
-## the matrix's third column, in `real`; where that column is (0, m6, 0) (SHARED), the
-## row as the column's row0 + k step in fixed point, `cone_rows`), or with its hoisted
-## form, which gives the same bits: each voxel-pixel weight comes from the same floats in
-## both kernels. A^T gathers, per voxel, the bilinear sample of each image
-## (zero beyond its edge pixels). A (`forward`, pybp/cone/project.py's forward_method)
-## either gathers per pixel the voxels whose sample reads it, in a fixed order, where
-## SHARED (`cone_gather`), or scatters each voxel into the pixels its sample reads,
-## summed in 64-bit fixed point so that the order of the additions does not show
+## Both find a voxel's box and chord in image q with the functions below (`cone_across`,
+## `cone_box_u`, `cone_share`, `cone_amplitude`; where the matrices' third column is
+## (0, m6, 0) (SHARED), its rows in fixed point as its column's first edge plus k steps,
+## `cone_edges`): each voxel-pixel weight, amplitude x row share x column share, comes
+## from the same floats in both kernels. A^T gathers, per voxel, the image under its box
+## (zero beyond the detector). A (`forward`, pybp/cone/project.py's forward_method)
+## either gathers per pixel the voxels whose box covers it, in a fixed order, where
+## SHARED (`cone_gather`), or scatters each voxel into the pixels its box covers, summed
+## in 64-bit fixed point so that the order of the additions does not show
 ## (`cone_forward`). Voxels at or behind a source's plane (w <= 0) are left out of both.
 <%namespace file="/operators/transpose.cl.mako" import="transpose"/>\
 /* pybp matched cone-beam operators: forward projection and its transpose */
@@ -26,7 +26,8 @@ typedef ${real} real;
 #define ENTRIES ${gather[3]}  /* voxel columns A lists at a time */
 #define CHUNK ${gather[4]}  /* voxel columns whose profiles A makes together */
 #define UNROLL ${gather[5]}  /* voxels of a column a work-item reads at once */
-#define PHASES ${phases[0]}  /* a column's voxels this far apart are written together */
+#define PHASES ${phases}  /* a column's voxels this far apart are written together */
+#define BOX_ROWS ${box_rows}  /* the most rows a voxel's box covers */
 % else:
 #define FORWARD_GROUP ${forward_group}
 #define TILE_ROWS ${forward_tile[0]}
@@ -52,96 +53,165 @@ inline void cone_column(__global const real *m, const int i, const int j, real *
     *w = fma(m[9], (real)j, fma(m[8], (real)i, m[11]));
 }
 
-// One coordinate of a position, h / w with reciprocal = 1 / w: false where it is beyond
-// the image's bilinear reach (n pixels); else its pixel, the floor, and in *fraction
-// what it exceeds that by.
-inline bool cone_axis(const real h, const real reciprocal, const int n, int *whole,
-                      float *fraction)
+// Image position (column, or row with a = 4) of the voxel-index point (x, y, z).
+inline real cone_at(__global const real *m, const int a, const real x, const real y,
+                    const real z)
 {
-    const real u = h * reciprocal, u0 = floor(u);
-    *fraction = (float)(u - u0);
-    if (!(u0 >= -1 && u0 <= n - 1))
+    return fma(m[a + 2], z, fma(m[a + 1], y, fma(m[a], x, m[a + 3])))
+        / fma(m[10], z, fma(m[9], y, fma(m[8], x, m[11])));
+}
+
+// The ray from the source (s: its voxel indices, then the voxel size) to column (i, j):
+// the half-voxel step (*di, *dj) across the horizontal axis whose faces make the box
+// along the image's columns (x where the ray runs more along y, else y), and what
+// cone_amplitude needs of it: the ray's squared horizontal length and the voxel size
+// over its length along the other axis (in voxels).
+inline void cone_across(__global const real *s, const int i, const int j, real *di,
+                        real *dj, float *horizontal, float *scale)
+{
+    const real dx = i - s[0], dy = j - s[1];
+    const bool along_y = fabs(dy) > fabs(dx);
+    *di = along_y ? (real)0.5 : (real)0;
+    *dj = along_y ? (real)0 : (real)0.5;
+    *horizontal = (float)(dx * dx + dy * dy);
+    *scale = (float)(s[3] / fmax(fabs(dx), fabs(dy)));
+}
+
+// The ray's length through voxel k of the column: the voxel size over the cosine of the
+// angle between the ray and the axis it runs more along.
+inline float cone_amplitude(__global const real *s, const float horizontal,
+                            const float scale, const int k)
+{
+    const float dz = (float)((real)k - s[2]);
+    return scale * sqrt(fma(dz, dz, horizontal));
+}
+
+// A voxel's box along the image's columns, from ua to ub (either order; pixels from the
+// first pixel's centre). False where it misses the detector; else its first pixel and
+// its ends from that pixel's edge.
+inline bool cone_box_u(const real ua, const real ub, const int n_cols, int *first,
+                       float *low, float *high)
+{
+    const real lo = fmin(ua, ub) + (real)0.5, hi = fmax(ua, ub) + (real)0.5;
+    if (!(hi > 0 && lo < n_cols))
         return false;
-    *whole = (int)u0;
+    *first = max((int)floor(lo), 0);
+    *low = (float)(lo - *first);
+    *high = (float)(hi - *first);
     return true;
+}
+
+// Where a voxel's faces across (di, dj), through its centre (x, y, z), project along the
+// columns (*ua, *ub), and where its top and bottom faces project along the rows (*va,
+// *vb): its box. Where the detector is turned so that those faces' images run more
+// along the other axis, the other way about.
+inline void cone_box(__global const real *m, const real x, const real y, const real z,
+                     const real di, const real dj, real *ua, real *ub, real *va, real *vb)
+{
+    const real step = 0.5;  // (half a voxel)
+    *ua = cone_at(m, 0, x - di, y - dj, z);
+    *ub = cone_at(m, 0, x + di, y + dj, z);
+    *va = cone_at(m, 4, x, y, z - step);
+    *vb = cone_at(m, 4, x, y, z + step);
+    const real ta = cone_at(m, 4, x - di, y - dj, z), tb = cone_at(m, 4, x + di, y + dj, z);
+    const real sa = cone_at(m, 0, x, y, z - step), sb = cone_at(m, 0, x, y, z + step);
+    if (fabs(tb - ta) + fabs(sb - sa) > fabs(*ub - *ua) + fabs(*vb - *va)) {
+        *ua = sa;
+        *ub = sb;
+        *va = ta;
+        *vb = tb;
+    }
+}
+
+// The share of pixel `first + n` a box from low to high (cone_box_u) covers.
+inline float cone_share(const float low, const float high, const int n)
+{
+    return fmax(fmin(high, (float)(n + 1)) - fmax(low, (float)n), 0.0f);
+}
+
+// The rows of a box from position a to b (either order) of one axis, within n pixels:
+// false where none; else the first and the last.
+inline bool cone_span(const real a, const real b, const int n, int *first, int *last)
+{
+    const real lo = fmin(a, b), hi = fmax(a, b);
+    if (!(hi > 0 && lo < n))
+        return false;
+    *first = max((int)floor(lo), 0);
+    *last = min((int)ceil(hi) - 1, n - 1);
+    return *first <= *last;
+}
+
+// The share of row r a box from lo to hi covers.
+inline float cone_row_share(const real lo, const real hi, const int r)
+{
+    return (float)fmax(fmin(hi, (real)(r + 1)) - fmax(lo, (real)r), (real)0);
 }
 
 % if shared:
 // Where SHARED, a voxel's row position is its column's row0 + k step in 64-bit fixed
 // point (32 fraction bits; ConePair checks that every position lies within 2^30
 // pixels): exact integer additions, so that a kernel walks a column's k in any steps
-// with the same bits, and a voxel's floor is a shift, not a double's floor and two
-// conversions (A^T 0.106 s on the H100 with these, 0.126 s without; A 0.152 s, 0.162
-// s). row0 and step are the column's rc / w and m6 / w (1 / w its `reciprocal`),
-// rounded to the nearest 2^-32.
+// with the same bits, and a voxel's rows are shifts, not a double's floor and two
+// conversions. row0 and step are the column's rc / w and m6 / w (1 / w its
+// `reciprocal`), rounded to the nearest 2^-32.
 inline long2 cone_rows(const real rc, const real m6, const real reciprocal)
 {
     return (long2)(convert_long_sat_rte(rc * reciprocal * FIXED_ONE),
                    convert_long_sat_rte(m6 * reciprocal * FIXED_ONE));
 }
 
-// A fixed-point position's floor, and in *fraction what it exceeds that by, rounded to
-// float: small fractions keep float's relative accuracy. (Its top 23 bits as a float's
-// mantissa, with no conversion, made A^T 4% faster and A 2% slower on the H100, and
-// rays through faint voxels 1.6e-6 from float64, not 4.4e-7.)
-inline int cone_fixed_split(const long v, float *fraction)
+// The column's edges: voxel k's box along the rows runs from edge.s0 + k edge.s1 to
+// edge.s0 + (k + 1) edge.s1 (fixed point, from the first pixel's edge), so that
+// neighbouring voxels share an edge, bit for bit.
+inline long2 cone_edges(const long2 rows)
 {
-    *fraction = convert_float((uint)v) * 0x1p-32f;
-    return (int)(v >> 32);
+    return (long2)(rows.s0 - (rows.s1 >> 1) + (1L << 31), rows.s1);
 }
 
-// As cone_axis, for a fixed-point position.
-inline bool cone_fixed_axis(const long v, const int n, int *whole, float *fraction)
+// The rows of voxel k's box (cone_edges), within n rows: false where none.
+inline bool cone_fixed_span(const long2 edge, const int k, const int n, long *lo, long *hi,
+                            int *first, int *last)
 {
-    *whole = cone_fixed_split(v, fraction);
-    return *whole >= -1 && *whole <= n - 1;
+    const long a = edge.s0 + k * edge.s1, b = a + edge.s1;
+    *lo = min(a, b);
+    *hi = max(a, b);
+    *first = max((int)(*lo >> 32), 0);
+    *last = min((int)((*hi - 1) >> 32), n - 1);
+    return *first <= *last;
+}
+
+// The share of row r a fixed-point box from lo to hi covers.
+inline float cone_fixed_share(const long lo, const long hi, const int r)
+{
+    const long top = (long)r << 32;
+    return convert_float(min(hi, top + (1L << 32)) - max(lo, top)) * 0x1p-32f;
 }
 
 % endif
-// The one position function of the pair: voxel (i, j, k) of column (cc, rc, wc) in
-// image m. False where it is at or behind the source's plane or beyond the image's
-// bilinear reach; else its pixel (*row, *col) and the fractions.
-inline bool cone_position(__global const real *m, const real cc, const real rc,
-                          const real wc, const int k, const int n_rows, const int n_cols,
-                          int *row, int *col, float *fr, float *fc)
-{
-    const real w = fma(m[10], (real)k, wc);
-    if (!(w > 0))
-        return false;
-    const real reciprocal = 1 / w;  // one division, not two
+// A^T: work-item (i, j, column) sums, for COLUMN voxels along z from k0, each image
+// under each voxel's box times the box's shares of its pixels and the voxel's
+// amplitude, in registers.
 % if shared:
-    // (w is wc here: m10 is 0)
-    const long2 rows = cone_rows(rc, m[6], reciprocal);
-    return cone_axis(fma(m[2], (real)k, cc), reciprocal, n_cols, col, fc)
-        && cone_fixed_axis(rows.s0 + k * rows.s1, n_rows, row, fr);
-% else:
-    return cone_axis(fma(m[2], (real)k, cc), reciprocal, n_cols, col, fc)
-        && cone_axis(fma(m[6], (real)k, rc), reciprocal, n_rows, row, fr);
+// Where SHARED, a column's box along the image's columns is each of its voxels', and
+// its voxels' boxes along the rows follow one another: the work-item sums the image
+// under the box along each row its COLUMN voxels cover, once (into its own places of
+// local memory, AT_ROWS of them: no barrier), then each voxel takes its rows' sums
+// times its box's shares of them. Each row's sum is independent of the others', so
+// their reads overlap (one row at a time, each voxel's own, made A^T 12x the
+// bilinear pair's time on the H200).
+#define AT_ROWS ${at_rows}  /* the most rows a work-item's voxels cover */
+#define AT_COLS ${at_cols}  /* the most image columns a box covers */
+#define AT_ITEMS ${backward_items}  /* work-items a group */
 % endif
-}
-
-// The bilinear sample at pixel (r, c) plus the fractions, zero beyond the image's edge
-// pixels. (Offsets within one image in int: a detector has far fewer than 2^31 pixels,
-// and 32-bit offsets made A^T 8% faster on the H100 than size_t ones.)
-inline float sample(__global const float *image, const int n_rows, const int n_cols,
-                    const int r, const int c, const float fr, const float fc)
-{
-    const int at = r * n_cols + c;
-    const bool top = r >= 0, bottom = r + 1 < n_rows, left = c >= 0, right = c + 1 < n_cols;
-    const float v00 = top && left ? image[at] : 0.0f;
-    const float v01 = top && right ? image[at + 1] : 0.0f;
-    const float v10 = bottom && left ? image[at + n_cols] : 0.0f;
-    const float v11 = bottom && right ? image[at + n_cols + 1] : 0.0f;
-    return (1.0f - fr) * ((1.0f - fc) * v00 + fc * v01) + fr * ((1.0f - fc) * v10 + fc * v11);
-}
-
-// A^T: work-item (i, j, column) sums each image's bilinear sample for COLUMN voxels
-// along z from k0, in registers.
 __kernel void cone_backward(
 ${args['cone_backward']}
 {
     const int i = get_global_id(0), j = get_global_id(1);
     const int k0 = first_plane + get_global_id(2) * COLUMN;
+% if shared:
+    __local float rows_under[AT_ROWS][AT_ITEMS];
+    const int item = get_local_id(1) * get_local_size(0) + get_local_id(0);
+% endif
     if (i >= nx || j >= ny || k0 >= nz)
         return;
     float sums[COLUMN];
@@ -149,35 +219,89 @@ ${args['cone_backward']}
     for (int n = 0; n < COLUMN; n++)
         sums[n] = 0.0f;
     for (int q = 0; q < n_angles; q++) {
-        __global const real *m = matrices + 12 * q;
+        __global const real *m = matrices + 12 * q, *s = sources + 4 * q;
         __global const float *image = projections + (size_t)q * n_rows * n_cols;
+        real di, dj;
+        float horizontal, scale;
+        cone_across(s, i, j, &di, &dj, &horizontal, &scale);
+% if shared:
         real cc, rc, wc;
         cone_column(m, i, j, &cc, &rc, &wc);
-% if shared:
-        // the column's c and w are each voxel's: its image column and 1 / w once
-        if (!(wc > 0))
+        int c0;
+        float low, high;
+        if (!(wc > 0) || !cone_box_u(cone_at(m, 0, i - di, j - dj, 0),
+                                     cone_at(m, 0, i + di, j + dj, 0), n_cols, &c0, &low, &high))
             continue;
-        const real reciprocal = 1 / wc;
-        int c;
-        float fc;
-        if (!cone_axis(cc, reciprocal, n_cols, &c, &fc))
-            continue;
-        const long2 rows = cone_rows(rc, m[6], reciprocal);
-        long v = rows.s0 + k0 * rows.s1;
+        const int widths = min((int)ceil(high), n_cols - c0);
+        const long2 edge = cone_edges(cone_rows(rc, m[6], 1 / wc));
+        // the rows of the voxels k0 ... k_end - 1
+        long lo, hi;
+        int r0, r1;
+        const int k_end = min(k0 + COLUMN, nz);
+        {
+            const long a = edge.s0 + k0 * edge.s1, b = edge.s0 + k_end * edge.s1;
+            lo = min(a, b);
+            hi = max(a, b);
+            r0 = max((int)(lo >> 32), 0);
+            r1 = min((int)((hi - 1) >> 32), n_rows - 1);
+        }
+        float shares[AT_COLS];  // the box's share of each of its image columns, once
         #pragma unroll
-        for (int n = 0; n < COLUMN; n++, v += rows.s1) {
-            int r;
-            float fr;
-            if (cone_fixed_axis(v, n_rows, &r, &fr))
-                sums[n] += sample(image, n_rows, n_cols, r, c, fr, fc);
+        for (int c = 0; c < AT_COLS; c++)
+            shares[c] = c < widths ? cone_share(low, high, c) : 0.0f;
+        for (int d = 0; d < AT_ROWS; d++) {
+            const int r = r0 + d;
+            if (r > r1)
+                break;
+            __global const float *row = image + r * n_cols + c0;
+            float under = 0.0f;
+            #pragma unroll
+            for (int c = 0; c < AT_COLS; c++)
+                if (c < widths)
+                    under = fma(shares[c], row[c], under);
+            rows_under[d][item] = under;
+        }
+        #pragma unroll
+        for (int n = 0; n < COLUMN; n++) {
+            int r_first, r_last;
+            if (k0 + n >= nz || !cone_fixed_span(edge, k0 + n, n_rows, &lo, &hi, &r_first,
+                                                  &r_last))
+                continue;
+            float sum = 0.0f;
+            for (int d = 0; d < AT_ROWS; d++) {
+                const int r = r_first + d;
+                if (r > r_last)
+                    break;
+                sum = fma(cone_fixed_share(lo, hi, r), rows_under[r - r0][item], sum);
+            }
+            sums[n] = fma(cone_amplitude(s, horizontal, scale, k0 + n), sum, sums[n]);
         }
 % else:
         #pragma unroll
         for (int n = 0; n < COLUMN; n++) {
-            int r, c;
-            float fr, fc;
-            if (cone_position(m, cc, rc, wc, k0 + n, n_rows, n_cols, &r, &c, &fr, &fc))
-                sums[n] += sample(image, n_rows, n_cols, r, c, fr, fc);
+            const int k = k0 + n;
+            int c0, r_first, r_last;
+            float low, high;
+            if (k >= nz || !(fma(m[10], (real)k, fma(m[9], (real)j, fma(m[8], (real)i, m[11]))) > 0))
+                continue;
+            real ua, ub, va, vb;
+            cone_box(m, i, j, k, di, dj, &ua, &ub, &va, &vb);
+            va += (real)0.5;
+            vb += (real)0.5;
+            if (!cone_box_u(ua, ub, n_cols, &c0, &low, &high)
+                    || !cone_span(va, vb, n_rows, &r_first, &r_last))
+                continue;
+            const int widths = min((int)ceil(high), n_cols - c0);
+            const real lo = fmin(va, vb), hi = fmax(va, vb);
+            float sum = 0.0f;
+            for (int r = r_first; r <= r_last; r++) {
+                __global const float *row = image + r * n_cols + c0;
+                float under = 0.0f;
+                for (int c = 0; c < widths; c++)
+                    under = fma(cone_share(low, high, c), row[c], under);
+                sum = fma(cone_row_share(lo, hi, r), under, sum);
+            }
+            sums[n] = fma(cone_amplitude(s, horizontal, scale, k), sum, sums[n]);
         }
 % endif
     }
@@ -198,28 +322,28 @@ ${args['cone_backward']}
 
 ${transpose(args['transpose_slices'], tile)}
 
-// A where SHARED: a gather, each pixel the sum of the voxels whose bilinear sample reads
-// it, with the weights the sample gives it, added in one fixed order (no atomics; the
-// same bits whatever the work-group's shape). Work-group (columns, rows, image) takes a
-// band of BAND image rows from r0 on GATHER_COLS image columns; each work-item owns
-// SLOTS rows of it (ROW: ROWS neighbours at a time) and their sums.
+// A where SHARED: a gather, each pixel the sum of the voxels whose box covers it, with
+// the weights A^T gives them, added in one fixed order (no atomics; the same bits
+// whatever the work-group's shape). Work-group (columns, rows, image) takes a band of
+// BAND image rows from r0 on GATHER_COLS image columns; each work-item owns SLOTS rows
+// of it (ROW: ROWS neighbours at a time) and their sums.
 //
-// A voxel column's image column u is its voxels' (SHARED), so the voxel columns whose
-// sample reads image column c are those with floor(u) = c - 1 (weight fc) and c (weight
-// 1 - fc): two "half strips". For each half strip vc in turn, the group lists its voxel
-// columns in local memory (along the axis a the strip runs along, then b), and takes
-// them CHUNK at a time in two steps:
+// A voxel column's box along the image's columns is its voxels' (SHARED). The group
+// lists the voxel columns whose box covers some of its image columns (their centres
+// within u_reach of them: the strip between two lines; then each judged by its box,
+// `cone_box_u`) in local memory (along the axis a the strip runs along, then b), and
+// takes them CHUNK at a time in two steps (a column's profile made once for all the
+// image columns its box covers in the group: each image column apart made 2.7x the
+// profiles on the standard case):
 // - the columns' profiles: the group's work-items take each column's voxels in the
 //   band's reach (neighbouring work-items neighbouring k, UNROLL each), each finding its
-//   exact row r (`cone_rows`, as `cone_position`) and putting (1 - fr) x at row r of the
-//   column's profile and fr x at row r + 1 (of `below`, a second profile, where split).
-//   Voxels k of one phase (k % PHASES) lie PHASES apart, far enough that their images
-//   are two rows apart (one profile) or one (split; pybp/cone/project.py's
-//   gather_phases): no two work-items write one place in a phase, and the phases follow
-//   one another, each place's terms in phase order.
-// - each work-item adds, for each of its rows, each column's profile there times 1 - fc
-//   toward column vc and fc toward vc + 1, in the list's order, and clears it.
-// Pixel (r, vc) is its sums from half strip vc plus those from half strip vc - 1.
+//   box's rows (`cone_edges`, as A^T) and adding its value times its amplitude times
+//   the box's share of each row to the column's profile there. Voxels k of one phase
+//   (k % PHASES) lie PHASES apart, far enough that their boxes share no row
+//   (pybp/cone/project.py's gather_phases): no two work-items write one place in a
+//   phase, and the phases follow one another, each place's terms in phase order.
+// - each work-item adds, for each of its rows, each column's profile there times the
+//   box's share of each image column, in the list's order, and clears it.
 //
 // `columns` is the volume transposed (ny nx, nz): a voxel column's planes consecutive,
 // so that neighbouring work-items read neighbouring floats.
@@ -229,8 +353,8 @@ ${transpose(args['transpose_slices'], tile)}
 #define FIRST_OF_PHASE(k0, phase) ((k0) + ((phase) - (k0) % PHASES + PHASES) % PHASES)
 <% rows = gather[6] %>\
 #define ROWS ${rows}  /* neighbouring rows a work-item reads at once (ROW) */
-// a profile's places: the band's rows, and a margin of ROWS places on either side (rows
-// -1 and BAND: the writers need not test for them)
+// a profile's places: the band's rows, and a margin of ROWS places on either side (so
+// that the places of a reader's rows are aligned)
 #define PLACES (BAND + 2 * ROWS)
 #define ROW(n) (ROWS * (item + GATHER_ITEMS * ((n) / ROWS)) + (n) % ROWS)  /* slot n's row in the band */
 <% vector = "float%d" % rows if rows > 1 else "float" %>\
@@ -258,55 +382,39 @@ __kernel __attribute__((reqd_work_group_size(GATHER_ITEMS, 1, 1)))
 void cone_gather(
 ${args['cone_gather']}
 {
-    __local int listed[ENTRIES];  // a voxel column j nx + i, or -1: not of the half strip
-    __local long2 listed_rows[ENTRIES];  // its row0 and step (cone_rows)
-    __local int2 listed_k[ENTRIES];  // the k whose rows may reach the band: first, last
-    __local float listed_fc[ENTRIES];  // its fc
+    __local int listed[ENTRIES];  // a voxel column j nx + i, or -1: its box misses c
+    __local long2 listed_edges[ENTRIES];  // its cone_edges
+    __local int2 listed_k[ENTRIES];  // the k whose boxes may reach the band: first, last
+    __local float2 listed_box[ENTRIES];  // its box's ends from its first image column
+    __local int listed_first[ENTRIES];  // that column
+    __local float2 listed_ray[ENTRIES];  // cone_amplitude's horizontal and scale
     __local int scan[GATHER_ITEMS];
-% if phases[1]:
-    // split: a column's profile at row r, (1 - fr) x of its voxel at row r; below, fr x
-    // of its voxel at row r - 1. Declared as ROWS rows a ${vector}, so that a reader's
-    // rows are one aligned access; the writers see them as floats.
-    __local ${vector} profile_rows[CHUNK][BAND / ROWS + 2], below_rows[CHUNK][BAND / ROWS + 2];
-    __local float (*const below)[PLACES] = (__local float (*)[PLACES])below_rows;
-% else:
-    // a column's profile: at row r, (1 - fr) x of its voxel at row r plus fr x of its
-    // voxel at row r - 1. Declared as ROWS rows a ${vector}, so that a reader's rows are
-    // one aligned access; the writers see them as floats.
+    // a column's profile: at row r, the sum of its voxels' values times their
+    // amplitudes times their boxes' shares of row r. Declared as ROWS rows a ${vector},
+    // so that a reader's rows are one aligned access; the writers see them as floats.
     __local ${vector} profile_rows[CHUNK][BAND / ROWS + 2];
-    __local float (*const below)[PLACES] = (__local float (*)[PLACES])profile_rows;
-% endif
     __local float (*const profile)[PLACES] = (__local float (*)[PLACES])profile_rows;
     const int item = get_local_id(0);
     const int c0 = get_group_id(0) * GATHER_COLS, c_end = min(c0 + GATHER_COLS, n_cols);
     const int r0 = get_group_id(1) * BAND;
     const int q = first_angle + get_group_id(2);
-    __global const real *m = matrices + 12 * q;
+    __global const real *m = matrices + 12 * q, *s = sources + 4 * q;
     const real m6 = m[6];
     for (int n = item; n < CHUNK * PLACES; n += GATHER_ITEMS)
-        profile[n / PLACES][n % PLACES] = below[n / PLACES][n % PLACES] = 0.0f;
-    // the last half strip's sums toward the column it shares with this one, each
-    // work-item's own (in local memory, not registers: the kernel's registers bound how
-    // many groups run at once)
-    __local float previous[SLOTS][GATHER_ITEMS];
-    #pragma unroll
-    for (int n = 0; n < SLOTS; n++)
-        previous[n][item] = 0.0f;
-    // Neighbouring groups share a half strip (vc = the right one's c0 - 1), so odd
-    // groups take theirs from right to left: the two read the one they share at about
-    // one time, its voxels once from memory into the cache.
-    const bool leftward = get_group_id(0) % 2;
-    for (int step = 0; step <= c_end - c0; step++) {
-        const int vc = leftward ? c_end - 1 - step : c0 - 1 + step;
-        float here[SLOTS], after[SLOTS];  // toward columns vc and vc + 1
+        profile[n / PLACES][n % PLACES] = 0.0f;
+    {
+        float here[GATHER_COLS][SLOTS];  // toward image columns c0, c0 + 1, ...
         #pragma unroll
-        for (int n = 0; n < SLOTS; n++)
-            here[n] = after[n] = 0.0f;
-        // The lines u = t are (m0 - t m8) i + (m1 - t m9) j + m3 - t m11 = 0. The half
-        // strip between t0 and t1 runs along a = i where their normal is nearer the j
-        // axis (each i then meets a line at one j = b), else along a = j: a choice of
-        // the strip's alone, so that its voxel columns come in one order in every group.
-        const real t_mid = vc + 0.5;
+        for (int cc = 0; cc < GATHER_COLS; cc++)
+            #pragma unroll
+            for (int n = 0; n < SLOTS; n++)
+                here[cc][n] = 0.0f;
+        // The lines u = t are (m0 - t m8) i + (m1 - t m9) j + m3 - t m11 = 0. The strip
+        // between t0 and t1 runs along a = i where the normal of the detector's middle
+        // line is nearer the j axis (each i then meets a line at one j = b), else along
+        // a = j: a choice of the image's alone, so that a pixel's voxel columns come in
+        // one order in every group whatever its columns.
+        const real t_mid = (n_cols - 1) * (real)0.5;
         const bool along_i = fabs(m[1] - t_mid * m[9]) >= fabs(m[0] - t_mid * m[8]);
         const int na = along_i ? nx : ny;
         for (int a0 = 0; a0 < na; a0 += GATHER_ITEMS) {
@@ -317,7 +425,8 @@ ${args['cone_gather']}
             // on line a lie between the two lines' crossings. (Else, the lines near
             // parallel to the b axis, every b is a candidate.)
             const int a = a0 + item, nb = along_i ? ny : nx;
-            const real t0 = vc - U_MARGIN, t1 = vc + 1 + U_MARGIN;
+            const real t0 = c0 - (real)0.5 - u_reach - U_MARGIN;
+            const real t1 = c_end - (real)0.5 + u_reach + U_MARGIN;
             const real mb = along_i ? m[1] : m[0], wb = along_i ? m[9] : m[8];
             const real beta0 = mb - t0 * wb, beta1 = mb - t1 * wb;
             int first = 0, last = a < na ? nb - 1 : -1;
@@ -347,23 +456,31 @@ ${args['cone_gather']}
                 for (int b = max(first, first + piece - offset); b <= b_end; b++) {
                     const int at = offset + b - first - piece;  // its place in the list
                     const int i = along_i ? a : b, j = along_i ? b : a;
-                    real cc, rc, wc;
+                    real cc, rc, wc, di, dj;
+                    float horizontal, scale, low = 0.0f, high = 0.0f;
                     cone_column(m, i, j, &cc, &rc, &wc);
-                    const real reciprocal = 1 / wc;
-                    int col = -2;
-                    float fc = 0.0f;
-                    const bool in = wc > 0 && cone_axis(cc, reciprocal, n_cols, &col, &fc)
-                        && col == vc;
-                    listed[at] = in ? j * nx + i : -1;
-                    listed_rows[at] = cone_rows(rc, m6, reciprocal);
-                    listed_fc[at] = fc;
+                    cone_across(s, i, j, &di, &dj, &horizontal, &scale);
+                    int first_col = 0;
+                    const bool hits = wc > 0
+                        && cone_box_u(cone_at(m, 0, i - di, j - dj, 0),
+                                      cone_at(m, 0, i + di, j + dj, 0), n_cols, &first_col,
+                                      &low, &high);
+                    // (the box covers some of the group's columns)
+                    const bool covers = hits && first_col < c_end
+                        && first_col + (int)ceil(high) > c0;
+                    listed[at] = covers ? j * nx + i : -1;
+                    listed_edges[at] = cone_edges(cone_rows(rc, m6, 1 / wc));
+                    listed_box[at] = (float2)(low, high);
+                    listed_first[at] = first_col;
+                    listed_ray[at] = (float2)(horizontal, scale);
                     // k at row position v is v slope + intercept, slope = w / m6 and
                     // intercept = -rc / m6: an estimate, in float, widened by its
-                    // rounding (rows from -1 to n_rows), of the k whose rows r reach
-                    // the band (r0 - 1 <= r < r0 + BAND); every k where it overflows
+                    // rounding (rows from -1 to n_rows) and by a voxel (its box's half
+                    // height), of the k whose boxes reach the band (r0 <= r < r0 +
+                    // BAND); every k where it overflows
                     const float slope = wc / m6, intercept = -rc / m6;
                     const float slack =
-                        0.01f + 1e-5f * (fabs(slope) * (n_rows + 1) + fabs(intercept));
+                        1.01f + 1e-5f * (fabs(slope) * (n_rows + 1) + fabs(intercept));
                     const float k_top = fma((float)(r0 - 1), slope, intercept);
                     const float k_bottom = fma((float)(r0 + BAND), slope, intercept);
                     listed_k[at] = isfinite(slope) && isfinite(intercept)
@@ -393,33 +510,37 @@ ${args['cone_gather']}
                             for (int e = 0; e < CHUNK; e++) {
                                 if (e0 + e >= entries || listed[e0 + e] < 0)
                                     continue;
-                                const long2 rows = listed_rows[e0 + e];
+                                const long2 edge = listed_edges[e0 + e];
+                                const float2 ray = listed_ray[e0 + e];
                                 const int2 ks = listed_k[e0 + e];
                                 const int k0 = FIRST_OF_PHASE(ks.s0, phase)
                                     + PHASES * (item + GATHER_ITEMS * round * UNROLL);
-                                const long v_k0 = rows.s0 + k0 * rows.s1;
-                                const long v_step = (long)(PHASES * GATHER_ITEMS) * rows.s1;
                                 #pragma unroll
                                 for (int u = 0; u < UNROLL; u++) {
                                     // k grows with u: past the column's last voxel, the
                                     // rest are too (a warp all past skips the work)
-                                    if (k0 + PHASES * GATHER_ITEMS * u > ks.s1)
+                                    const int k = k0 + PHASES * GATHER_ITEMS * u;
+                                    if (k > ks.s1)
                                         break;
-                                    float fr;
-                                    const int v0 = cone_fixed_split(v_k0 + u * v_step, &fr);
-                                    if (!(v0 >= r0 - 1 && v0 < r0 + BAND))
+                                    long lo, hi;
+                                    int r_first, r_last;
+                                    if (!cone_fixed_span(edge, k, n_rows, &lo, &hi, &r_first,
+                                                         &r_last))
                                         continue;
-                                    // rows r and r + 1, r from -1 to BAND - 1: the places
-                                    // of the profiles' margins hold rows -1 and BAND
-                                    const int at = v0 - r0 + ROWS;
-                                    // the first phase writes each place once (cleared
-                                    // before); a later one adds to what an earlier wrote
-                                    if (phase == 0) {
-                                        profile[e][at] = (1.0f - fr) * values[e][u];
-                                        below[e][at + 1] = fr * values[e][u];
-                                    } else {
-                                        profile[e][at] += (1.0f - fr) * values[e][u];
-                                        below[e][at + 1] += fr * values[e][u];
+                                    const float x = values[e][u]
+                                        * cone_amplitude(s, ray.s0, ray.s1, k);
+                                    // the band's rows of the box (the places after the
+                                    // margin). (A loop of at most BOX_ROWS: with its
+                                    // bound min(r_last, ...) instead, NVIDIA's compiler
+                                    // (CUDA 13.0) wrote rows past the box where CHUNK > 1
+                                    // and a group has more than one work-item.)
+                                    const int r_low = max(r_first, r0);
+                                    const int r_high = min(r_last, r0 + BAND - 1);
+                                    for (int d = 0; d < BOX_ROWS; d++) {
+                                        const int r = r_low + d;
+                                        if (r > r_high)
+                                            break;
+                                        profile[e][r - r0 + ROWS] += cone_fixed_share(lo, hi, r) * x;
                                     }
                                 }
                             }
@@ -429,46 +550,43 @@ ${args['cone_gather']}
                     for (int e = e0; e < min(e0 + CHUNK, entries); e++) {
                         if (listed[e] < 0)
                             continue;
-                        const float fc = listed_fc[e];
+                        // the box's share of each of the group's columns (only where it
+                        // covers one: a non-finite profile stays out of the others)
+                        const float2 box = listed_box[e];
+                        float shares[GATHER_COLS];
+                        #pragma unroll
+                        for (int cc = 0; cc < GATHER_COLS; cc++)
+                            shares[cc] = c0 + cc < c_end
+                                ? cone_share(box.s0, box.s1, c0 + cc - listed_first[e]) : 0.0f;
                         // ROWS neighbouring rows at a time: one read and one write
                         #pragma unroll
                         for (int n = 0; n < SLOTS; n += ROWS) {
                             const int at = 1 + ROW(n) / ROWS;  // (after the margin)
-% if phases[1]:
-                            const ${vector} s = profile_rows[e - e0][at] + below_rows[e - e0][at];
-                            below_rows[e - e0][at] = 0.0f;
-% else:
-                            const ${vector} s = profile_rows[e - e0][at];
-% endif
+                            const ${vector} p = profile_rows[e - e0][at];
                             profile_rows[e - e0][at] = 0.0f;
+                            #pragma unroll
+                            for (int cc = 0; cc < GATHER_COLS; cc++) {
+                                if (!(shares[cc] > 0))
+                                    continue;
 % for t in range(rows):
-<% part = "s.s%d" % t if rows > 1 else "s" %>\
-                            here[n + ${t}] = fma(1.0f - fc, ${part}, here[n + ${t}]);
-                            after[n + ${t}] = fma(fc, ${part}, after[n + ${t}]);
+<% part = "p.s%d" % t if rows > 1 else "p" %>\
+                                here[cc][n + ${t}] = fma(shares[cc], ${part}, here[cc][n + ${t}]);
 % endfor
+                            }
                         }
                     }
                     barrier(CLK_LOCAL_MEM_FENCE);  // the profiles read and cleared
                 }
             }
         }
-        // pixel (r, c) is here[n] of half strip c plus after[n] of half strip c - 1, the
-        // one of the two found first held in `previous`
         #pragma unroll
-        for (int n = 0; n < SLOTS; n++) {
-            const int r = r0 + ROW(n);
-            if (leftward) {
-                if (vc + 1 < c_end && r < n_rows)
-                    projections[((size_t)q * n_rows + r) * n_cols + vc + 1] =
-                        previous[n][item] + after[n];
-                previous[n][item] = here[n];
-            } else {
-                if (vc >= c0 && r < n_rows)
-                    projections[((size_t)q * n_rows + r) * n_cols + vc] =
-                        here[n] + previous[n][item];
-                previous[n][item] = after[n];
+        for (int cc = 0; cc < GATHER_COLS; cc++)
+            #pragma unroll
+            for (int n = 0; n < SLOTS; n++) {
+                const int r = r0 + ROW(n);
+                if (r < n_rows && c0 + cc < c_end)
+                    projections[((size_t)q * n_rows + r) * n_cols + c0 + cc] = here[cc][n];
             }
-        }
     }
 }
 % else:
@@ -488,11 +606,12 @@ inline float group_sum(__local float *part, const int item)
 // The scale of A's sums. A adds its terms as 64-bit integers in local memory, so that
 // the sum of a pixel is one number whatever order the work-items add in (float atomics
 // would give other bits on each run). A term is weight * voxel * 2^shift, rounded; no
-// pixel's terms add to more than the volume's L1 norm (a voxel reaches a pixel once,
-// with a weight of at most 1), so with L1 < 2^e and shift = 60 - e no sum overflows, and
-// each term is good to 2^-60 of the L1 norm (float32's own rounding is 2^-24 of the
-// term). The norm is summed in a fixed order: MAGNITUDE_GROUPS partial sums, then one
-// group's tree.
+// pixel's terms add to more than the volume's L1 norm times the largest amplitude (a
+// voxel reaches a pixel once, with a weight of at most its amplitude, below
+// 2^amplitude_bits), so with L1 < 2^e and shift = 60 - e - amplitude_bits no sum
+// overflows, and each term is good to 2^-60 of that bound (float32's own rounding is
+// 2^-24 of the term). The norm is summed in a fixed order: MAGNITUDE_GROUPS partial
+// sums, then one group's tree.
 __kernel __attribute__((reqd_work_group_size(MAGNITUDE_GROUP, 1, 1)))
 void cone_magnitude(
 ${args['cone_magnitude']}
@@ -522,7 +641,7 @@ ${args['cone_shift']}
             frexp(total, &exponent);  // total < 2^exponent
         // (an infinite or NaN norm: the smallest scale; each non-finite voxel is caught
         // by A itself)
-        shift[0] = isfinite(total) ? clamp(60 - exponent, -100, 100) : -100;
+        shift[0] = isfinite(total) ? clamp(60 - exponent - amplitude_bits, -100, 100) : -100;
     }
 }
 
@@ -537,34 +656,35 @@ inline void add_term(volatile __local uint *sums, const int n, const long term)
     atomic_add(sums + TILE + n, (uint)(term >> 32) + (before + low < before ? 1u : 0u));
 }
 
-// A voxel's terms into the pixels of its 2 x 2 block (row, col its first, in the tile)
-// that are in the tile; a non-finite voxel marks them instead.
-inline void scatter(volatile __local uint *sums, __local uchar *nonfinite, const float x,
-                    const int row, const int col, const float fr, const float fc,
-                    const float scale)
+// A voxel's terms into the pixels of one row of its box that are in the tile: row r,
+// the box's columns from c0 (low and high its ends from there, cone_box_u; both from
+// the tile's first pixel), x its value times its amplitude times the box's share of the
+// row; a non-finite voxel marks them instead.
+inline void scatter_row(volatile __local uint *sums, __local uchar *nonfinite, const float x,
+                        const int r, const int c0, const float low, const float high,
+                        const float scale)
 {
-    for (int n = 0; n < 4; n++) {
-        const int r = row + (n >> 1), c = col + (n & 1);
-        if (r < 0 || r >= TILE_ROWS || c < 0 || c >= TILE_COLS)
-            continue;
+    const int c_end = min(c0 + (int)ceil(high), TILE_COLS);
+    for (int c = max(c0, 0); c < c_end; c++) {
         if (!isfinite(x))
             nonfinite[r * TILE_COLS + c] = 1;
         else
-            add_term(sums, r * TILE_COLS + c, convert_long_rte(
-                (n & 2 ? fr : 1.0f - fr) * (n & 1 ? fc : 1.0f - fc) * x * scale));
+            add_term(sums, r * TILE_COLS + c,
+                     convert_long_rte(cone_share(low, high, c - c0) * x * scale));
     }
 }
 
 // A: work-group (tile column, tile row, image) adds, into its TILE_ROWS x TILE_COLS
-// pixels, each voxel whose bilinear sample reads them, with the weight the sample gives
-// them: a voxel-driven scatter, so each voxel's position is found once per image (less
-// the margins of the boxes below), not once per pixel and plane. The voxels are those of
-// the tile's window preimage: the rays through the window's corners (rays: voxel-index
-// points x = w d - s, d = inverse(M) (c, r, 1), s = inverse(M) m4) meet each plane along
-// the tile's central ray's steepest axis in a quadrilateral; the voxels of the boxes
-// bounding those of PLANES planes at a time, widened by BOX_MARGIN for the rounding of
-// the corners, are the candidates, and each is judged by `cone_position` itself (or its
-// hoisted form), so the rounding of a box never changes a weight.
+// pixels, each voxel whose box covers them, with the weights A^T gives them: a
+// voxel-driven scatter, so each voxel's box is found once per image (less the margins
+// of the candidates below), not once per pixel and plane. The candidates are the voxels
+// of the window's preimage, the window the tile's pixels widened by the reach of a
+// box's ends from its centre (u_reach, v_reach): the rays through the window's corners
+// (rays: voxel-index points x = w d - s, d = inverse(M) (c, r, 1), s = inverse(M) m4)
+// meet each plane along the tile's central ray's steepest axis in a quadrilateral; the
+// voxels of the boxes bounding those of PLANES planes at a time, widened by BOX_MARGIN
+// for the rounding of the corners, are the candidates, and each is judged by its own
+// box, so the rounding of a window never changes a weight.
 #define REJECT 0.01f  /* pixels beyond the window a float position may stray */
 __kernel __attribute__((reqd_work_group_size(FORWARD_GROUP, 1, 1)))
 void cone_forward(
@@ -580,18 +700,20 @@ ${args['cone_forward']}
         nonfinite[n] = 0;
     }
     barrier(CLK_LOCAL_MEM_FENCE);
-    const float scale = ldexp(1.0f, shift[0]);
-    __global const real *m = matrices + 12 * q;
+    const float fixed_scale = ldexp(1.0f, shift[0]);
+    __global const real *m = matrices + 12 * q, *s = sources + 4 * q;
     __global const real *t = inverses + 12 * q;  // inverse(M) row by row, then s
     const int size[3] = {nx, ny, nz};
-    // The window: the positions whose bilinear sample reads a pixel of the tile.
+    // The window: the centres of the boxes that may cover a pixel of the tile.
     // (within the image: a window far beyond it makes the corner rays diverge)
-    const real left = c0 - 1, right = min(c0 + TILE_COLS, n_cols);
-    const real top = r0 - 1, bottom = min(r0 + TILE_ROWS, n_rows);
+    const real left = c0 - (real)0.5 - u_reach;
+    const real right = min(c0 + TILE_COLS, n_cols) - (real)0.5 + u_reach;
+    const real top = r0 - (real)0.5 - v_reach;
+    const real bottom = min(r0 + TILE_ROWS, n_rows) - (real)0.5 + v_reach;
     // The central ray's direction picks the axis.
     real d[3];
     for (int a = 0; a < 3; a++)
-        d[a] = t[3 * a] * (0.5 * (left + right)) + t[3 * a + 1] * (0.5 * (top + bottom))
+        d[a] = t[3 * a] * ((real)0.5 * (left + right)) + t[3 * a + 1] * ((real)0.5 * (top + bottom))
              + t[3 * a + 2];
     const int axis = fabs(d[0]) >= fabs(d[1]) && fabs(d[0]) >= fabs(d[2]) ? 0
                    : fabs(d[1]) >= fabs(d[2]) ? 1 : 2;
@@ -647,41 +769,45 @@ ${args['cone_forward']}
 % if shared:
         if (axis != 2) {
             // A column (plane, v1) of the batch a work-item, LANES neighbours along v1:
-            // its image column and 1 / w once, then its voxels along z (a2) within the
-            // rows its image rows cross in the window (v is linear in k), each judged by
-            // its exact row.
+            // its box along the columns and 1 / w once, then its voxels along z (a2)
+            // whose centres lie within the window's rows (v is linear in k), each
+            // judged by its own box.
             for (int plane = p + item / LANES; plane < p + planes;
                     plane += FORWARD_GROUP / LANES)
                 for (int v1 = (int)first1 + item % LANES; v1 <= (int)last1; v1 += LANES) {
                     const int i = axis == 0 ? plane : v1, j = axis == 0 ? v1 : plane;
-                    real cc, rc, wc;
+                    real cc, rc, wc, di, dj;
+                    float horizontal, scale, low, high;
                     cone_column(m, i, j, &cc, &rc, &wc);
-                    if (!(wc > 0))
+                    cone_across(s, i, j, &di, &dj, &horizontal, &scale);
+                    int first_col;
+                    if (!(wc > 0)
+                            || !cone_box_u(cone_at(m, 0, i - di, j - dj, 0),
+                                           cone_at(m, 0, i + di, j + dj, 0), n_cols,
+                                           &first_col, &low, &high)
+                            || first_col >= c0 + TILE_COLS || first_col + ceil(high) <= c0)
                         continue;
-                    const real reciprocal = 1 / wc;
-                    int vc;
-                    float fc;
-                    if (!cone_axis(cc, reciprocal, n_cols, &vc, &fc) || vc < left
-                            || vc >= right)
-                        continue;
-                    const long2 rows = cone_rows(rc, m[6], reciprocal);
+                    const long2 edge = cone_edges(cone_rows(rc, m[6], 1 / wc));
                     int k_first = (int)first2, k_last = (int)last2;
                     if (m[6] != 0) {
                         const real k_top = (top * wc - rc) * per_row;
                         const real k_bottom = (bottom * wc - rc) * per_row;
-                        const real low = floor(fmin(k_top, k_bottom)) - 1;
-                        const real high = ceil(fmax(k_top, k_bottom)) + 1;
-                        k_first = max(k_first, (int)fmax(low, (real)-1));
-                        k_last = min(k_last, (int)fmin(high, (real)nz));
+                        const real low_k = floor(fmin(k_top, k_bottom)) - 1;
+                        const real high_k = ceil(fmax(k_top, k_bottom)) + 1;
+                        k_first = max(k_first, (int)fmax(low_k, (real)-1));
+                        k_last = min(k_last, (int)fmin(high_k, (real)nz));
                     }
-                    for (int k = k_first; k <= k_last; k++) {
-                        int vr;
-                        float fr;
-                        if (!cone_fixed_axis(rows.s0 + k * rows.s1, n_rows, &vr, &fr)
-                                || vr < top || vr >= bottom)
+                    for (int k = max(k_first, 0); k <= min(k_last, nz - 1); k++) {
+                        long lo, hi;
+                        int r_first, r_last;
+                        if (!cone_fixed_span(edge, k, n_rows, &lo, &hi, &r_first, &r_last)
+                                || r_last < r0 || r_first >= r0 + TILE_ROWS)
                             continue;
-                        scatter(sums, nonfinite, volume[((size_t)k * ny + j) * nx + i],
-                                vr - r0, vc - c0, fr, fc, scale);
+                        const float x = volume[((size_t)k * ny + j) * nx + i]
+                            * cone_amplitude(s, horizontal, scale, k);
+                        for (int r = max(r_first, r0); r <= min(r_last, r0 + TILE_ROWS - 1); r++)
+                            scatter_row(sums, nonfinite, cone_fixed_share(lo, hi, r) * x,
+                                        r - r0, first_col - c0, low, high, fixed_scale);
                     }
                 }
             continue;
@@ -709,16 +835,29 @@ ${args['cone_forward']}
                 const float uc = (float)fma(m[2], (real)k, cc) * inverse;
                 const float ur = (float)fma(m[6], (real)k, rc) * inverse;
                 const float slack = REJECT + 1e-6f * (fabs(uc) + fabs(ur));
-                if (!(fw > 0) || uc < left - slack || uc >= right + slack
-                        || ur < top - slack || ur >= bottom + slack)
+                if (!(fw > 0) || uc < left - slack || uc > right + slack
+                        || ur < top - slack || ur > bottom + slack)
                     continue;
-                int vr, vc;
-                float fr, fc;
-                if (!cone_position(m, cc, rc, wc, k, n_rows, n_cols, &vr, &vc, &fr, &fc)
-                        || vc < left || vc >= right || vr < top || vr >= bottom)
+                real di, dj;
+                float horizontal, scale, low, high;
+                cone_across(s, i, j, &di, &dj, &horizontal, &scale);
+                int first_col, r_first, r_last;
+                real ua, ub, va, vb;
+                cone_box(m, i, j, k, di, dj, &ua, &ub, &va, &vb);
+                va += (real)0.5;
+                vb += (real)0.5;
+                if (!cone_box_u(ua, ub, n_cols, &first_col, &low, &high)
+                        || first_col >= c0 + TILE_COLS || first_col + ceil(high) <= c0)
                     continue;
-                scatter(sums, nonfinite, volume[((size_t)k * ny + j) * nx + i], vr - r0,
-                        vc - c0, fr, fc, scale);
+                if (!cone_span(va, vb, n_rows, &r_first, &r_last) || r_last < r0
+                        || r_first >= r0 + TILE_ROWS)
+                    continue;
+                const real lo = fmin(va, vb), hi = fmax(va, vb);
+                const float x = volume[((size_t)k * ny + j) * nx + i]
+                    * cone_amplitude(s, horizontal, scale, k);
+                for (int r = max(r_first, r0); r <= min(r_last, r0 + TILE_ROWS - 1); r++)
+                    scatter_row(sums, nonfinite, cone_row_share(lo, hi, r) * x, r - r0,
+                                first_col - c0, low, high, fixed_scale);
             }
             v2 += FORWARD_GROUP / LANES;
         }

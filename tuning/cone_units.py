@@ -1,0 +1,148 @@
+"""Cone beam in the data's units beside ASTRA (issue 51): pybp's forward projection
+against ASTRA's FP3D_CUDA on the same volume, in the ``cone`` and ``cone_vec``
+conventions (scale: the ratio of the sums, and the relative RMS); SIRT and CGLS of
+ASTRA's projections of a phantom against the phantom, beside ASTRA's SIRT3D_CUDA and
+CGLS3D_CUDA; and ASTRA's FP3D, BP3D and SIRT3D times on the standard case.
+
+On the GPU machine, with ../shared/peers copied to .peers (its README):
+
+    source .peers/cuda_libs.sh; .peers/astra/run_astra.sh tuning/cone_units.py
+"""
+import statistics
+import time
+
+import astra
+import cupy as cp
+import numpy as np
+
+import pybp
+
+
+def say(*a):
+    print(*a, flush=True)
+
+
+def timed(fn, reps=3):
+    fn()
+    cp.cuda.Device().synchronize()
+    t = []
+    for _ in range(reps):
+        s = time.perf_counter()
+        fn()
+        cp.cuda.Device().synchronize()
+        t.append(time.perf_counter() - s)
+    return statistics.median(t)
+
+
+def astra_run(alg, vg, pg, volume, projections, iterations=1):
+    """ASTRA's algorithm on linked arrays (host or CuPy): ``(seconds, the array out)``."""
+    pid = astra.data3d.link("-proj3d", pg, projections)
+    vid = astra.data3d.link("-vol", vg, volume)
+    cfg = astra.astra_dict(alg)
+    cfg["ProjectionDataId"] = pid
+    cfg["VolumeDataId" if alg.startswith("FP") else "ReconstructionDataId"] = vid
+    aid = astra.algorithm.create(cfg)
+    seconds = timed(lambda: astra.algorithm.run(aid, iterations), reps=1)
+    astra.algorithm.delete(aid)
+    astra.data3d.delete([pid, vid])
+    return seconds
+
+
+def phantom(n, voxel=1.0, points=2):
+    """Balls and an ellipsoid of attenuations 0.01 to 0.03 per unit, points^3 a voxel."""
+    o = (np.arange(points) + 0.5) / points - 0.5
+    out = np.zeros((n, n, n), np.float32)
+    c = (np.arange(n) - (n - 1) / 2) * voxel
+    for a in o:
+        for b in o:
+            for d in o:
+                z, y, x = np.meshgrid(c + a * voxel, c + b * voxel, c + d * voxel, indexing="ij")
+                r = n * voxel / 2
+                out += 0.01 * ((x / (0.8 * r)) ** 2 + (y / (0.65 * r)) ** 2 + (z / (0.7 * r)) ** 2 <= 1)
+                out += 0.02 * ((x - 0.3 * r) ** 2 + y ** 2 + (z + 0.1 * r) ** 2 <= (0.2 * r) ** 2)
+                out -= 0.005 * ((x + 0.25 * r) ** 2 + (y - 0.2 * r) ** 2 + z ** 2 <= (0.15 * r) ** 2)
+    return out / points ** 3
+
+
+def compare(name, geometry, vg, pg, volume):
+    ours = pybp.Projector(geometry).forward(volume)
+    theirs = np.zeros((geometry.detector_shape[0], geometry.n_angles, geometry.detector_shape[1]),
+                      np.float32)
+    astra_run("FP3D_CUDA", vg, pg, volume, theirs)
+    theirs = theirs.transpose(1, 0, 2)
+    scale = ours.sum(dtype=np.float64) / theirs.sum(dtype=np.float64)
+    rms = np.linalg.norm(ours - theirs) / np.linalg.norm(theirs)
+    say(f"| {name} | {scale:.4f} | {rms:.2e} |")
+    return theirs
+
+
+def main():
+    say("## pybp's forward projection beside ASTRA's FP3D_CUDA (same volume)")
+    say("| case | sum pybp / ASTRA | relative RMS |")
+    say("| --- | --- | --- |")
+    # the standard case: 512^3 voxels of 1, 496 projections of 960 x 1248 pixels of 0.6,
+    # source 1500 and detector 900 from the axis
+    n, rows, cols, na = 512, 960, 1248, 496
+    angles = np.linspace(0, 2 * np.pi, na, endpoint=False)
+    vg = astra.create_vol_geom(n, n, n)
+    pg = astra.create_proj_geom("cone", 0.6, 0.6, rows, cols, angles, 1500.0, 900.0)
+    g = pybp.ConeGeometry.circular(angles, (rows, cols), 0.6, 1500.0, 900.0, (n,) * 3, 1.0)
+    volume = phantom(n, points=1)
+    compare("cone, 512^3 from 496 x 960 x 1248 (a voxel 2.67 pixels at the isocentre)", g, vg,
+            pg, volume)
+    # voxels of 0.5 and 2 pixels at the isocentre, and cone_vec with a tilted detector
+    small = phantom(128)
+    for spacing in (1.6, 0.4):
+        a = np.linspace(0, 2 * np.pi, 90, endpoint=False)
+        vg2 = astra.create_vol_geom(128, 128, 128)
+        pg2 = astra.create_proj_geom("cone", spacing, spacing, int(300 / spacing),
+                                     int(360 / spacing), a, 500.0, 300.0)
+        g2 = pybp.ConeGeometry.circular(a, (int(300 / spacing), int(360 / spacing)), spacing,
+                                        500.0, 300.0, (128,) * 3, 1.0)
+        compare(f"cone, 128^3, a voxel {1 / (spacing * 500 / 800):.2f} pixels at the isocentre",
+                g2, vg2, pg2, small)
+    vectors = astra.geom_2vec(astra.create_proj_geom("cone", 1.0, 1.0, 200, 240, a, 500.0, 300.0))
+    vectors = vectors["Vectors"].copy()
+    tilt = 0.02
+    u, v = vectors[:, 6:9].copy(), vectors[:, 9:12].copy()
+    vectors[:, 6:9] = np.cos(tilt) * u + np.sin(tilt) * v
+    vectors[:, 9:12] = np.cos(tilt) * v - np.sin(tilt) * u
+    pgv = astra.create_proj_geom("cone_vec", 200, 240, vectors)
+    gv = pybp.ConeGeometry.from_astra(vectors, (200, 240), (128,) * 3, 1.0)
+    compare("cone_vec, 128^3, the detector tilted 0.02 rad", gv, vg2, pgv, small)
+
+    say("\n## SIRT and CGLS of ASTRA's projections of a phantom: relative RMS to the phantom")
+    say("256^3 from 90 projections of 480 x 624 (pixels of 1, source 500, detector 250)")
+    n2 = 256
+    a = np.linspace(0, 2 * np.pi, 90, endpoint=False)
+    vg3 = astra.create_vol_geom(n2, n2, n2)
+    pg3 = astra.create_proj_geom("cone", 1.0, 1.0, 480, 624, a, 500.0, 250.0)
+    g3 = pybp.ConeGeometry.circular(a, (480, 624), 1.0, 500.0, 250.0, (n2,) * 3, 1.0)
+    truth = phantom(n2)
+    data = np.zeros((480, 90, 624), np.float32)
+    astra_run("FP3D_CUDA", vg3, pg3, truth, data)
+    ours_data = np.ascontiguousarray(data.transpose(1, 0, 2))
+    say("| method | ASTRA | pybp | pybp / ASTRA |")
+    say("| --- | --- | --- | --- |")
+    for alg, iterations in (("SIRT3D_CUDA", 100), ("CGLS3D_CUDA", 30)):
+        theirs = np.zeros_like(truth)
+        astra_run(alg, vg3, pg3, theirs, data.copy(), iterations)
+        method = pybp.sirt if alg.startswith("SIRT") else pybp.cgls
+        ours = method(ours_data, g3, iterations)
+        e_t = np.linalg.norm(theirs - truth) / np.linalg.norm(truth)
+        e_o = np.linalg.norm(ours - truth) / np.linalg.norm(truth)
+        say(f"| {alg} x {iterations} | {e_t:.4f} | {e_o:.4f} | {e_o / e_t:.3f} |")
+
+    say("\n## ASTRA on the standard case, GPU arrays (median of 3)")
+    V = cp.asarray(volume)
+    P = cp.zeros((rows, na, cols), cp.float32)
+    fp = timed(lambda: astra_run("FP3D_CUDA", vg, pg, V, P))
+    bp = timed(lambda: astra_run("BP3D_CUDA", vg, pg, V, P))
+    Vh, Ph = cp.asnumpy(V), cp.asnumpy(P)
+    sirt = timed(lambda: astra_run("SIRT3D_CUDA", vg, pg, Vh, Ph, 10)) / 10
+    say(f"FP3D_CUDA {fp:.4f} s, BP3D_CUDA {bp:.4f} s, SIRT3D_CUDA {sirt:.4f} s an iteration "
+        f"(10 a run, host arrays)")
+
+
+if __name__ == "__main__":
+    main()
