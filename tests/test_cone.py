@@ -185,3 +185,40 @@ def test_what_the_device_cannot_hold_is_refused_by_name(cl_device):
                                device=cl_device)
     with pytest.raises(TypeError, match="params"):
         pybp.ConeBackprojector(small, params=dict(voxels_per_item=4), device=cl_device)
+
+
+def test_astra_dicts_in_one_line():
+    """ASTRA's proj_geom and vol_geom dicts (as astra.create_proj_geom and
+    create_vol_geom make them): a 'cone' geometry is circular()'s with ASTRA's numbers,
+    its 'cone_vec' form the same matrices; the volume window gives the voxel size and
+    the offset; voxels other than cubes, other types and missing keys are refused by
+    name."""
+    angles = np.linspace(0, 2 * np.pi, 12, endpoint=False)
+    cone = {"type": "cone", "DetectorSpacingX": 0.9, "DetectorSpacingY": 0.8,
+            "DetectorRowCount": 30, "DetectorColCount": 40, "ProjectionAngles": angles,
+            "DistanceOriginSource": 60.0, "DistanceOriginDetector": 30.0}
+    volume = {"GridRowCount": 20, "GridColCount": 24, "GridSliceCount": 16,
+              "option": {"WindowMinX": -6, "WindowMaxX": 6, "WindowMinY": -5 + 1.5,
+                         "WindowMaxY": 5 + 1.5, "WindowMinZ": -4, "WindowMaxZ": 4}}
+    g = ConeGeometry.from_astra(cone, volume)
+    want = ConeGeometry.circular(angles, (30, 40), (0.8, 0.9), 60.0, 30.0, (16, 20, 24), 0.5,
+                                 volume_offset=(0, 1.5, 0))
+    np.testing.assert_allclose(g.matrices, want.matrices, rtol=0, atol=1e-12)
+    assert g.volume_shape == (16, 20, 24) and g.voxel_size == 0.5
+    assert g.volume_offset == pytest.approx((0, 1.5, 0))
+    vectors = {"type": "cone_vec", "DetectorRowCount": 30, "DetectorColCount": 40,
+               "Vectors": astra_vectors(dict(source_origin=60.0, origin_detector=30.0,
+                                             pixel_size=(0.8, 0.9)), angles)}
+    np.testing.assert_allclose(ConeGeometry.from_astra(vectors, volume).matrices, want.matrices,
+                               rtol=0, atol=1e-9)
+    flat = dict(volume, option=dict(volume["option"], WindowMinZ=-8, WindowMaxZ=8))
+    with pytest.raises(ValueError, match=r"^vol_geom: voxels of 0\.5 x 0\.5 x 1"):
+        ConeGeometry.from_astra(cone, flat)
+    with pytest.raises(ValueError, match=r"^proj_geom: type 'parallel3d'"):
+        ConeGeometry.from_astra(dict(cone, type="parallel3d"), volume)
+    with pytest.raises(ValueError, match=r"^proj_geom: ASTRA's 'cone' geometry lacks "
+                                         r"'DistanceOriginSource'"):
+        ConeGeometry.from_astra({k: v for k, v in cone.items() if k != "DistanceOriginSource"},
+                                volume)
+    with pytest.raises(ValueError, match=r"^vol_geom: expected ASTRA's 3-D volume geometry"):
+        ConeGeometry.from_astra(cone, {"GridRowCount": 20, "GridColCount": 24})

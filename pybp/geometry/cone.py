@@ -108,10 +108,20 @@ class ConeGeometry:
                               volume_shape, voxel_size, volume_offset)
 
     @classmethod
-    def from_astra(cls, vectors, detector_shape, volume_shape, voxel_size,
+    def from_astra(cls, vectors, detector_shape=None, volume_shape=None, voxel_size=None,
                    volume_offset=(0, 0, 0)):
         """ASTRA ``cone_vec``: one row ``(src, d, u, v)`` of 12 numbers per projection
-        (source, detector centre, column step, row step): any trajectory."""
+        (source, detector centre, column step, row step): any trajectory. Or ASTRA's
+        own geometry dicts, ``from_astra(proj_geom, vol_geom)``: a ``cone`` or
+        ``cone_vec`` projection geometry (``astra.create_proj_geom``) and a 3-D volume
+        geometry (``astra.create_vol_geom``, its voxels cubes), in one line. ASTRA's
+        projections are ``(rows, angles, columns)``; pybp's ``(angles, rows, columns)``:
+        ``data.transpose(1, 0, 2)``. Its volumes are pybp's ``(nz, ny, nx)``."""
+        if isinstance(vectors, dict):
+            return cls._from_astra_dicts(vectors, detector_shape)
+        if detector_shape is None or volume_shape is None or voxel_size is None:
+            raise TypeError("from_astra: give cone_vec rows with detector_shape, volume_shape "
+                            "and voxel_size, or ASTRA's proj_geom and vol_geom dicts")
         vectors = in_length_range(float_array(vectors, "vectors", 2), "vectors")
         if vectors.shape[1] != 12:
             raise ValueError(f"vectors: expected (n_angles, 12) rows of ASTRA cone_vec "
@@ -132,6 +142,41 @@ class ConeGeometry:
         matrices = np.concatenate([inverse, -inverse @ source[:, :, None]], 2)
         return cls._made(matrices, source, (n_rows, n_cols), volume_shape, voxel_size,
                          volume_offset, "vectors")
+
+    @classmethod
+    def _from_astra_dicts(cls, proj_geom, vol_geom):
+        """:meth:`from_astra` of ASTRA's dicts."""
+        if not isinstance(vol_geom, dict) or not {"GridColCount", "GridRowCount",
+                                                   "GridSliceCount"} <= set(vol_geom):
+            raise ValueError("vol_geom: expected ASTRA's 3-D volume geometry "
+                             "(astra.create_vol_geom(rows, columns, slices)) with the proj_geom")
+        shape = tuple(int(vol_geom[key]) for key in ("GridSliceCount", "GridRowCount",
+                                                     "GridColCount"))
+        window = vol_geom.get("option", {})
+        sizes, centre = [], []
+        for axis, n in zip("XYZ", shape[::-1]):
+            low = float(window.get(f"WindowMin{axis}", -n / 2))
+            high = float(window.get(f"WindowMax{axis}", n / 2))
+            sizes.append((high - low) / n)
+            centre.append((high + low) / 2)
+        if not np.allclose(sizes, sizes[0], rtol=1e-9, atol=0):
+            raise ValueError(f"vol_geom: voxels of {sizes[0]:g} x {sizes[1]:g} x {sizes[2]:g} "
+                             f"(x, y, z); pybp's cone-beam volumes take cubes")
+        kind = proj_geom.get("type")
+        try:
+            detector = (int(proj_geom["DetectorRowCount"]), int(proj_geom["DetectorColCount"]))
+            if kind == "cone":
+                return cls.circular(
+                    proj_geom["ProjectionAngles"], detector,
+                    (proj_geom["DetectorSpacingY"], proj_geom["DetectorSpacingX"]),
+                    proj_geom["DistanceOriginSource"], proj_geom["DistanceOriginDetector"],
+                    shape, sizes[0], volume_offset=centre, angle_unit="rad")
+            if kind == "cone_vec":
+                return cls.from_astra(proj_geom["Vectors"], detector, shape, sizes[0], centre)
+        except KeyError as missing:
+            raise ValueError(f"proj_geom: ASTRA's {kind!r} geometry lacks {missing}") from None
+        raise ValueError(f"proj_geom: type {kind!r}; a ConeGeometry takes ASTRA's 'cone' and "
+                         f"'cone_vec' (parallel3d is pybp.ParallelGeometry's, not yet imported)")
 
     @classmethod
     def from_matrices(cls, matrices, detector_shape, volume_shape, voxel_size,
