@@ -25,7 +25,6 @@ import os
 import threading
 import uuid
 
-import numpy as np
 import pyopencl as cl
 
 from pybp.cl.device import (ENV_DEVICE, all_devices, device_type_name, keep_ctrl_c,
@@ -322,14 +321,12 @@ def _run_planes(source, geometry, options, log, first, stop, at):
     worker = get_worker()
     with _worker_lock(worker):  # one task at a time uses the worker's devices
         projections, flats, darks, out, scan = _task_data(source)
-        if flats is None and log:  # transmissions: -log of the values
-            flats = np.ones(geometry.detector_shape, np.float32)
         try:
             devices = _worker_devices(worker)
             replaced = cone_run.reconstruct(
                 projections, geometry, _Planes(out, at),
                 [dict(device=d) for d in devices], flats=flats, darks=darks,
-                planes=(first, stop), progress=False, **options)
+                planes=(first, stop), progress=False, log=log or flats is not None, **options)
         finally:
             if scan is not None:
                 scan.close()

@@ -142,7 +142,7 @@ def cone_backproject(projections, geometry: ConeGeometry, out=None, progress=Tru
 
 def fdk(projections, geometry: ConeGeometry, filter="ramp", padding="zero", short_scan=None,
         out=None, flats=None, darks=None, progress=True, rings=None, ring_options=None,
-        phase=None, devices=None, client=None, **options):
+        phase=None, devices=None, client=None, log=None, **options):
     """Feldkamp-Davis-Kress reconstruction of line integrals ``projections`` ``(n_angles,
     n_rows, n_cols)`` (``-log`` of normalised counts) in ``geometry``: the volume
     ``(nz, ny, nx)`` in attenuation per unit of the geometry's lengths. With ``flats``
@@ -179,17 +179,24 @@ def fdk(projections, geometry: ConeGeometry, filter="ramp", padding="zero", shor
     Dask ``client`` (in this process: :func:`pybp.distributed.local_cluster`) runs of
     planes; the volume is the same bit for bit on one device or several. The filtered
     projections are then kept in host memory, 4 bytes a detector pixel of the rows the
-    planes project onto (on each worker: those of its planes)."""
+    planes project onto (on each worker: those of its planes).
+
+    ``log``: whether ``-log`` is taken (default: where ``flats`` are given; True without
+    flats: the projections are normalised transmissions, as :func:`pybp.reconstruct`
+    takes them; False with flats: the normalised values as they are). Other than the
+    default, through the stream."""
     if filter is None:
         raise ValueError("filter: FDK needs a filter; use pybp.cone_backproject for none")
     if "method" in options:
         raise TypeError("method: pybp.fdk is FDK; cone beam's iterative methods are "
-                        "pybp.sirt(projections, geometry, iterations), pybp.sart, pybp.cgls "
-                        "and pybp.tv")
-    if (rings, ring_options, phase, devices, client) != (None,) * 5:
+                        "pybp.reconstruct(projections, geometry, method='sirt', iterations=...) "
+                        "and pybp.sirt(projections, geometry, iterations), pybp.sart, "
+                        "pybp.cgls and pybp.tv")
+    log = flats is not None if log is None else bool(log)
+    if (rings, ring_options, phase, devices, client) != (None,) * 5 or log != (flats is not None):
         return _streamed(projections, geometry, filter, padding, short_scan, out, flats, darks,
                          progress, dict(rings=rings, ring_options=ring_options, phase=phase),
-                         devices, client, options)
+                         devices, client, options, log)
     with ConeBackprojector(geometry, filter=filter, padding=padding, short_scan=short_scan,
                            flats=flats, darks=darks, progress=progress, **options) as bp:
         return bp(projections, out)
@@ -199,7 +206,7 @@ STREAM_OPTIONS = ("params", "memory_limit", "planes", "device", "context", "queu
 
 
 def _streamed(projections, geometry, filter, padding, short_scan, out, flats, darks, progress,
-              steps, devices, client, options):
+              steps, devices, client, options, log):
     """:func:`fdk` through the stream (pybp/cone/run.py), its arguments checked first."""
     _check_geometry(geometry)
     unknown = sorted(set(options) - set(STREAM_OPTIONS))
@@ -219,15 +226,16 @@ def _streamed(projections, geometry, filter, padding, short_scan, out, flats, da
     if flats is not None:
         flats = checks.frames(flats, "flats", geometry.detector_shape)
         darks = None if darks is None else checks.frames(darks, "darks", geometry.detector_shape)
-    if steps["phase"] is not None and flats is None:
+    if steps["phase"] is not None and not log:
         raise ValueError("phase: retrieval works on the transmission, before -log; give "
-                         "flats (and darks) with the detector counts")
+                         "flats (and darks) with the detector counts, or transmissions with "
+                         "log=True")
     common = dict(filter=filter, padding=padding, short_scan=short_scan, **steps)
     if client is not None:
         options.pop("planes", None)
         replaced = distributed.cone_on_cluster(client, projections, geometry, out,
                                                (planes.start, planes.stop), flats, darks,
-                                               log=flats is not None, progress=progress,
+                                               log=log, progress=progress,
                                                **common, **options)
     else:
         if devices is not None:
@@ -237,6 +245,7 @@ def _streamed(projections, geometry, filter, padding, short_scan, out, flats, da
                 speed.choose_cpu_runtime()  # where several CPU runtimes work: the fastest
             targets = [targets]
         replaced = run.reconstruct(projections, geometry, out, targets, flats=flats,
-                                   darks=darks, progress=progress, **common, **options)
+                                   darks=darks, progress=progress, log=log, **common,
+                                   **options)
     warn_replaced(replaced, int(np.prod(np.shape(projections))), stacklevel=3)
     return out

@@ -12,10 +12,12 @@ import pyopencl.array as cla
 
 from pybp import checks
 from pybp.api.projector import Projector, advice_for, check_geometry, fits, scratch_bytes
+from pybp.cone import run
 from pybp.geometry.cone import ConeGeometry
 from pybp.iterative import methods, options
 from pybp.iterative.tv import Variation
 from pybp.iterative.vectors import Vectors
+from pybp.stages.normalize import warn_replaced
 from pybp.stream.progress import Progress
 
 # Volumes and sets of projections each method keeps on the device, beside the
@@ -77,7 +79,7 @@ class _Run:
     start, the mask, and the report of each iteration (progress, callback)."""
 
     def __init__(self, name, *, projections, geometry, iterations, x0, mask, circle, callback,
-                 progress, device):
+                 progress, device, out=None, memory_limit=None):
         check_geometry(geometry)
         self.iterations = _iterations(name, iterations)
         if isinstance(projections, cla.Array):  # as the Projector takes them; the method
@@ -110,9 +112,12 @@ class _Run:
         fits(projector.device, projector.volume_shape, projector.projection_shape,
              volumes=volumes, projections=sets,
              scratch=scratch_bytes(geometry, projector.rows), what=name,
-             advice=advice_for(geometry))
+             memory_limit=checks.memory_limit(memory_limit), advice=advice_for(geometry))
         shape = projector.volume_shape
         self.out_shape = shape[1:] if single and not cone else shape
+        if out is not None:
+            checks.check_output(out, self.out_shape, inputs=dict(projections=projections))
+        self.out = out
         queue = projector.queue
         self.vectors = Vectors(projector.context, queue, projector.device)
         self.data = data  # (n_angles, rows, n_bins); on the device as `b` when asked
@@ -153,12 +158,17 @@ class _Run:
             method(*args, **kwargs)
         finally:
             self.progress.close()
-        return self.x.get(queue=self.projector.queue).reshape(self.out_shape)
+        volume = self.x.get(queue=self.projector.queue).reshape(self.out_shape)
+        if self.out is None:
+            return volume
+        self.out[...] = volume
+        return self.out
 
 
 @_pybp_names
 def sirt(projections, geometry, iterations, x0=None, nonnegative=False, mask=None,
-         circle=False, relaxation=1.0, callback=None, progress=False, device=None):
+         circle=False, relaxation=1.0, callback=None, progress=False, device=None, out=None,
+         memory_limit=None):
     """SIRT (ASTRA's ``SIRT_CUDA``/``SIRT3D_CUDA``): ``iterations`` of
     x += relaxation C A^T R (b - A x), R and C the inverse row and column sums of A (zero
     where a sum is zero), on one device.
@@ -171,12 +181,16 @@ def sirt(projections, geometry, iterations, x0=None, nonnegative=False, mask=Non
     (True: the reconstruction circle, or a radius in pixels) keep the pixels outside at
     their start (``circle``: parallel beam only). ``callback(iteration, volume)`` after
     each iteration (a copy to the host each time); ``progress`` shows iterations done on
-    standard error. Returns the float32 volume ``(rows, ny, nx)`` (``(ny, nx)`` for one
-    sinogram; cone beam: the geometry's ``(nz, ny, nx)``)."""
+    standard error. ``out``: an array of the volume's shape (float dtype) to hold the
+    result, returned; ``memory_limit``: the most bytes of the device's memory the method
+    keeps (default: 75% of the device's, as :func:`pybp.reconstruct`). Returns the
+    float32 volume ``(rows, ny, nx)`` (``(ny, nx)`` for one sinogram; cone beam: the
+    geometry's ``(nz, ny, nx)``). Several devices, or a Dask client, reconstruct slices
+    of parallel beam through :func:`pybp.reconstruct` ``(method="sirt")``."""
     relaxation = options.relaxation(relaxation)
     run = _Run("sirt", projections=projections, geometry=geometry, iterations=iterations,
                x0=x0, mask=mask, circle=circle, callback=callback, progress=progress,
-               device=device)
+               device=device, out=out, memory_limit=memory_limit)
     return run.solve(methods.sirt, run.projector.pair, run.vectors, run.b, run.x,
                      iterations=run.iterations, relaxation=relaxation,
                      nonnegative=bool(nonnegative), mask=run.mask, report=run.report)
@@ -184,7 +198,8 @@ def sirt(projections, geometry, iterations, x0=None, nonnegative=False, mask=Non
 
 @_pybp_names
 def sart(projections, geometry, iterations, subsets=None, x0=None, nonnegative=False,
-         mask=None, circle=False, relaxation=1.0, callback=None, progress=False, device=None):
+         mask=None, circle=False, relaxation=1.0, callback=None, progress=False, device=None,
+         out=None, memory_limit=None):
     """SART in ordered subsets (ASTRA's ``SART_CUDA`` with ``subsets=None``: one
     projection at a time): each iteration steps through ``subsets`` subsets of the
     angles in turn, subset k holding angles k, k + subsets, ..., and takes SIRT's step on
@@ -196,7 +211,7 @@ def sart(projections, geometry, iterations, subsets=None, x0=None, nonnegative=F
     order = options.subset_order(geometry.n_angles, subsets)
     run = _Run("sart", projections=projections, geometry=geometry, iterations=iterations,
                x0=x0, mask=mask, circle=circle, callback=callback, progress=progress,
-               device=device)
+               device=device, out=out, memory_limit=memory_limit)
     queue, pair = run.projector.queue, run.projector.pair
     parts = [pair.restricted(angles) for angles in order]
     b_parts = [cla.to_device(queue, np.ascontiguousarray(run.data[angles]).ravel())
@@ -208,7 +223,7 @@ def sart(projections, geometry, iterations, subsets=None, x0=None, nonnegative=F
 
 @_pybp_names
 def cgls(projections, geometry, iterations, x0=None, mask=None, circle=False, callback=None,
-         progress=False, device=None):
+         progress=False, device=None, out=None, memory_limit=None):
     """CGLS (ASTRA's ``CGLS_CUDA``/``CGLS3D_CUDA``): conjugate gradients on the normal
     equations, ``iterations`` of them, on one device; with ``mask`` or ``circle``, of
     A restricted to the pixels inside. Arguments and result as :func:`sirt`'s; there is
@@ -216,14 +231,14 @@ def cgls(projections, geometry, iterations, x0=None, mask=None, circle=False, ca
     either: take :func:`sirt`). Stops early at an exact least-squares solution."""
     run = _Run("cgls", projections=projections, geometry=geometry, iterations=iterations,
                x0=x0, mask=mask, circle=circle, callback=callback, progress=progress,
-               device=device)
+               device=device, out=out, memory_limit=memory_limit)
     return run.solve(methods.cgls, run.projector.pair, run.vectors, run.b, run.x,
                      iterations=run.iterations, mask=run.mask, report=run.report)
 
 
 @_pybp_names
 def tv(projections, geometry, iterations, weight, x0=None, nonnegative=False, mask=None,
-       circle=False, callback=None, progress=False, device=None):
+       circle=False, callback=None, progress=False, device=None, out=None, memory_limit=None):
     """Total-variation regularised least squares: ``iterations`` of Chambolle and Pock's
     primal-dual method on 1/2 ||A x - b||^2 + ``weight`` TV(x), on one device. TV is
     isotropic, the sum of each voxel's gradient length (forward differences): within
@@ -235,7 +250,7 @@ def tv(projections, geometry, iterations, weight, x0=None, nonnegative=False, ma
     weight = options.weight(weight)
     run = _Run("tv", projections=projections, geometry=geometry, iterations=iterations,
                x0=x0, mask=mask, circle=circle, callback=callback, progress=progress,
-               device=device)
+               device=device, out=out, memory_limit=memory_limit)
     projector = run.projector
     dims = 3 if isinstance(geometry, ConeGeometry) else 2
     variation = Variation(projector.context, projector.queue, projector.device,
@@ -256,3 +271,37 @@ def by_method(chosen: dict, projections, geometry, **kwargs):
     options = dict(chosen)
     name, iterations = options.pop("method"), options.pop("iterations")
     return BY_NAME[name](projections, geometry, iterations, **options, **kwargs)
+
+
+def cone_method(chosen: dict, projections, geometry: ConeGeometry, *, flats=None, darks=None,
+                log=None, rings=None, ring_options=None, phase=None, device=None,
+                memory_limit=None, progress=True, out=None):
+    """Cone beam's iterative method ``chosen`` (as :func:`by_method` takes it) of detector
+    data, what :func:`pybp.reconstruct` and the command run: the line integrals as
+    FDK's first phase makes them on ``device`` (:func:`pybp.cone.run.line_integrals`:
+    flats, darks, ``-log`` where ``log`` says, FDK's rule by default; ``rings``,
+    ``phase``), in host memory, then the method there. Where there is nothing to do to
+    them, the projections go to the method as they are."""
+    check_geometry(geometry)
+    checks.array_like(projections, "projections", (3,))
+    log = flats is not None if log is None else bool(log)
+    if flats is None and darks is not None:
+        raise ValueError("darks: given without flats; give both, or flats alone")
+    for name, frames in (("flats", flats), ("darks", darks)):
+        if frames is not None:
+            checks.frames(frames, name, geometry.detector_shape)
+    if phase is not None and not log:
+        raise ValueError("phase: retrieval works on the transmission, before -log; give "
+                         "flats (and darks) with the detector counts, or transmissions with "
+                         "log=True")
+    steps = dict(rings=rings, ring_options=ring_options, phase=phase)
+    if log or flats is not None or any(v is not None for v in steps.values()):
+        data, replaced = run.line_integrals(projections, geometry, [dict(device=device)],
+                                            flats=flats, darks=darks, log=log,
+                                            memory_limit=memory_limit, progress=progress,
+                                            **steps)
+        warn_replaced(replaced, int(np.prod(projections.shape)), stacklevel=3)
+    else:
+        data = projections
+    return by_method(chosen, data, geometry, device=device, progress=progress, out=out,
+                     memory_limit=memory_limit)

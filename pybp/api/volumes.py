@@ -20,8 +20,13 @@ import time
 import numpy as np
 
 from pybp import checks, distributed
+from pybp.api.cone import fdk
+from pybp.api.iterative import cone_method
 from pybp.centre import find_center
 from pybp.geometry.angles import in_radians
+from pybp.geometry.cone import ConeGeometry
+from pybp.geometry.parallel import Geometry
+from pybp.iterative import options as iterative_options
 from pybp.iterative.options import OPTION_NAMES
 from pybp.parallel import speed
 from pybp.parallel.prepare import Setup, team
@@ -30,18 +35,30 @@ from pybp.stages.normalize import warn_replaced
 from pybp.stream.team import Job
 
 
-def reconstruct(projections, angles, flats=None, darks=None, center=None, rows=None, out=None,
-                *, filter="ramp", padding="zero", log=True, progress=True, chunk_slices=None,
-                device=None, devices=None, client=None, context=None, queue=None, stats=None,
-                angle_unit=None, **options):
-    """Reconstruct detector rows ``rows=(first, stop)`` (default all) of a parallel-beam
-    scan by filtered back-projection; return the volume ``(stop - first, ny, nx)``.
+def reconstruct(projections, geometry=None, flats=None, darks=None, center=None, rows=None,
+                out=None, *, filter="ramp", padding="zero", log=True, progress=True,
+                chunk_slices=None, device=None, devices=None, client=None, context=None,
+                queue=None, stats=None, angle_unit=None, **options):
+    """Reconstruct a scan in ``geometry``: a :class:`pybp.ParallelGeometry`, a
+    :class:`pybp.ConeGeometry` (ASTRA's dicts: ``from_astra`` of either), or the
+    angles of a parallel-beam scan. By filtered back-projection (FDK for cone beam), or
+    an iterative ``method``; return the volume.
+
+    Parallel beam: detector rows ``rows=(first, stop)`` (default all), the volume
+    ``(stop - first, ny, nx)``. Cone beam: the geometry's volume ``(nz, ny, nx)``
+    (:func:`pybp.fdk`, or the iterative method of the line integrals; ``rows``,
+    ``center`` and ``chunk_slices`` are parallel beam's; ``short_scan``, ``params``,
+    ``planes`` in ``options`` as :func:`pybp.fdk` takes them). The options below mean
+    the same in both.
 
     - ``projections``: ``(n_angles, n_rows, n_bins)``, any integer or float dtype; NumPy
       arrays, memmaps, h5py datasets, or anything with ``shape``, ``dtype`` and slicing.
       Read a chunk of rows at a time, never whole.
-    - ``angles``: radians, one per projection (``angle_unit="deg"``: degrees; radians
-      spanning more than one turn are refused unless ``angle_unit="rad"`` says so).
+    - ``geometry``: a geometry, or the angles, radians, one per projection
+      (``angle_unit="deg"``: degrees; radians spanning more than one turn are refused
+      unless ``angle_unit="rad"`` says so). A geometry holds the angles, the axis and
+      the sizes: ``center`` (but ``"auto"``), ``angle_unit`` and the geometry's own
+      options are refused beside it.
     - ``flats``, ``darks``: ``(n_frames, n_rows, n_bins)`` (or one 2-D frame) each, or
       both None for data already normalised. Values are normalised as
       ``(p - mean dark) / (mean flat - mean dark)``; with ``log`` (default) the FBP is of
@@ -50,7 +67,7 @@ def reconstruct(projections, angles, flats=None, darks=None, center=None, rows=N
       (e.g. sinograms already taken the log of, as ``(n_angles, n_rows, n_bins)``).
     - ``center``: the axis' detector column (default ``(n_bins - 1) / 2``), or
       ``"auto"``: found from the data by :func:`pybp.find_center` (Vo's method refined
-      by the least negative slice).
+      by the least negative slice), also with a ParallelGeometry, in place of its own.
     - ``out``: where slices go (NumPy array, memmap, h5py dataset), of shape
       ``(stop - first, ny, nx)``, or ``(n_rows, ny, nx)`` for slices to land at their own
       row; float dtype. Nothing is written before every argument has been checked.
@@ -85,8 +102,28 @@ def reconstruct(projections, angles, flats=None, darks=None, center=None, rows=N
     them after; to reconstruct several volumes of one geometry, a
     :class:`Reconstructor` keeps them between calls.
     """
+    if geometry is None:  # the name before geometries, reconstruct(p, angles=...)
+        geometry = options.pop("angles", None)
+        if geometry is None:
+            raise TypeError("geometry: give the scan's geometry (pybp.ParallelGeometry, "
+                            "pybp.ConeGeometry) or its angles")
+    if isinstance(geometry, ConeGeometry):
+        parallel_only = dict(center=center, rows=rows, chunk_slices=chunk_slices,
+                             angle_unit=angle_unit, stats=stats)
+        given = [name for name, value in parallel_only.items() if value is not None]
+        if given:
+            raise ValueError(f"{given[0]}: {CONE_REFUSES[given[0]]}")
+        return _cone(projections, geometry, flats, darks, out, filter=filter, padding=padding,
+                     log=log, progress=progress, device=device, devices=devices, client=client,
+                     context=context, queue=queue, options=options)
     inputs = checks.projection_inputs(projections, flats, darks, rows)
     (n_angles, _, n_bins) = inputs[0]
+    if isinstance(geometry, Geometry) and (n_angles, n_bins) != (geometry.n_angles,
+                                                                 geometry.n_bins):
+        raise ValueError(f"projections: expected {geometry.n_angles} angles x rows x "
+                         f"{geometry.n_bins} bins (the geometry's), got "
+                         f"{tuple(projections.shape)}")
+    angles, center, angle_unit = _parallel(geometry, center, angle_unit, options)
     if np.ndim(angles) != 1 or len(angles) != n_angles:
         raise ValueError(f"angles: expected one per projection ({n_angles}, axis 0 of "
                          f"projections), got {np.shape(angles)}")
@@ -121,16 +158,24 @@ class Reconstructor:
 
     ``n_bins``, ``angles`` (radians), ``center`` and the keywords are those of
     :func:`reconstruct`, which is one call of a Reconstructor made for it and closed
-    after::
+    after; or a :class:`pybp.ParallelGeometry` in place of ``n_bins`` and ``angles``::
 
         with pybp.Reconstructor(2048, angles, center=1021.5, devices="all") as rec:
             for scan in scans:
                 rec.reconstruct(scan.projections, scan.flats, scan.darks, out=...)
     """
 
-    def __init__(self, n_bins, angles, center=None, *, filter="ramp", padding="zero",
+    def __init__(self, n_bins, angles=None, center=None, *, filter="ramp", padding="zero",
                  device=None, devices=None, client=None, context=None, queue=None,
                  angle_unit=None, method="fbp", iterations=None, **options):
+        if isinstance(n_bins, Geometry):
+            if angles is not None:
+                raise ValueError("angles: the geometry holds them; give a ParallelGeometry, "
+                                 "or n_bins and angles")
+            geometry, n_bins = n_bins, n_bins.n_bins
+            angles, center, angle_unit = _parallel(geometry, center, angle_unit, options)
+        elif angles is None:
+            raise TypeError("angles: give n_bins and the angles, or a pybp.ParallelGeometry")
         method_options = {name: options.pop(name) for name in OPTION_NAMES if name in options}
         if method != "fbp":
             if filter not in (None, "ramp"):  # the default is FBP's
@@ -226,6 +271,75 @@ class Reconstructor:
 
     def __exit__(self, *exc):
         self.close()
+
+
+# What cone beam's volume takes in place of parallel beam's options
+CONE_REFUSES = {
+    "center": "a ConeGeometry holds its detector (detector_offset of ConeGeometry.circular)",
+    "rows": "cone beam reconstructs the geometry's volume (volume_shape and volume_offset "
+            "choose it; planes=(first, stop) some of its z planes)",
+    "chunk_slices": "parallel beam's; cone beam takes memory_limit",
+    "angle_unit": "a ConeGeometry's angles are radians",
+    "stats": "parallel beam's",
+}
+# A ParallelGeometry's own options, refused beside it
+GEOMETRY_OPTIONS = ("slice_shape", "slice_offset", "angle_weights", "pixel_size", "voxel_size")
+
+
+def _parallel(geometry, center, angle_unit, options):
+    """``(angles, center, angle_unit)`` of a parallel-beam call, ``options`` given the
+    geometry's sizes where ``geometry`` is a :class:`pybp.ParallelGeometry` (else the
+    angles)."""
+    if not isinstance(geometry, Geometry):
+        return geometry, center, angle_unit
+    if angle_unit is not None:
+        raise ValueError("angle_unit: a ParallelGeometry's angles are radians")
+    for name in GEOMETRY_OPTIONS:
+        if name in options:
+            raise ValueError(f"{name}: the geometry holds it (pybp.ParallelGeometry's {name})")
+    if center is not None and not (isinstance(center, str) and center == "auto"):
+        raise ValueError("center: the geometry holds the axis (pybp.ParallelGeometry(..., "
+                         "center=)); center='auto' finds it from the data")
+    options.update(slice_shape=geometry.slice_shape, slice_offset=geometry.slice_offset,
+                   angle_weights=geometry.weights, pixel_size=geometry.pixel_size,
+                   voxel_size=geometry.voxel_size)
+    return geometry.angles, geometry.center if center is None else center, "rad"
+
+
+def _cone(projections, geometry, flats, darks, out, *, filter, padding, log, progress, device,
+          devices, client, context, queue, options):
+    """:func:`reconstruct` of a :class:`pybp.ConeGeometry`: FDK (:func:`pybp.fdk`), or an
+    iterative method of the line integrals on one device
+    (:func:`pybp.api.iterative.cone_method`)."""
+    method = options.pop("method", "fbp")
+    iterations = options.pop("iterations", None)
+    if method in ("fbp", "fdk"):
+        if iterations is not None:
+            raise ValueError("iterations: an option of the iterative methods; FDK takes none "
+                             "(method='sirt', 'sart', 'cgls' or 'tv')")
+        targets = {name: value for name, value in (("device", device), ("context", context),
+                                                   ("queue", queue)) if value is not None}
+        return fdk(projections, geometry, filter=filter, padding=padding, out=out, flats=flats,
+                   darks=darks, progress=progress, devices=devices, client=client, log=log,
+                   **targets, **options)
+    checks.choice("method", method, ("fbp", "fdk") + iterative_options.METHODS)
+    if filter not in (None, "ramp"):
+        raise ValueError(f"filter: FDK's window; {method} takes none")
+    for name, value in (("devices", devices), ("client", client), ("context", context),
+                        ("queue", queue)):
+        if value is not None:
+            raise ValueError(f"{name}: cone beam's {method} holds the whole volume on one "
+                             "device; give device")
+    chosen = {name: options.pop(name) for name in OPTION_NAMES if name in options}
+    chosen = dict(method=method, iterations=iterations,
+                  **iterative_options.check_options(method, iterations, chosen))
+    steps = {name: options.pop(name) for name in ("rings", "ring_options", "phase",
+                                                  "memory_limit") if name in options}
+    for name in options:
+        raise TypeError(f"{name}: not an option of pybp.reconstruct's cone-beam {method}; "
+                        f"{STREAM_HINTS.get(name, 'its docstring lists them')}")
+    return cone_method(chosen, projections, geometry, flats=flats, darks=darks, log=log,
+                       device=device, progress=progress, out=out, **steps)
 
 
 # Options of the methods' own calls (pybp.sirt and the others) that the stream has no

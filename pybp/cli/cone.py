@@ -191,7 +191,7 @@ class _Iterative:
     """The volume of cone beam's iterative ``method`` (:func:`chosen`), made once when
     first asked: the scan's line integrals in host memory as FDK's first phase makes them
     on ``device`` (flats, darks, ``-log``, and ``steps``: rings, phase;
-    :func:`pybp.cone.run.line_integrals`), then :func:`pybp.sirt` or another there. A
+    :func:`pybp.api.iterative.cone_method`), then :func:`pybp.sirt` or another there. A
     resumed run makes the whole volume again and writes what is missing: the same device
     gives the same bits."""
 
@@ -213,14 +213,10 @@ class _Iterative:
 
     def volume(self):
         if self._volume is None:
-            scan, args = self.scan, self.args
-            data, replaced = _checked(
-                run.line_integrals, scan.projections, self.geometry, [dict(device=self.device)],
-                flats=self.flats, darks=self.darks, memory_limit=args.memory_limit,
-                progress=not args.quiet, **self.steps)
-            warn_replaced(replaced, int(np.prod(scan.shape)))
-            self._volume = api_iterative.by_method(self.method, data, self.geometry,
-                                                   device=self.device, progress=not args.quiet)
+            self._volume = _checked(
+                api_iterative.cone_method, self.method, self.scan.projections, self.geometry,
+                flats=self.flats, darks=self.darks, device=self.device,
+                memory_limit=self.args.memory_limit, progress=not self.args.quiet, **self.steps)
         return self._volume
 
 

@@ -53,8 +53,9 @@ class _StoreRows:
 def reconstruct(projections, geometry: ConeGeometry, out, targets, *, filter="ramp",
                 padding="zero", short_scan=None, flats=None, darks=None, rings=None,
                 ring_options=None, phase=None, memory_limit=None, params=None, planes=None,
-                progress=True, stats=None) -> int:
-    """FDK of ``projections`` (line integrals; counts where ``flats`` are given) into
+                progress=True, stats=None, log=None) -> int:
+    """FDK of ``projections`` (line integrals; counts where ``flats`` are given; ``log``
+    as :func:`line_integrals` takes it) into
     ``out`` (the volume, or its ``planes``) on ``targets`` (dicts of ``device``,
     ``context`` or ``queue``), with ``rings``/``ring_options`` and ``phase`` as for
     :func:`pybp.reconstruct`; returns how many values the flat-field rule replaced.
@@ -67,7 +68,7 @@ def reconstruct(projections, geometry: ConeGeometry, out, targets, *, filter="ra
     shape = _store_shape(geometry, count, "filtered line integrals")
     size = 4 * int(np.prod(shape))
     opened = _opened(targets)
-    log, darks = _flat_field(geometry, flats, darks)
+    log, darks = _flat_field(geometry, flats, darks, log)
     staging = None
     if PINNED_STORE:
         first = opened[0]
@@ -113,11 +114,12 @@ def _store_shape(geometry, count, what) -> tuple:
     return shape
 
 
-def _flat_field(geometry, flats, darks) -> tuple:
-    """``(log, darks)``: counts with ``flats`` are normalised and taken ``-log`` of,
-    against zero darks where none are given."""
-    log = flats is not None
-    if log and darks is None:
+def _flat_field(geometry, flats, darks, log=None) -> tuple:
+    """``(log, darks)``: counts with ``flats`` are normalised against zero darks where
+    none are given; ``-log`` is taken where ``log`` says (None: where flats are given,
+    FDK's rule; True without flats: the projections are transmissions)."""
+    log = flats is not None if log is None else bool(log)
+    if flats is not None and darks is None:
         darks = np.zeros(geometry.detector_shape, np.float32)
     return log, darks
 
@@ -133,16 +135,18 @@ def _opened(targets) -> list:
 
 def line_integrals(projections, geometry: ConeGeometry, targets, *, flats=None, darks=None,
                    rings=None, ring_options=None, phase=None, memory_limit=None,
-                   progress=True):
+                   progress=True, log=None):
     """``(line integrals, values the flat-field rule replaced)``: the line integrals of
     ``projections`` ``(n_angles, n_rows, n_cols)`` (counts where ``flats`` are given) in
     host memory, float32, made on ``targets`` as FDK's first phase makes them
     (normalisation, ``-log``, ``phase``, ``rings``), without its weights and filter:
-    what cone beam's iterative methods start from."""
+    what cone beam's iterative methods start from. ``log``: whether ``-log`` is taken
+    (default: where flats are given; True without flats: of the values, transmissions).
+    """
     n_rows = geometry.detector_shape[0]
     store = np.zeros(_store_shape(geometry, n_rows, "line integrals"), np.float32)
     opened = _opened(targets)
-    log, darks = _flat_field(geometry, flats, darks)
+    log, darks = _flat_field(geometry, flats, darks, log)
 
     def normalising(target):
         return Filtering(geometry, None, "zero", None, rings, ring_options, phase,

@@ -25,6 +25,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from pybp.checks import float_array, in_length_range, positive_int, positive_length
+from pybp.geometry import astra
 from pybp.geometry.angles import in_radians
 
 CORNERS = np.array([(a, b, c) for a in (-0.5, 0.5) for b in (-0.5, 0.5) for c in (-0.5, 0.5)])
@@ -146,37 +147,28 @@ class ConeGeometry:
     @classmethod
     def _from_astra_dicts(cls, proj_geom, vol_geom):
         """:meth:`from_astra` of ASTRA's dicts."""
-        if not isinstance(vol_geom, dict) or not {"GridColCount", "GridRowCount",
-                                                   "GridSliceCount"} <= set(vol_geom):
-            raise ValueError("vol_geom: expected ASTRA's 3-D volume geometry "
-                             "(astra.create_vol_geom(rows, columns, slices)) with the proj_geom")
-        shape = tuple(int(vol_geom[key]) for key in ("GridSliceCount", "GridRowCount",
-                                                     "GridColCount"))
-        window = vol_geom.get("option", {})
-        sizes, centre = [], []
-        for axis, n in zip("XYZ", shape[::-1]):
-            low = float(window.get(f"WindowMin{axis}", -n / 2))
-            high = float(window.get(f"WindowMax{axis}", n / 2))
-            sizes.append((high - low) / n)
-            centre.append((high + low) / 2)
+        shape, sizes, centre = astra.volume_window(vol_geom, 3)
         if not np.allclose(sizes, sizes[0], rtol=1e-9, atol=0):
             raise ValueError(f"vol_geom: voxels of {sizes[0]:g} x {sizes[1]:g} x {sizes[2]:g} "
                              f"(x, y, z); pybp's cone-beam volumes take cubes")
-        kind = proj_geom.get("type")
-        try:
-            detector = (int(proj_geom["DetectorRowCount"]), int(proj_geom["DetectorColCount"]))
-            if kind == "cone":
-                return cls.circular(
-                    proj_geom["ProjectionAngles"], detector,
-                    (proj_geom["DetectorSpacingY"], proj_geom["DetectorSpacingX"]),
-                    proj_geom["DistanceOriginSource"], proj_geom["DistanceOriginDetector"],
-                    shape, sizes[0], volume_offset=centre, angle_unit="rad")
-            if kind == "cone_vec":
-                return cls.from_astra(proj_geom["Vectors"], detector, shape, sizes[0], centre)
-        except KeyError as missing:
-            raise ValueError(f"proj_geom: ASTRA's {kind!r} geometry lacks {missing}") from None
-        raise ValueError(f"proj_geom: type {kind!r}; a ConeGeometry takes ASTRA's 'cone' and "
-                         f"'cone_vec' (parallel3d is pybp.ParallelGeometry's, not yet imported)")
+        kind = astra.kind(proj_geom)
+        if kind not in ("cone", "cone_vec"):
+            other = (" (parallel beam: pybp.ParallelGeometry.from_astra)"
+                     if kind and kind.startswith("parallel") else "")
+            raise ValueError(f"proj_geom: type {kind!r}; a ConeGeometry takes ASTRA's 'cone' "
+                             f"and 'cone_vec'{other}")
+        detector = (int(astra.field(proj_geom, "DetectorRowCount")),
+                    int(astra.field(proj_geom, "DetectorColCount")))
+        if kind == "cone":
+            return cls.circular(
+                astra.field(proj_geom, "ProjectionAngles"), detector,
+                (astra.field(proj_geom, "DetectorSpacingY"),
+                 astra.field(proj_geom, "DetectorSpacingX")),
+                astra.field(proj_geom, "DistanceOriginSource"),
+                astra.field(proj_geom, "DistanceOriginDetector"),
+                shape, sizes[0], volume_offset=centre, angle_unit="rad")
+        return cls.from_astra(astra.field(proj_geom, "Vectors"), detector, shape, sizes[0],
+                              centre)
 
     @classmethod
     def from_matrices(cls, matrices, detector_shape, volume_shape, voxel_size,

@@ -18,6 +18,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from pybp.checks import float_array, positive_int, positive_length
+from pybp.geometry import astra
 from pybp.geometry.angles import gap_weights, in_radians
 
 FIXED_BITS = 32  # fraction bits of Geometry.fixed_constants
@@ -246,8 +247,102 @@ class ParallelGeometry(Geometry):
         for name in self.__dataclass_fields__:
             object.__setattr__(self, name, getattr(made, name))
 
+    @classmethod
+    def from_astra(cls, proj_geom, vol_geom):
+        """ASTRA's own geometry dicts in one line: a ``parallel`` or ``parallel_vec``
+        projection geometry with a 2-D volume geometry, or a ``parallel3d`` or
+        ``parallel3d_vec`` one with a 3-D volume geometry (``astra.create_proj_geom``,
+        ``astra.create_vol_geom``; the window gives the voxel size and the slice
+        offset). ASTRA's sinograms ``(n_angles, n_bins)`` are pybp's; its 3-D projections
+        are ``(rows, angles, columns)``, pybp's ``(angles, rows, columns)``:
+        ``data.transpose(1, 0, 2)``. Volumes are the same arrays in both.
+
+        pybp's parallel beam is a slice per detector row, its rays across the rotation
+        axis: vector rows are taken where each ray is horizontal, the detector's column
+        step ``u`` horizontal, at right angles to the ray and of one length, and its row
+        step ``v`` straight up, as long as a voxel, its rows the volume's slices. Others
+        (laminography, a tilted detector) are refused by name. The detector's shift along
+        ``u`` is each angle's ``center``. ASTRA's 3-D volumes run y the other way about
+        from its 2-D ones (pybp.geometry.astra): a ``parallel3d`` angle t is pybp's -t."""
+        name = astra.kind(proj_geom)
+        if name not in ("parallel", "parallel_vec", "parallel3d", "parallel3d_vec"):
+            other = (" (cone beam: pybp.ConeGeometry.from_astra)"
+                     if name in ("cone", "cone_vec") else "")
+            raise ValueError(f"proj_geom: type {name!r}; a ParallelGeometry takes ASTRA's "
+                             f"'parallel', 'parallel_vec', 'parallel3d' and 'parallel3d_vec'"
+                             f"{other}")
+        dims = 3 if name.startswith("parallel3d") else 2
+        shape, sizes, centre = astra.volume_window(vol_geom, dims)
+        if not np.isclose(sizes[0], sizes[1], rtol=1e-9, atol=0):
+            raise ValueError(f"vol_geom: voxels of {sizes[0]:g} x {sizes[1]:g} (x, y); pybp's "
+                             "slices take squares")
+        voxel = float(sizes[0])
+        rows, n_rows, n_bins = astra.parallel_vectors(proj_geom)
+        ray, d, u, v = (rows[:, 3 * a:3 * a + 3] for a in range(4))
+        _check_parallel_rows(ray, u, v)
+        pixel = np.hypot(u[:, 0], u[:, 1])
+        if np.ptp(pixel) > 1e-9 * pixel.max():
+            raise ValueError(f"proj_geom: detector columns of {pixel.min():g} to "
+                             f"{pixel.max():g}; pybp's parallel beam takes one width")
+        if dims == 3:
+            _check_slices(d, v, n_rows, shape[0], sizes[2], centre[2])
+        # a point X meets column (n_bins - 1) / 2 + (X - d) . u / |u|^2
+        center = (n_bins - 1) / 2 - np.einsum("ij,ij->i", d[:, :2], u[:, :2]) / pixel ** 2
+        if np.ptp(center) <= 1e-9 * n_bins:
+            center = float(center[0])
+        # pybp's h grows with fx cos(a) - fy sin(a), fy down the slice's rows: ASTRA's
+        # 2-D angle as it is (its y runs up the rows), its 3-D angle negated
+        sign = 1.0 if dims == 2 else -1.0
+        if name in ("parallel", "parallel3d"):
+            angles = sign * np.asarray(proj_geom["ProjectionAngles"], np.float64).ravel()
+        else:
+            angles = sign * np.unwrap(np.arctan2(u[:, 1], u[:, 0]))
+        return cls(angles, n_bins, center, shape[-2:],
+                   (-sign * centre[1] / voxel, centre[0] / voxel),
+                   pixel_size=float(pixel.mean()), voxel_size=voxel, angle_unit="rad")
+
     def __repr__(self):
         sizes = ("" if self.pixel_size == self.voxel_size == 1 else
                  f", pixel_size={self.pixel_size:g}, voxel_size={self.voxel_size:g}")
         return (f"ParallelGeometry({self.n_angles} angles, n_bins={self.n_bins}, "
                 f"slice_shape={self.slice_shape}{sizes})")
+
+
+def _check_parallel_rows(ray, u, v):
+    """ASTRA vector rows pybp's parallel beam can take, or an error naming the first
+    projection that it cannot (:meth:`ParallelGeometry.from_astra`)."""
+    ray_length = np.linalg.norm(ray, axis=1)
+    u_length = np.linalg.norm(u, axis=1)
+    tests = (
+        (ray_length > 0, "the ray direction is zero"),
+        (u_length > 0, "the detector's column step u is zero"),
+        (np.abs(ray[:, 2]) <= 1e-9 * ray_length,
+         "the rays leave the horizontal plane (laminography): not yet modelled"),
+        (np.abs(u[:, 2]) <= 1e-9 * u_length,
+         "the detector's columns are tilted out of the horizontal plane"),
+        (np.abs(np.einsum("ij,ij->i", ray, u)) <= 1e-9 * ray_length * u_length,
+         "the detector's columns are not at right angles to the rays"),
+        (np.abs(v[:, :2]).max(axis=1) <= 1e-9 * np.abs(v[:, 2]),
+         "the detector's row step v is not straight up the rotation axis"),
+    )
+    for ok, what in tests:
+        bad = np.flatnonzero(~ok)
+        if bad.size:
+            raise ValueError(f"proj_geom: projection {bad[0]}: {what}; pybp's "
+                             "ParallelGeometry is a slice per detector row")
+
+
+def _check_slices(d, v, n_rows, n_slices, height, centre_z):
+    """A 3-D geometry's detector rows are the volume's slices: as many, as tall, at the
+    same heights; or an error saying which differs."""
+    step = v[:, 2]
+    if n_rows != n_slices:
+        raise ValueError(f"vol_geom: {n_slices} slices for {n_rows} detector rows; pybp's "
+                         "parallel beam makes a slice per row (give GridSliceCount = "
+                         "DetectorRowCount)")
+    if not np.allclose(step, height, rtol=1e-9, atol=0):
+        raise ValueError(f"proj_geom: detector rows {step.min():g} high, voxels {height:g}; "
+                         "pybp's parallel beam makes a slice per row, as high as a voxel")
+    if np.abs(d[:, 2] - centre_z).max() > 1e-6 * height:
+        raise ValueError("proj_geom: the detector's rows are not at the volume's slices' "
+                         "heights (its centre's z against the window's)")
