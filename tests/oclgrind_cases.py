@@ -118,7 +118,7 @@ def main(mode):
     # The matched pair: 9 slices, stacks of 8 and a group of 1 beside 7 zeros.
     case("pair-parallel")
     geometry = pybp.ParallelGeometry(angles, N_BINS, slice_shape=SHAPE)
-    projector = pybp.Projector(geometry, rows=9, device=device)
+    projector = pybp.Projector(geometry, slices=9, device=device)
     x = rng.standard_normal(projector.volume_shape).astype(np.float32)
     y = rng.standard_normal(projector.projection_shape).astype(np.float32)
     forward = reference.relative_rms(projector.forward(x), reference.forward_project(x, geometry))

@@ -244,7 +244,7 @@ def test_parallel_geometry_from_astra_is_astras(cl_device, case):
     inner = want > 0.2 * want.max()
 
     def error(geometry):
-        got = pybp.Projector(geometry, rows=len(volume), device=cl_device).forward(volume)
+        got = pybp.Projector(geometry, slices=len(volume), device=cl_device).forward(volume)
         got = got.reshape(want.shape)
         return float(np.linalg.norm((got - want)[inner]) / np.linalg.norm(want[inner]))
 

@@ -36,13 +36,13 @@ def test_a_projector_is_used_as_astras_optomo(cl_device, rng):
         P @ x
 
 
-def test_a_projector_refuses_nan_and_says_to_pass_rows(cl_device):
+def test_a_projector_refuses_nan_and_says_to_pass_slices(cl_device):
     P = pybp.Projector(GEOMETRY, device=cl_device)
     with pytest.raises(ValueError, match=r"volume: expected shape \(1, 30, 36\), got "
                                          r"\(8, 30, 36\): 8 slices, where this Projector "
-                                         "takes 1; make one with rows=8"):
+                                         "takes 1; make one with slices=8"):
         P.forward(np.zeros((8, 30, 36), np.float32))
-    with pytest.raises(ValueError, match="projections: .*: 3 slices, .* rows=3"):
+    with pytest.raises(ValueError, match="projections: .*: 3 slices, .* slices=3"):
         P.backward(np.zeros((20, 3, 40), np.float32))
     bad = np.zeros((30, 36), np.float32)
     bad[3, 4] = np.nan

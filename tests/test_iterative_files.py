@@ -4,9 +4,11 @@ their own problem, so any chunks, two pipelines, Dask workers, a file and ``--re
 give the bits of one call of the method (pybp.sirt and the others); cone beam's command
 gives those of the method on the float64-normalised line integrals."""
 
+import dataclasses
 import json
 import signal
 
+import h5py
 import numpy as np
 import pytest
 import tifffile
@@ -263,3 +265,76 @@ def test_the_working_set_the_plan_counts_holds_what_a_chunk_allocates(method, sc
         copies = 4 * project.stacked_rows(count) * (2 * n_bins * n_bins + n_angles * n_bins)
         limit = count * 4 * (volumes * n_bins * n_bins + sets * n_angles * n_bins) + copies
         assert 0 < used <= limit, (method, count, used, limit)
+
+
+def test_iterative_chunks_are_sized_by_time(cl_device):
+    """An iterative chunk is one long call: its rows are bounded by about CHUNK_SECONDS
+    of the device's work (never fewer than a work-item's rows). Before, 64 slices of 256^2 on a 2-core CPU were one chunk of 30 s,
+    whose Ctrl-C lost everything and which a second device never shared."""
+    from pybp.cl.device import describe
+    from pybp.parallel import iterate, project
+
+    n = 128
+    angles = np.linspace(0, np.pi, n, endpoint=False)
+    data = np.random.default_rng(0).random((n, 16, n)).astype(np.float32)
+    stats = {}
+    pybp.reconstruct(data, angles, method="sirt", iterations=20, log=False, stats=stats,
+                     device=cl_device, progress=False)
+    bound = iterate.most_rows(describe(cl_device), pybp.ParallelGeometry(angles, n), "sirt", 20)
+    assert stats["chunk_slices"] == min(bound, 16)
+    if describe(cl_device).type == "cpu":
+        assert bound == project.ROWS_PER_ITEM  # one chunk of 16 before
+    # a GPU of 132 units: 4096^2 from 4096 angles takes a work-item's 8 rows a chunk,
+    # 2048^2 from 2048 angles 24 (about 4 s at the rate guessed; 2.3 s on the H200),
+    # 1024^2 the most, 64
+    gpu = dataclasses.replace(describe(cl_device), type="gpu", compute_units=132)
+    for size, rows in ((4096, 8), (2048, 24), (1024, 64)):
+        g = pybp.ParallelGeometry(np.linspace(0, np.pi, size, endpoint=False), size)
+        assert iterate.most_rows(gpu, g, "sirt", 10) == rows
+
+
+def test_an_interrupted_cone_method_resumes_from_its_state(cone_scan, tmp_path, cl_device,
+                                                           capsys, monkeypatch):
+    """The cone command keeps its method's state beside the output: Ctrl-C after
+    iteration 3 of 5, then --resume, continues from the state after iteration 2 (not
+    from 0, as before) to the bits of one run; the state is gone at the end; a fresh
+    run beside a state left behind is refused, and --overwrite starts again."""
+    from pybp.api import iterative as api_iterative
+    from pybp.cli.cone import state_path
+    from pybp.iterative import checkpoint as kept
+
+    monkeypatch.setattr(kept, "CHECKPOINT_SECONDS", 0.0)
+    monkeypatch.setattr(kept, "WRITE_SHARE", float("inf"))
+    path, geometry_path = cone_scan
+    argv = ["reconstruct", str(path), "--geometry", str(geometry_path), "--method", "sirt",
+            "--iterations", "5", "--device", cl_device.name, "--quiet"]
+    whole = tmp_path / "whole.h5"
+    assert cli.main(argv[:2] + ["-o", str(whole)] + argv[2:]) == 0
+    out = tmp_path / "volume.h5"
+    report = api_iterative._Run.report
+    started, armed = [], [True]
+
+    def stopping(self, iteration, x):
+        started.append(iteration)
+        if iteration == 3 and armed:
+            armed.clear()
+            raise KeyboardInterrupt
+        report(self, iteration, x)
+
+    monkeypatch.setattr(api_iterative._Run, "report", stopping)
+    assert cli.main(argv[:2] + ["-o", str(out)] + argv[2:]) == 130
+    assert state_path(out).exists()
+    capsys.readouterr()
+    other = tmp_path / "other.h5"
+    state_path(other).write_bytes(b"left behind")
+    assert_one_line(capsys, cli.main(argv[:2] + ["-o", str(other)] + argv[2:]),
+                    "--resume", "holds the state of an interrupted --method run")
+    assert not other.exists() and state_path(other).exists()
+    assert cli.main(argv[:2] + ["-o", str(other)] + argv[2:] + ["--overwrite"]) == 0
+    assert not state_path(other).exists()
+    started.clear()
+    assert cli.main(argv[:2] + ["-o", str(out)] + argv[2:] + ["--resume"]) == 0
+    assert started == [3, 4]  # from the state after iteration 2
+    assert not state_path(out).exists()
+    with h5py.File(whole) as a, h5py.File(out) as b:
+        np.testing.assert_array_equal(b["slices"][()], a["slices"][()])

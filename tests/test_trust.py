@@ -7,6 +7,9 @@ happen: a short write, a kill just after a partial file was made, slow writes.""
 import _thread
 import errno
 import json
+import signal
+import subprocess
+import sys
 import threading
 import time
 import warnings
@@ -252,6 +255,46 @@ def test_the_exit_waits_for_builds_and_passes_over_one_never_started(monkeypatch
     running.start()
     codegen._wait_for_builds()
     assert finished.is_set()
+
+
+def test_a_long_build_is_said_in_a_log_too(monkeypatch, capsys):
+    """The notice of a long build goes to standard error where it is a pipe or a file, not
+    on a terminal only: piped to a log, a first run was 12.6 s of silence."""
+    monkeypatch.delenv("PYBP_BUILD_NOTICE", raising=False)
+    monkeypatch.setattr(codegen, "BUILD_NOTICE_SECONDS", 0.05)
+    monkeypatch.setattr(codegen, "_NOTICED", threading.Event())
+    codegen.interruptible(lambda: time.sleep(0.3), type("D", (), {"name": "test"})())
+    assert "pybp: building the OpenCL kernels for test (the first time only" in \
+        capsys.readouterr().err
+    monkeypatch.setenv("PYBP_BUILD_NOTICE", "0")
+    monkeypatch.setattr(codegen, "_NOTICED", threading.Event())
+    codegen.interruptible(lambda: time.sleep(0.3), type("D", (), {"name": "test"})())
+    assert capsys.readouterr().err == ""
+
+
+def test_a_script_interrupted_in_a_build_ends_at_once(tmp_path):
+    """A script (the Python API, not the command) whose Ctrl-C comes during a kernel
+    build ends within a second, killed by SIGINT as Python ends an interrupted script,
+    its output flushed: it waited 2.2 to 7.4 s for the build, which cannot be stopped,
+    to end."""
+    script = tmp_path / "script.py"
+    script.write_text(
+        "import sys, time\n"
+        "from pybp.cl import codegen\n"
+        "print('before')  # a pipe: buffered until the end flushes it\n"
+        "def build():\n"
+        "    print('building', file=sys.stderr, flush=True)\n"
+        "    time.sleep(20)\n"
+        "codegen.interruptible(build, type('D', (), {'name': 'test'})())\n")
+    process = subprocess.Popen([sys.executable, str(script)], stdout=subprocess.PIPE,
+                               stderr=subprocess.PIPE, text=True)
+    assert process.stderr.readline() == "building\n"
+    started = time.perf_counter()
+    process.send_signal(signal.SIGINT)
+    out, err = process.communicate(timeout=30)
+    assert time.perf_counter() - started < 1.0
+    assert process.returncode == -signal.SIGINT, err
+    assert out == "before\n" and "KeyboardInterrupt" in err
 
 
 # ---- 4. silently wrong results become errors ------------------------------------------

@@ -72,7 +72,7 @@ def test_parallel_forward_projection_is_line_integrals(cl_device, voxel_size, is
     bins of half, one and two voxels, with voxels of 0.5 and 2 units: the line
     integrals in the geometry's units, against their analytic values."""
     g = scan(voxel_size, iso)
-    projector = pybp.Projector(g, rows=2, device=cl_device)
+    projector = pybp.Projector(g, slices=2, device=cl_device)
     radius = RADIUS * voxel_size
     volume = np.stack([disc(g, radius), gaussian(g, radius / 2)]).astype(np.float32)
     got = projector.forward(volume)

@@ -7,7 +7,9 @@ CGLS3D_CUDA; and ASTRA's FP3D, BP3D and SIRT3D times on the standard case.
 On the GPU machine, with ../shared/peers copied to .peers (its README):
 
     source .peers/cuda_libs.sh; .peers/astra/run_astra.sh tuning/cone_units.py
+    .peers/astra/run_astra.sh tuning/cone_units.py --methods-only --sirt 100 300 --cgls 30 60
 """
+import argparse
 import statistics
 import time
 
@@ -77,6 +79,20 @@ def compare(name, geometry, vg, pg, volume):
 
 
 def main():
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--methods-only", action="store_true",
+                        help="only SIRT and CGLS against the phantom")
+    parser.add_argument("--sirt", type=int, nargs="+", default=[100], help="iterations")
+    parser.add_argument("--cgls", type=int, nargs="+", default=[30], help="iterations")
+    args = parser.parse_args()
+    if not args.methods_only:
+        projections()
+    methods(args.sirt, args.cgls)
+    if not args.methods_only:
+        astra_times()
+
+
+def projections():
     say("## pybp's forward projection beside ASTRA's FP3D_CUDA (same volume)")
     say("| case | sum pybp / ASTRA | relative RMS |")
     say("| --- | --- | --- |")
@@ -111,6 +127,8 @@ def main():
     gv = pybp.ConeGeometry.from_astra(vectors, (200, 240), (128,) * 3, 1.0)
     compare("cone_vec, 128^3, the detector tilted 0.02 rad", gv, vg2, pgv, small)
 
+
+def methods(sirt_iterations, cgls_iterations):
     say("\n## SIRT and CGLS of ASTRA's projections of a phantom: relative RMS to the phantom")
     say("256^3 from 90 projections of 480 x 624 (pixels of 1, source 500, detector 250)")
     n2 = 256
@@ -124,7 +142,9 @@ def main():
     ours_data = np.ascontiguousarray(data.transpose(1, 0, 2))
     say("| method | ASTRA | pybp | pybp / ASTRA |")
     say("| --- | --- | --- | --- |")
-    for alg, iterations in (("SIRT3D_CUDA", 100), ("CGLS3D_CUDA", 30)):
+    runs = [("SIRT3D_CUDA", n) for n in sirt_iterations] + \
+        [("CGLS3D_CUDA", n) for n in cgls_iterations]
+    for alg, iterations in runs:
         theirs = np.zeros_like(truth)
         astra_run(alg, vg3, pg3, theirs, data.copy(), iterations)
         method = pybp.sirt if alg.startswith("SIRT") else pybp.cgls
@@ -133,6 +153,13 @@ def main():
         e_o = np.linalg.norm(ours - truth) / np.linalg.norm(truth)
         say(f"| {alg} x {iterations} | {e_t:.4f} | {e_o:.4f} | {e_o / e_t:.3f} |")
 
+
+def astra_times():
+    n, rows, cols, na = 512, 960, 1248, 496
+    angles = np.linspace(0, 2 * np.pi, na, endpoint=False)
+    vg = astra.create_vol_geom(n, n, n)
+    pg = astra.create_proj_geom("cone", 0.6, 0.6, rows, cols, angles, 1500.0, 900.0)
+    volume = phantom(n, points=1)
     say("\n## ASTRA on the standard case, GPU arrays (median of 3)")
     V = cp.asarray(volume)
     P = cp.zeros((rows, na, cols), cp.float32)

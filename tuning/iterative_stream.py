@@ -23,7 +23,8 @@ def main():
     parser.add_argument("--rows", type=int, default=256, help="slices")
     parser.add_argument("--angles", type=int, default=1024)
     parser.add_argument("--iterations", type=int, default=10)
-    parser.add_argument("--chunk-slices", type=int, default=64)
+    parser.add_argument("--chunk-slices", type=int, default=None,
+                        help="rows a chunk (default: pybp's, about 2 s of work each)")
     parser.add_argument("--device", default=None)
     args = parser.parse_args()
     angles = np.linspace(0, np.pi, args.angles, endpoint=False)
@@ -38,9 +39,10 @@ def main():
     print(f"pybp.sirt, one call: {time.perf_counter() - tick:.2f} s for {args.rows} slices "
           f"of {args.size}^2 from {args.angles} angles, {args.iterations} iterations")
     tick = time.perf_counter()
+    stats = {}
     streamed = pybp.reconstruct(data, angles, iterations=args.iterations,
-                                chunk_slices=args.chunk_slices, **options)
-    print(f"pybp.reconstruct(method='sirt'), chunks of {args.chunk_slices}: "
+                                chunk_slices=args.chunk_slices, stats=stats, **options)
+    print(f"pybp.reconstruct(method='sirt'), chunks of {stats['chunk_slices']}: "
           f"{time.perf_counter() - tick:.2f} s; the same bits: {np.array_equal(one, streamed)}")
 
 

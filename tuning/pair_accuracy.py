@@ -54,7 +54,7 @@ def cone(name, geometry):
 def main():
     for name, geometry in GEOMETRIES.items():
         rng = np.random.default_rng(0)
-        projector = pybp.Projector(geometry, rows=2)
+        projector = pybp.Projector(geometry, slices=2)
         x = rng.standard_normal(projector.volume_shape).astype(np.float32)
         y = rng.standard_normal(projector.projection_shape).astype(np.float32)
         ax, aty = projector.forward(x), projector.backward(y)

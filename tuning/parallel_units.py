@@ -55,7 +55,7 @@ def compare(name, pg, vg, volume):
     theirs = np.zeros((pg["DetectorRowCount"], g.n_angles, pg["DetectorColCount"]), np.float32)
     astra_run("FP3D_CUDA", vg, pg, volume, theirs)
     theirs = theirs.transpose(1, 0, 2)
-    ours = pybp.Projector(g, rows=len(volume)).forward(volume)
+    ours = pybp.Projector(g, slices=len(volume)).forward(volume)
     scale = ours.sum(dtype=np.float64) / theirs.sum(dtype=np.float64)
     rms = np.linalg.norm(ours - theirs) / np.linalg.norm(theirs)
     mirrored = np.linalg.norm(ours[:, :, ::-1] - theirs) / np.linalg.norm(theirs)

@@ -60,7 +60,7 @@ def main():
             volume = np.stack([disc(g, radius), gaussian(g, radius / 2)]).astype(np.float32)
             chords, integrals = disc_chords(g, radius), gaussian_integrals(g, radius / 2)
             inner, central = chords[0] > 1.2 * radius, int(round(g.center[0]))
-            ours = pybp.Projector(g, rows=2).forward(volume)
+            ours = pybp.Projector(g, slices=2).forward(volume)
             rows = [("pybp", ours[:, 0], ours[:, 1])]
             if astra is not None:
                 theirs = [astra_projections(volume[k], g) for k in range(2)]

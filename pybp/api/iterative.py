@@ -5,16 +5,18 @@ regularised least squares, on one device, with the matched pair of
 
 from __future__ import annotations
 
+import dataclasses
 import functools
 
 import numpy as np
 import pyopencl.array as cla
 
-from pybp import checks
+from pybp import __version__, checks
 from pybp.api.projector import Projector, advice_for, check_geometry, fits, scratch_bytes
 from pybp.cone import run
 from pybp.geometry.cone import ConeGeometry
 from pybp.iterative import methods, options
+from pybp.iterative.checkpoint import Checkpoint, digest
 from pybp.iterative.tv import Variation
 from pybp.iterative.vectors import Vectors
 from pybp.stages.normalize import warn_replaced
@@ -79,7 +81,8 @@ class _Run:
     start, the mask, and the report of each iteration (progress, callback)."""
 
     def __init__(self, name, *, projections, geometry, iterations, x0, mask, circle, callback,
-                 progress, device, out=None, memory_limit=None):
+                 progress, device, out=None, memory_limit=None, steps_before=0,
+                 checkpoint=None, options=None):
         check_geometry(geometry)
         self.iterations = _iterations(name, iterations)
         if isinstance(projections, cla.Array):  # as the Projector takes them; the method
@@ -138,8 +141,25 @@ class _Run:
             raise TypeError(f"callback: expected a function (iteration, volume), got "
                             f"{type(callback).__name__}")
         self.callback = callback
-        self.progress = Progress(self.iterations, 2 * projector.pair.updates(), progress,
-                                 what="iterations")
+        self.checkpoint, self.state, self.keep, done = None, None, None, 0
+        if checkpoint is not None:
+            key = dict(method=name, options=sorted((options or {}).items()),
+                       geometry=digest(*(getattr(geometry, f.name)
+                                         for f in dataclasses.fields(geometry))),
+                       data=digest(data), x0=digest(start), mask=digest(inside),
+                       device=projector.device.identity, pybp=__version__)
+            self.checkpoint = Checkpoint(checkpoint, key)
+            self.keep = self.checkpoint.keep
+            loaded = self.checkpoint.load(self.iterations)
+            if loaded is not None:
+                self.state = dict(loaded[1], iteration=loaded[0])
+                done = loaded[0] + 1 + steps_before  # TV's norm is in its state
+        # TV's power iterations (as long as an iteration each) count as steps of the line:
+        # 20 of them took 23 s of a 41 s run without it, and its first estimate was 414 s
+        what = "iterations" if not steps_before else \
+            f"steps ({steps_before} of ||A||'s estimate, then the iterations)"
+        self.progress = Progress(self.iterations + steps_before - done,
+                                 2 * projector.pair.updates(), progress, what=what)
 
     @functools.cached_property
     def b(self):
@@ -155,10 +175,12 @@ class _Run:
         """``method(*args, **kwargs)``, its progress line ended however it ends (Ctrl-C's
         message landed on the line), then the volume on the host."""
         try:
-            method(*args, **kwargs)
+            method(*args, **kwargs, state=self.state, keep=self.keep)
         finally:
             self.progress.close()
         volume = self.x.get(queue=self.projector.queue).reshape(self.out_shape)
+        if self.checkpoint is not None:
+            self.checkpoint.remove()
         if self.out is None:
             return volume
         self.out[...] = volume
@@ -167,8 +189,8 @@ class _Run:
 
 @_pybp_names
 def sirt(projections, geometry, iterations, x0=None, nonnegative=False, mask=None,
-         circle=False, relaxation=1.0, callback=None, progress=False, device=None, out=None,
-         memory_limit=None):
+         circle=False, relaxation=1.0, callback=None, progress=True, device=None, out=None,
+         memory_limit=None, checkpoint=None):
     """SIRT (ASTRA's ``SIRT_CUDA``/``SIRT3D_CUDA``): ``iterations`` of
     x += relaxation C A^T R (b - A x), R and C the inverse row and column sums of A (zero
     where a sum is zero), on one device.
@@ -180,17 +202,23 @@ def sirt(projections, geometry, iterations, x0=None, nonnegative=False, mask=Non
     each step; ``mask`` (nonzero inside: the volume's shape or a slice's) and ``circle``
     (True: the reconstruction circle, or a radius in pixels) keep the pixels outside at
     their start (``circle``: parallel beam only). ``callback(iteration, volume)`` after
-    each iteration (a copy to the host each time); ``progress`` shows iterations done on
-    standard error. ``out``: an array of the volume's shape (float dtype) to hold the
+    each iteration (a copy to the host each time); ``progress`` (default on, as in every
+    call of pybp) shows iterations done and the time left on standard error, on calls
+    longer than 2 s. ``out``: an array of the volume's shape (float dtype) to hold the
     result, returned; ``memory_limit``: the most bytes of the device's memory the method
-    keeps (default: 75% of the device's, as :func:`pybp.reconstruct`). Returns the
+    keeps (default: 75% of the device's, as :func:`pybp.reconstruct`); ``checkpoint``: a
+    ``.npz`` file to keep the run's state in, every 30 s or so, that a call interrupted
+    continues from when given it again (with the same data, geometry, options and
+    device: another run's is refused), and ends with the same bits; removed once the
+    run is done (pybp/iterative/checkpoint.py). Returns the
     float32 volume ``(rows, ny, nx)`` (``(ny, nx)`` for one sinogram; cone beam: the
     geometry's ``(nz, ny, nx)``). Several devices, or a Dask client, reconstruct slices
     of parallel beam through :func:`pybp.reconstruct` ``(method="sirt")``."""
     relaxation = options.relaxation(relaxation)
     run = _Run("sirt", projections=projections, geometry=geometry, iterations=iterations,
                x0=x0, mask=mask, circle=circle, callback=callback, progress=progress,
-               device=device, out=out, memory_limit=memory_limit)
+               device=device, out=out, memory_limit=memory_limit, checkpoint=checkpoint,
+               options=dict(relaxation=relaxation, nonnegative=bool(nonnegative)))
     return run.solve(methods.sirt, run.projector.pair, run.vectors, run.b, run.x,
                      iterations=run.iterations, relaxation=relaxation,
                      nonnegative=bool(nonnegative), mask=run.mask, report=run.report)
@@ -198,8 +226,8 @@ def sirt(projections, geometry, iterations, x0=None, nonnegative=False, mask=Non
 
 @_pybp_names
 def sart(projections, geometry, iterations, subsets=None, x0=None, nonnegative=False,
-         mask=None, circle=False, relaxation=1.0, callback=None, progress=False, device=None,
-         out=None, memory_limit=None):
+         mask=None, circle=False, relaxation=1.0, callback=None, progress=True, device=None,
+         out=None, memory_limit=None, checkpoint=None):
     """SART in ordered subsets (ASTRA's ``SART_CUDA`` with ``subsets=None``: one
     projection at a time): each iteration steps through ``subsets`` subsets of the
     angles in turn, subset k holding angles k, k + subsets, ..., and takes SIRT's step on
@@ -211,7 +239,9 @@ def sart(projections, geometry, iterations, subsets=None, x0=None, nonnegative=F
     order = options.subset_order(geometry.n_angles, subsets)
     run = _Run("sart", projections=projections, geometry=geometry, iterations=iterations,
                x0=x0, mask=mask, circle=circle, callback=callback, progress=progress,
-               device=device, out=out, memory_limit=memory_limit)
+               device=device, out=out, memory_limit=memory_limit, checkpoint=checkpoint,
+               options=dict(subsets=len(order), relaxation=relaxation,
+                            nonnegative=bool(nonnegative)))
     queue, pair = run.projector.queue, run.projector.pair
     parts = [pair.restricted(angles) for angles in order]
     b_parts = [cla.to_device(queue, np.ascontiguousarray(run.data[angles]).ravel())
@@ -223,7 +253,7 @@ def sart(projections, geometry, iterations, subsets=None, x0=None, nonnegative=F
 
 @_pybp_names
 def cgls(projections, geometry, iterations, x0=None, mask=None, circle=False, callback=None,
-         progress=False, device=None, out=None, memory_limit=None):
+         progress=True, device=None, out=None, memory_limit=None, checkpoint=None):
     """CGLS (ASTRA's ``CGLS_CUDA``/``CGLS3D_CUDA``): conjugate gradients on the normal
     equations, ``iterations`` of them, on one device; with ``mask`` or ``circle``, of
     A restricted to the pixels inside. Arguments and result as :func:`sirt`'s; there is
@@ -231,14 +261,15 @@ def cgls(projections, geometry, iterations, x0=None, mask=None, circle=False, ca
     either: take :func:`sirt`). Stops early at an exact least-squares solution."""
     run = _Run("cgls", projections=projections, geometry=geometry, iterations=iterations,
                x0=x0, mask=mask, circle=circle, callback=callback, progress=progress,
-               device=device, out=out, memory_limit=memory_limit)
+               device=device, out=out, memory_limit=memory_limit, checkpoint=checkpoint)
     return run.solve(methods.cgls, run.projector.pair, run.vectors, run.b, run.x,
                      iterations=run.iterations, mask=run.mask, report=run.report)
 
 
 @_pybp_names
 def tv(projections, geometry, iterations, weight, x0=None, nonnegative=False, mask=None,
-       circle=False, callback=None, progress=False, device=None, out=None, memory_limit=None):
+       circle=False, callback=None, progress=True, device=None, out=None, memory_limit=None,
+       checkpoint=None):
     """Total-variation regularised least squares: ``iterations`` of Chambolle and Pock's
     primal-dual method on 1/2 ||A x - b||^2 + ``weight`` TV(x), on one device. TV is
     isotropic, the sum of each voxel's gradient length (forward differences): within
@@ -250,14 +281,17 @@ def tv(projections, geometry, iterations, weight, x0=None, nonnegative=False, ma
     weight = options.weight(weight)
     run = _Run("tv", projections=projections, geometry=geometry, iterations=iterations,
                x0=x0, mask=mask, circle=circle, callback=callback, progress=progress,
-               device=device, out=out, memory_limit=memory_limit)
+               device=device, out=out, memory_limit=memory_limit,
+               steps_before=methods.POWER_ITERATIONS, checkpoint=checkpoint,
+               options=dict(weight=weight, nonnegative=bool(nonnegative)))
     projector = run.projector
     dims = 3 if isinstance(geometry, ConeGeometry) else 2
     variation = Variation(projector.context, projector.queue, projector.device,
                           projector.volume_shape, dims)
     return run.solve(methods.tv, projector.pair, variation, run.vectors, run.b, run.x,
                      iterations=run.iterations, weight=weight, nonnegative=bool(nonnegative),
-                     mask=run.mask, report=run.report)
+                     mask=run.mask, report=run.report,
+                     norm_report=lambda: run.progress.update(1))
 
 
 # The methods by name: pybp reconstruct --method (cone beam's, and its centre sweep)
@@ -275,13 +309,15 @@ def by_method(chosen: dict, projections, geometry, **kwargs):
 
 def cone_method(chosen: dict, projections, geometry: ConeGeometry, *, flats=None, darks=None,
                 log=None, rings=None, ring_options=None, phase=None, device=None,
-                memory_limit=None, progress=True, out=None):
+                memory_limit=None, progress=True, out=None, checkpoint=None):
     """Cone beam's iterative method ``chosen`` (as :func:`by_method` takes it) of detector
     data, what :func:`pybp.reconstruct` and the command run: the line integrals as
     FDK's first phase makes them on ``device`` (:func:`pybp.cone.run.line_integrals`:
     flats, darks, ``-log`` where ``log`` says, FDK's rule by default; ``rings``,
     ``phase``), in host memory, then the method there. Where there is nothing to do to
-    them, the projections go to the method as they are."""
+    them, the projections go to the method as they are. ``checkpoint``: as the methods
+    take it (the line integrals are made again on a resumed run: the same bits on the
+    same device)."""
     check_geometry(geometry)
     checks.array_like(projections, "projections", (3,))
     log = flats is not None if log is None else bool(log)
@@ -304,4 +340,4 @@ def cone_method(chosen: dict, projections, geometry: ConeGeometry, *, flats=None
     else:
         data = projections
     return by_method(chosen, data, geometry, device=device, progress=progress, out=out,
-                     memory_limit=memory_limit)
+                     memory_limit=memory_limit, checkpoint=checkpoint)

@@ -6,6 +6,7 @@ ASTRA's ``OpTomo``)."""
 from __future__ import annotations
 
 import threading
+import warnings
 
 import numpy as np
 import pyopencl as cl
@@ -71,14 +72,16 @@ def advice_for(geometry) -> str:
 
 class Projector:
     """A and A^T of ``geometry`` on one device. Parallel beam (a
-    :class:`pybp.ParallelGeometry`), ``rows`` slices at once (default 1):
-    ``forward(volume)`` takes ``(rows, ny, nx)`` (or ``(ny, nx)`` where ``rows`` is 1)
-    to projections ``(n_angles, rows, n_bins)`` (or ``(n_angles, n_bins)``): line
+    :class:`pybp.ParallelGeometry`), ``slices`` slices at once (default 1; ``rows=``,
+    its old name, warns): ``forward(volume)`` takes ``(slices, ny, nx)`` (or ``(ny,
+    nx)`` where ``slices`` is 1) to projections ``(n_angles, slices, n_bins)`` (or
+    ``(n_angles, n_bins)``): line
     integrals in the geometry's unit of length of a volume of attenuation per unit, each
     voxel's shadow a box whose rays are as long as its chord (distance-driven:
-    :meth:`pybp.geometry.parallel.Geometry.footprints`). Cone beam (a :class:`pybp.ConeGeometry`, no
-    ``rows``): the volume ``(nz, ny, nx)`` to projections ``(n_angles, n_rows,
-    n_cols)``, bilinear interpolation, as :func:`pybp.cone_backproject` samples.
+    :meth:`pybp.geometry.parallel.Geometry.footprints`). Cone beam (a
+    :class:`pybp.ConeGeometry`, no ``slices``): the volume ``(nz, ny, nx)`` to
+    projections ``(n_angles, n_rows, n_cols)``, distance-driven too (each voxel's shadow a
+    box on the detector: :mod:`pybp.cone.reference`).
     ``backward(projections)`` is the exact transpose: each weight comes from the same
     floats in both kernels, so <A x, y> = <x, A^T y> to the rounding of the sums. Unlike
     :func:`pybp.backproject` and :func:`pybp.fdk`, ``backward`` has no filter and no
@@ -94,14 +97,23 @@ class Projector:
     one a shaped result. ``close()``, or leaving a ``with`` block, releases its device
     memory."""
 
-    def __init__(self, geometry, rows=None, device=None):
+    def __init__(self, geometry, slices=None, device=None, *, rows=None):
         check_geometry(geometry)
         self.geometry = geometry
         cone = isinstance(geometry, ConeGeometry)
-        if cone and rows is not None:
-            raise ValueError("rows: a cone-beam volume is the geometry's (nz, ny, nx); give "
-                             "no rows")
-        self.rows = None if cone else 1 if rows is None else checks.positive_int(rows, "rows")
+        if rows is not None:  # the name before pybp.reconstruct's rows, a range, had it
+            if slices is not None:
+                raise TypeError("rows: give slices (rows is its old name)")
+            warnings.warn("rows: a Projector's slices are slices= (rows is a range of "
+                          "detector rows, as pybp.reconstruct takes it)", DeprecationWarning,
+                          stacklevel=2)
+            slices = rows
+        if cone and slices is not None:
+            raise ValueError("slices: a cone-beam volume is the geometry's (nz, ny, nx); give "
+                             "no slices")
+        self.slices = None if cone else 1 if slices is None else \
+            checks.positive_int(slices, "slices")
+        self.rows = self.slices  # (the pair's and the methods' name for them)
         cl_device, self.context, _ = open_device(device)
         self.device = describe(cl_device)
         if cone:
@@ -208,7 +220,7 @@ class Projector:
                 _dropped(given.shape, axis) != _dropped(full, axis):
             return ""
         return (f": {given.shape[axis]} slices, where this Projector takes {self.rows}; "
-                f"make one with rows={given.shape[axis]}")
+                f"make one with slices={given.shape[axis]}")
 
     def as_linear_operator(self):
         """A ``scipy.sparse.linalg.LinearOperator`` (as ASTRA's ``OpTomo``): ``matvec`` the

@@ -7,6 +7,7 @@ import atexit
 import functools
 import hashlib
 import importlib
+import os
 import pickle
 import signal
 import sys
@@ -225,7 +226,11 @@ def _make_binary(program):
                              ctypes.c_size_t(ctypes.sizeof(size)), ctypes.byref(size), None)
 
 
-BUILD_NOTICE_SECONDS = 1.0  # a build longer than this is said, once per process
+# A build longer than this is said on standard error, once per process, terminal or log
+# alike (on a terminal only, a log piped from a first run had 12.6 s of silence);
+# PYBP_BUILD_NOTICE=0 leaves it out
+BUILD_NOTICE_SECONDS = 1.0
+NOTICE_VARIABLE = "PYBP_BUILD_NOTICE"
 _NOTICED = threading.Event()
 _BUILDING = set()  # threads of builds under way (see building())
 
@@ -243,9 +248,32 @@ def building() -> bool:
 def _wait_for_builds():
     # (a thread Ctrl-C stopped between its registration and its start never runs, and
     # joining it would raise: only those alive are waited for)
-    for thread in list(_BUILDING):
-        if thread.is_alive():
-            thread.join()
+    alive = [thread for thread in list(_BUILDING) if thread.is_alive()]
+    if alive and isinstance(getattr(sys, "last_value", None), KeyboardInterrupt):
+        _end_interrupted()
+    for thread in alive:
+        thread.join()
+
+
+def _end_interrupted():
+    """A program Ctrl-C ended during a kernel build (its ``KeyboardInterrupt`` uncaught:
+    ``sys.last_value``) ends at once, killed by SIGINT as Python ends such a program
+    anyway (the command ends so too, with status 130: pybp/__main__.py): waiting for the
+    build held a script's exit 2.2 to 7.4 s, and the runtime's destructors must not run
+    beside it. Its output is flushed and logging shut down first: the exit handlers
+    registered before pybp's do not run."""
+    logging = sys.modules.get("logging")
+    if logging is not None:
+        logging.shutdown()
+    for stream in (sys.stdout, sys.stderr):
+        try:
+            if stream is not None:
+                stream.flush()
+        except (OSError, ValueError):
+            pass
+    signal.signal(signal.SIGINT, signal.SIG_DFL)
+    os.kill(os.getpid(), signal.SIGINT)
+    os._exit(130)  # where the signal did not end it
 
 
 def interruptible(work, cl_device):
@@ -254,7 +282,7 @@ def interruptible(work, cl_device):
     first builds of a fresh environment took 2.4-6.2 s each on 2 cores (35 s in all for
     a first call), while the thread that waits in ``clBuildProgram`` sees no signal.
     An interrupted build ends on its own thread and is dropped. The first build that
-    runs longer than :data:`BUILD_NOTICE_SECONDS` is said on a terminal, once."""
+    runs longer than :data:`BUILD_NOTICE_SECONDS` is said, once."""
     if threading.current_thread() is not threading.main_thread():
         return work()  # only the main thread gets Ctrl-C: nothing to gain
     done, outcome = threading.Event(), {}
@@ -277,7 +305,7 @@ def interruptible(work, cl_device):
     while not done.wait(0.05):
         if not _NOTICED.is_set() and time.perf_counter() - start > BUILD_NOTICE_SECONDS:
             _NOTICED.set()
-            if sys.stderr is not None and sys.stderr.isatty():
+            if sys.stderr is not None and os.environ.get(NOTICE_VARIABLE) != "0":
                 print(f"pybp: building the OpenCL kernels for {cl_device.name.strip()} "
                       f"(the first time only: they are kept in {store.cache_dir()})",
                       file=sys.stderr, flush=True)

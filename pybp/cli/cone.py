@@ -83,6 +83,7 @@ def reconstruct(args):
         devices = scans.devices(args)  # none with --scheduler: the workers choose theirs
         if method:
             _check_iterative(args, devices)
+            _check_state(args)
         described = [describe(d) for d in devices]
         params = default_params(described[0]) if devices else None
         nz, ny, nx = geometry.volume_shape
@@ -191,9 +192,11 @@ class _Iterative:
     """The volume of cone beam's iterative ``method`` (:func:`chosen`), made once when
     first asked: the scan's line integrals in host memory as FDK's first phase makes them
     on ``device`` (flats, darks, ``-log``, and ``steps``: rings, phase;
-    :func:`pybp.api.iterative.cone_method`), then :func:`pybp.sirt` or another there. A
-    resumed run makes the whole volume again and writes what is missing: the same device
-    gives the same bits."""
+    :func:`pybp.api.iterative.cone_method`), then :func:`pybp.sirt` or another there,
+    its state kept beside the output as it goes (:func:`state_path`). A resumed run
+    makes the line integrals again, continues the method from the state kept (from the
+    start where none was) and writes what is missing: the same device gives the same
+    bits."""
 
     def __init__(self, args, scan, geometry, device, method, flats, darks, steps):
         self.args, self.scan, self.geometry, self.device = args, scan, geometry, device
@@ -216,8 +219,29 @@ class _Iterative:
             self._volume = _checked(
                 api_iterative.cone_method, self.method, self.scan.projections, self.geometry,
                 flats=self.flats, darks=self.darks, device=self.device,
-                memory_limit=self.args.memory_limit, progress=not self.args.quiet, **self.steps)
+                memory_limit=self.args.memory_limit, progress=not self.args.quiet,
+                checkpoint=state_path(self.args.output), **self.steps)
         return self._volume
+
+
+def state_path(output) -> Path:
+    """Where cone beam's iterative run keeps its state (pybp/iterative/checkpoint.py):
+    beside its output, hidden, until the run is done; ``--resume`` continues from it."""
+    output = Path(output)
+    return output.with_name(f".{output.name}.pybp-state.npz")
+
+
+def _check_state(args):
+    """An interrupted run's state beside the output is continued by ``--resume`` and
+    removed by ``--overwrite``; a fresh run beside one is refused, not run over it."""
+    kept = state_path(args.output)
+    if not kept.exists() or args.resume:
+        return
+    if args.overwrite:
+        kept.unlink()
+        return
+    raise ValueError(f"--resume: {kept} holds the state of an interrupted --method run "
+                     "into this output; --resume continues it, --overwrite starts again")
 
 
 def _checked(call, *args, **kwargs):

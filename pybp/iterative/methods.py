@@ -4,7 +4,13 @@ buffers, with ``volume_shape``, ``projection_shape`` and ``updates()``): ASTRA's
 algorithms, with its weights and its defaults. Each iteration is two operator
 applications and a few vector steps on the device; what comes back to the host is a
 dot product's partial sums (CGLS), and the iteration is waited for in short sleeps, so
-Ctrl-C acts between iterations."""
+Ctrl-C acts between iterations.
+
+Each method takes ``state`` (a dict of arrays: every value it carries from one iteration
+to the next, after iteration ``state["iteration"]``) to continue from, and
+``keep(iteration, state)`` after each iteration, ``state()`` making that dict: a run
+continued from a state kept ends with the bits of one run (pybp/iterative/checkpoint.py).
+"""
 
 from __future__ import annotations
 
@@ -41,8 +47,24 @@ def sirt_weights(pair, vectors, mask=None, allocate=None):
     return row, column
 
 
+def _start(state, arrays):
+    """The first iteration to run: 0, or the one after ``state``'s, its arrays put into
+    the device ``arrays`` (a dict by name)."""
+    if state is None:
+        return 0
+    for name, array in arrays.items():
+        array.set(np.ascontiguousarray(state[name], np.float32).reshape(array.shape))
+    return int(state["iteration"]) + 1
+
+
+def _kept(keep, iteration, arrays, **values):
+    """``keep(iteration, state)``, the state the device ``arrays`` and ``values``."""
+    if keep is not None:
+        keep(iteration, lambda: {**{name: a.get() for name, a in arrays.items()}, **values})
+
+
 def sirt(pair, vectors, b, x, *, iterations, relaxation=1.0, nonnegative=False, mask=None,
-         report=None, allocate=None):
+         report=None, allocate=None, state=None, keep=None):
     """``iterations`` of x = x + relaxation C A^T R (b - A x), in place on ``x`` (R and
     C: :func:`sirt_weights`), then x clipped at zero where ``nonnegative``.
     ``report(iteration, x)`` after each. ``allocate(shape)``: the device arrays of
@@ -51,13 +73,14 @@ def sirt(pair, vectors, b, x, *, iterations, relaxation=1.0, nonnegative=False, 
     row, column = sirt_weights(pair, vectors, mask, allocate)
     residual = allocate(pair.projection_shape)
     update = allocate(pair.volume_shape)
-    for iteration in range(iterations):
+    for iteration in range(_start(state, dict(x=x)), iterations):
         pair.forward(x.data, residual.data)
         vectors.residual(b, residual, row)
         pair.backward(residual.data, update.data)
         pacing.wait(vectors.step(x, update, column, relaxation, nonnegative))
         if report is not None:
             report(iteration, x)
+        _kept(keep, iteration, dict(x=x))
     return x
 
 
@@ -87,7 +110,8 @@ def unit_scales(pair, vectors, b, x) -> np.ndarray:
     return np.ldexp(1.0, -np.clip(exponents, *SCALE_EXPONENTS))
 
 
-def cgls(pair, vectors, b, x, *, iterations, mask=None, report=None, allocate=None):
+def cgls(pair, vectors, b, x, *, iterations, mask=None, report=None, allocate=None,
+         state=None, keep=None):
     """``iterations`` of conjugate gradients on the normal equations A^T A x = A^T b
     (ASTRA's CGLS), in place on ``x``; with ``mask``, of A M. Each of the pair's
     independent problems (parallel beam's slices) takes its own steps, so that a slice
@@ -103,7 +127,6 @@ def cgls(pair, vectors, b, x, *, iterations, mask=None, report=None, allocate=No
     r, q = allocate(pair.projection_shape), allocate(pair.projection_shape)
     p, s = allocate(pair.volume_shape), allocate(pair.volume_shape)
     ones, zeros = np.ones(pair.problems), np.zeros(pair.problems)
-    scale = unit_scales(pair, vectors, b, x)
 
     def scaled(by):
         return _each(pair, vectors, x, by, x, zeros, x, True)
@@ -113,12 +136,17 @@ def cgls(pair, vectors, b, x, *, iterations, mask=None, report=None, allocate=No
         if mask is not None:
             vectors.scale(into, mask)
 
-    scaled(scale)
-    pair.forward(x.data, r.data)
-    _each(pair, vectors, r, scale, b, -ones, r, False)  # r = s b - A (s x)
-    gradient(p)
-    gamma = _dots(pair, vectors, p, True)
-    for iteration in range(iterations):
+    carried = dict(x=x, r=r, p=p)  # x scaled, as the iterations hold it
+    if state is None:
+        scale = unit_scales(pair, vectors, b, x)
+        scaled(scale)
+        pair.forward(x.data, r.data)
+        _each(pair, vectors, r, scale, b, -ones, r, False)  # r = s b - A (s x)
+        gradient(p)
+        gamma = _dots(pair, vectors, p, True)
+    else:
+        scale, gamma = (np.asarray(state[name], np.float64) for name in ("scale", "gamma"))
+    for iteration in range(_start(state, carried), iterations):
         if not gamma.any():
             break
         pair.forward(p.data, q.data)
@@ -138,12 +166,13 @@ def cgls(pair, vectors, b, x, *, iterations, mask=None, report=None, allocate=No
             scaled(1 / scale)
             report(iteration, x)
             scaled(scale)
+        _kept(keep, iteration, carried, gamma=gamma, scale=scale)
     pacing.wait(scaled(1 / scale))
     return x
 
 
 def sart(parts, vectors, b_parts, x, *, iterations, relaxation=1.0, nonnegative=False,
-         mask=None, report=None, allocate=None):
+         mask=None, report=None, allocate=None, state=None, keep=None):
     """``iterations`` of ordered subsets (OS-SART), in place on ``x``: for each subset's
     pair in ``parts`` in turn (a pair restricted to its angles) and its data in
     ``b_parts``, SIRT's step on the subset's rows alone, x = x + relaxation C_s A_s^T
@@ -164,7 +193,7 @@ def sart(parts, vectors, b_parts, x, *, iterations, relaxation=1.0, nonnegative=
     residual_buffer = allocate(largest)
     update = allocate(parts[0].volume_shape)
     column = allocate(parts[0].volume_shape)
-    for iteration in range(iterations):
+    for iteration in range(_start(state, dict(x=x)), iterations):
         for part, b, row in zip(parts, b_parts, rows):
             residual = residual_buffer[:row.size]
             part.forward(x.data, residual.data)
@@ -178,6 +207,7 @@ def sart(parts, vectors, b_parts, x, *, iterations, relaxation=1.0, nonnegative=
         pacing.wait(event)
         if report is not None:
             report(iteration, x)
+        _kept(keep, iteration, dict(x=x))
     return x
 
 
@@ -185,10 +215,12 @@ POWER_ITERATIONS = 20  # of the operator norm's estimate (TV's step sizes)
 STEP_MARGIN = 0.99  # tau sigma ||K||^2 < 1, as the primal-dual iteration needs
 
 
-def operator_norm(pair, vectors, iterations=POWER_ITERATIONS, allocate=None) -> float:
+def operator_norm(pair, vectors, iterations=POWER_ITERATIONS, allocate=None,
+                  report=None) -> float:
     """||A||, by power iteration on A^T A from a volume of ones, on each of the pair's
     independent problems apart (their largest): a problem's arithmetic is its own, so
-    the norm of a slice's A has the same bits however many slices share the call."""
+    the norm of a slice's A has the same bits however many slices share the call.
+    ``report()`` after each power iteration (a progress line's step)."""
     allocate = allocate or allocator(vectors.queue)
     shape = pair.volume_shape
     v = _filled(vectors, allocate, shape, 1.0 / np.sqrt(pair.volume_block))
@@ -204,20 +236,24 @@ def operator_norm(pair, vectors, iterations=POWER_ITERATIONS, allocate=None) -> 
             break
         _each(pair, vectors, v, np.where(value > 0, 1.0 / np.where(value > 0, value, 1.0), 0.0),
               w, zeros, w, True)
+        if report is not None:
+            report()
     return float(np.sqrt(value.max()))
 
 
 def tv(pair, variation, vectors, b, x, *, iterations, weight, nonnegative=False, mask=None,
-       report=None, allocate=None):
+       report=None, allocate=None, norm_report=None, state=None, keep=None):
     """``iterations`` of Chambolle and Pock's primal-dual method on
     1/2 ||A x - b||^2 + weight TV(x) (isotropic: the length of each voxel's gradient),
     x >= 0 where ``nonnegative``, in place on ``x``. K = [A; mu grad] with mu = ||A|| /
     ||grad|| (||grad||^2 <= 4 dims), so that both blocks take steps of one size (with
     mu = 1 the TV term's dual grows too slowly to matter in hundreds of iterations), and
     the TV term weight/mu ||mu grad x||; tau = sigma = 0.99 / (sqrt 2 ||A||), ||K|| being
-    at most sqrt 2 ||A||."""
+    at most sqrt 2 ||A||. ``norm_report()`` after each of the norm's power iterations.
+    """
     allocate = allocate or allocator(vectors.queue)
-    norm = operator_norm(pair, vectors, allocate=allocate)
+    norm = float(state["norm"]) if state is not None else \
+        operator_norm(pair, vectors, allocate=allocate, report=norm_report)
     if norm == 0.0:
         raise ValueError("geometry: no voxel of the volume projects onto the detector (A is "
                          "zero), so there is nothing to fit")
@@ -230,7 +266,8 @@ def tv(pair, variation, vectors, b, x, *, iterations, weight, nonnegative=False,
     ax = allocate(pair.projection_shape)
     atp = allocate(pair.volume_shape)
     gtq = allocate(pair.volume_shape)
-    for iteration in range(iterations):
+    carried = dict(x=x, xbar=xbar, p=p, q=q)
+    for iteration in range(_start(state, carried), iterations):
         pair.forward(xbar.data, ax.data)
         variation.data_dual(p, ax, b, step)
         variation.dual(q, xbar, step * mu, weight / mu)
@@ -242,4 +279,5 @@ def tv(pair, variation, vectors, b, x, *, iterations, weight, nonnegative=False,
         pacing.wait(variation.primal(x, xbar, atp, gtq, step, step * mu, nonnegative))
         if report is not None:
             report(iteration, x)
+        _kept(keep, iteration, carried, norm=norm)
     return x

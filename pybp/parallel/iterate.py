@@ -24,6 +24,17 @@ from pybp.stages.base import Need, Stage
 # projections in the pair's layout are one of the sets (tests/test_iterative_files.py
 # counts what a chunk allocates).
 WORKING_SETS = {"sirt": (3, 4), "cgls": (2, 3), "sart": (3, 5), "tv": (7, 4)}
+# A chunk is one call of its method: nothing of it is written or shown before its last
+# iteration. Its rows are bounded so that one takes about CHUNK_SECONDS at a rate guessed
+# from the device, UNIT_RATES updates a second per compute unit, below what the pair ran
+# at (the H200: 2000 G/s over 132 units; PoCL on 2 cores: 0.7 G/s, and 1e8 covers other
+# CPUs' slower cores): 64 slices of 256^2 on a 2-core CPU were one chunk of 30 s, which
+# Ctrl-C lost whole and a second device never shared (issue 51). Never fewer than the
+# pair's rows a work-item, which share its loads. On the H200, 64 slices of 2048^2 in
+# chunks of 8 (2 s and 5e9 a unit) took 6.22 s against 5.99 s in chunks of 64: each
+# chunk makes its pair and SIRT's weights; these values give it chunks of 24.
+CHUNK_SECONDS = 4.0
+UNIT_RATES = {"gpu": 1e10, "accelerator": 1e10, "cpu": 1e8}
 
 
 class Iterate(Stage):
@@ -41,6 +52,7 @@ class Iterate(Stage):
         self.context, self.device, self.geometry = context, device, geometry
         self.method, self.iterations = method, iterations
         self.options = check_options(method, iterations, options)
+        self.most_rows = most_rows(device, geometry, method, iterations)
         if method == "sart":
             self.order = subset_order(geometry.n_angles, self.options["subsets"])
         ny, nx = geometry.slice_shape
@@ -95,3 +107,17 @@ class Iterate(Stage):
             cl.enqueue_copy(queue, out.data, b.data, byte_count=row, src_offset=int(angle) * row,
                             dst_offset=j * row)
         return out
+
+
+def most_rows(device, geometry: Geometry, method, iterations) -> int:
+    """The most slices a chunk of ``iterations`` of ``method`` takes on ``device`` (a
+    :class:`pybp.cl.device.DeviceDescription`): about :data:`CHUNK_SECONDS` of its
+    work, a multiple of the pair's rows a work-item, at least one such group, at most
+    :attr:`Iterate.chunk_rows`."""
+    ny, nx = geometry.slice_shape
+    applications = 2 * iterations + (2 * methods.POWER_ITERATIONS if method == "tv" else 0)
+    per_row = applications * ny * nx * geometry.n_angles
+    rate = UNIT_RATES.get(device.type, UNIT_RATES["cpu"]) * max(1, device.compute_units)
+    group = project.ROWS_PER_ITEM
+    rows = int(CHUNK_SECONDS * rate // per_row) // group * group
+    return int(np.clip(rows, group, Iterate.chunk_rows))

@@ -91,6 +91,9 @@ class Stage:
     - ``chunk_rows``: own rows per chunk the stage would like (one with a margin: so
       many that the margins' rows cost little), where memory allows and the caller
       sets none.
+    - ``most_rows``: the most rows per chunk the stage takes where the caller sets none
+      (0: no bound), however many the input's reads or another stage would like: an
+      iterative method's chunk is one long call (pybp/parallel/iterate.py).
     """
 
     name = "stage"
@@ -100,6 +103,7 @@ class Stage:
     margin = 0
     shared_bytes = 0
     chunk_rows = 0
+    most_rows = 0
 
     def enqueue(self, chunk: Chunk) -> list:
         """Enqueue the step on ``chunk``; return ``[(name, event), ...]`` of what it

@@ -78,7 +78,8 @@ class MemoryPlan:
                preferred=CHUNK_SLICES, memory_limit=None) -> "MemoryPlan":
         """Largest chunks (at most ``preferred`` slices, :data:`CHUNK_SLICES` or for
         inputs read from files :data:`FILE_CHUNK_SLICES`, or the most rows a stage
-        prefers: :attr:`pybp.stages.base.Stage.chunk_rows`; no more than ``n_slices`` needs)
+        prefers: :attr:`pybp.stages.base.Stage.chunk_rows`, at most any stage's
+        :attr:`~pybp.stages.base.Stage.most_rows`; no more than ``n_slices`` needs)
         whose ``slots`` copies of the ``stages``' buffers fit :func:`budget` (with
         ``memory_limit``) beside what they share, each buffer within the device's largest
         allocation. Chunks are cut in passes of one of ``widths`` slices, the widest
@@ -128,6 +129,7 @@ class MemoryPlan:
                 + f"){': ' + advice if advice else ''}")
         width = min(w for w in widths if w >= min(n_slices, widths[0]))  # no wider than needed
         preferred = max([preferred] + [stage.chunk_rows for stage in stages])
+        preferred = min([preferred] + [stage.most_rows for stage in stages if stage.most_rows])
         wanted = -(-min(n_slices, chunk_slices or preferred) // width) * width
         fits = min(free // (slots * per_slot + per_work), most)
         chunk = max(width, min(wanted, int(fits) // width * width))
