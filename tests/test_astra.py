@@ -25,6 +25,17 @@ def relative(a, b):
     return float(np.linalg.norm(a - b) / np.linalg.norm(b))
 
 
+def strip_projection(image, proj_geom, vol_geom):
+    """ASTRA's CPU strip projector's sinogram of ``image``."""
+    pid = astra.create_projector("strip", proj_geom, vol_geom)
+    try:
+        sid, sinogram = astra.create_sino(image, pid)
+        astra.data2d.delete(sid)
+    finally:
+        astra.projector.delete(pid)
+    return sinogram
+
+
 @pytest.mark.parametrize("projector", BOUNDS)
 def test_forward_projection_sirt_and_cgls_agree_with_astra(cl_device, projector):
     angles = np.linspace(0, np.pi, N_ANGLES, endpoint=False)
@@ -68,14 +79,8 @@ def test_the_detector_pitch_agrees_with_astra(cl_device, width):
     n_bins = int(round(N / width))
     g = pybp.ParallelGeometry(angles, n_bins, pixel_size=width, slice_shape=N)
     image = phantoms.shepp_logan_image(g, radius=0.45 * N).astype(np.float32)
-    pid = astra.create_projector("strip", astra.create_proj_geom("parallel", width, n_bins,
-                                                                 angles),
-                                 astra.create_vol_geom(N, N))
-    try:
-        sid, theirs = astra.create_sino(image, pid)
-        astra.data2d.delete(sid)
-    finally:
-        astra.projector.delete(pid)
+    theirs = strip_projection(image, astra.create_proj_geom("parallel", width, n_bins, angles),
+                              astra.create_vol_geom(N, N))
     ours = pybp.Projector(g, device=cl_device).forward(image)
     assert relative(ours, theirs) < 0.015
     assert relative(ours[:, ::-1], theirs) > 0.15
@@ -116,12 +121,7 @@ def test_parallel_geometry_from_astra_dicts_projects_as_astra(cl_device, vector)
     assert g.slice_offset == pytest.approx((7, 5)) and g.pixel_size == 1.5
     image = phantoms.shepp_logan_image(pybp.ParallelGeometry(angles, N),
                                        radius=0.4 * N).astype(np.float32)
-    pid = astra.create_projector("strip", proj_geom, volume)
-    try:
-        sid, theirs = astra.create_sino(image, pid)
-        astra.data2d.delete(sid)
-    finally:
-        astra.projector.delete(pid)
+    theirs = strip_projection(image, proj_geom, volume)
     ours = pybp.Projector(g, device=cl_device).forward(image)
     assert relative(ours, theirs) < 0.015
     assert relative(ours[:, ::-1], theirs) > 0.15

@@ -130,6 +130,12 @@ def test_one_call_refuses_what_a_geometry_does_not_take(cl_device):
     for kwargs, error, message in bad:
         with pytest.raises(error, match=message):
             pybp.reconstruct(device=cl_device, progress=False, log=False, **kwargs)
+    for made in (lambda: pybp.Reconstructor(p, center="auto"),
+                 lambda: pybp.Reconstructor(p.n_bins, p.angles, center="auto")):
+        with pytest.raises(ValueError, match=r"^center: 'auto' finds the axis from the data"):
+            made()
+    with pytest.raises(ValueError, match=r"^angles: the geometry holds them"):
+        pybp.Reconstructor(p, p.angles)
 
 
 def test_the_methods_take_out_and_memory_limit(cl_device):
@@ -142,3 +148,15 @@ def test_the_methods_take_out_and_memory_limit(cl_device):
         pybp.cgls(sinogram, g, 3, device=cl_device, out=np.zeros((3, 3), np.float32))
     with pytest.raises(MemoryError, match=r"^tv: .* memory_limit allows"):
         pybp.tv(sinogram, g, 3, 1e-3, device=cl_device, memory_limit=4096)
+
+
+def test_the_methods_say_where_the_streams_options_go(cl_device):
+    """pybp.sirt and the others are one device's calls, of line integrals: devices, a
+    client, rows, flats, darks, rings and phase are pybp.reconstruct's, and the error
+    says to call it (it was Python's "unexpected keyword argument")."""
+    g, sinogram, _ = analytic_scan(0.5, 0.5)
+    for name in ("devices", "client", "rows", "flats", "rings"):
+        with pytest.raises(TypeError, match=rf"^{name}: pybp.cgls runs on one device, of line "
+                                            rf"integrals; pybp.reconstruct\(projections, "
+                                            rf"geometry, method='cgls', .*{name}=\.\.\.\)"):
+            pybp.cgls(sinogram, g, 3, device=cl_device, **{name: None})

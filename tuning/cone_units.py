@@ -139,16 +139,22 @@ def methods(sirt_iterations, cgls_iterations):
     truth = phantom(n2)
     data = np.zeros((480, 90, 624), np.float32)
     astra_run("FP3D_CUDA", vg3, pg3, truth, data)
+    beside_astra(vg3, pg3, g3, truth, data, [("SIRT3D_CUDA", n) for n in sirt_iterations]
+                 + [("CGLS3D_CUDA", n) for n in cgls_iterations])
+
+
+def beside_astra(vg, pg, geometry, truth, data, runs):
+    """A table of ASTRA's and pybp's SIRT or CGLS (``runs``: ASTRA's algorithm and the
+    iterations) of ASTRA's projections ``data`` ``(rows, angles, columns)``: the relative
+    RMS of each to ``truth``."""
     ours_data = np.ascontiguousarray(data.transpose(1, 0, 2))
     say("| method | ASTRA | pybp | pybp / ASTRA |")
     say("| --- | --- | --- | --- |")
-    runs = [("SIRT3D_CUDA", n) for n in sirt_iterations] + \
-        [("CGLS3D_CUDA", n) for n in cgls_iterations]
     for alg, iterations in runs:
         theirs = np.zeros_like(truth)
-        astra_run(alg, vg3, pg3, theirs, data.copy(), iterations)
+        astra_run(alg, vg, pg, theirs, data.copy(), iterations)
         method = pybp.sirt if alg.startswith("SIRT") else pybp.cgls
-        ours = method(ours_data, g3, iterations)
+        ours = method(ours_data, geometry, iterations, progress=False)
         e_t = np.linalg.norm(theirs - truth) / np.linalg.norm(truth)
         e_o = np.linalg.norm(ours - truth) / np.linalg.norm(truth)
         say(f"| {alg} x {iterations} | {e_t:.4f} | {e_o:.4f} | {e_o / e_t:.3f} |")

@@ -11,25 +11,9 @@ On the GPU machine, with ../shared/peers copied to .peers (its README):
 """
 import astra
 import numpy as np
+from cone_units import astra_run, beside_astra, say  # (tuning/: this script's folder)
 
 import pybp
-
-
-def say(*a):
-    print(*a, flush=True)
-
-
-def astra_run(alg, vg, pg, volume, projections, iterations=1):
-    """ASTRA's 3-D algorithm ``alg`` on host arrays linked in place."""
-    pid = astra.data3d.link("-proj3d", pg, projections)
-    vid = astra.data3d.link("-vol", vg, volume)
-    cfg = astra.astra_dict(alg)
-    cfg["ProjectionDataId"] = pid
-    cfg["VolumeDataId" if alg.startswith("FP") else "ReconstructionDataId"] = vid
-    aid = astra.algorithm.create(cfg)
-    astra.algorithm.run(aid, iterations)
-    astra.algorithm.delete(aid)
-    astra.data3d.delete([pid, vid])
 
 
 def phantom(nz, n, points=2):
@@ -91,17 +75,7 @@ def main():
     g = pybp.ParallelGeometry.from_astra(pg, vg)
     data = np.zeros((nz, 90, 320), np.float32)
     astra_run("FP3D_CUDA", vg, pg, volume, data)
-    ours_data = np.ascontiguousarray(data.transpose(1, 0, 2))
-    say("| method | ASTRA | pybp | pybp / ASTRA |")
-    say("| --- | --- | --- | --- |")
-    for alg, iterations in (("SIRT3D_CUDA", 100), ("CGLS3D_CUDA", 30)):
-        theirs = np.zeros_like(volume)
-        astra_run(alg, vg, pg, theirs, data.copy(), iterations)
-        method = pybp.sirt if alg.startswith("SIRT") else pybp.cgls
-        ours = method(ours_data, g, iterations)
-        e_t = np.linalg.norm(theirs - volume) / np.linalg.norm(volume)
-        e_o = np.linalg.norm(ours - volume) / np.linalg.norm(volume)
-        say(f"| {alg} x {iterations} | {e_t:.4f} | {e_o:.4f} | {e_o / e_t:.3f} |")
+    beside_astra(vg, pg, g, volume, data, (("SIRT3D_CUDA", 100), ("CGLS3D_CUDA", 30)))
 
 
 if __name__ == "__main__":

@@ -31,15 +31,26 @@ FOREIGN_NAMES = {"niter": "iterations", "init": "x0", "lmbda": "relaxation",
                  "angles": "the geometry's (pybp.ParallelGeometry, pybp.ConeGeometry)"}
 
 
+# Options of pybp.reconstruct that a method's own call, on one device, leaves to it
+STREAM_ONLY = ("devices", "client", "rows", "flats", "darks", "rings", "phase")
+
+
 def _pybp_names(method):
     """``method``, refusing TIGRE's and ASTRA's argument names in one line that gives
-    pybp's (Python's own error names the argument alone)."""
+    pybp's, and the stream's options in one that says to call it (Python's own error
+    names the argument alone)."""
     @functools.wraps(method)
     def checked(*args, **kwargs):
         for name in kwargs:
             if name in FOREIGN_NAMES:
                 raise TypeError(f"{name}: TIGRE's or ASTRA's name; pybp.{method.__name__} "
                                 f"takes {FOREIGN_NAMES[name]}")
+            if name in STREAM_ONLY:
+                raise TypeError(
+                    f"{name}: pybp.{method.__name__} runs on one device, of line integrals; "
+                    f"pybp.reconstruct(projections, geometry, method="
+                    f"'{method.__name__}', iterations=..., {name}=...) takes {name} "
+                    "(log=False for line integrals)")
         return method(*args, **kwargs)
     return checked
 

@@ -168,6 +168,10 @@ class Reconstructor:
     def __init__(self, n_bins, angles=None, center=None, *, filter="ramp", padding="zero",
                  device=None, devices=None, client=None, context=None, queue=None,
                  angle_unit=None, method="fbp", iterations=None, **options):
+        if isinstance(center, str) and center == "auto":
+            raise ValueError("center: 'auto' finds the axis from the data, which a "
+                             "Reconstructor has not yet: pybp.find_center(...) first, or "
+                             "pybp.reconstruct(..., center='auto')")
         if isinstance(n_bins, Geometry):
             if angles is not None:
                 raise ValueError("angles: the geometry holds them; give a ParallelGeometry, "
