@@ -318,9 +318,10 @@ def _cone(projections, geometry, flats, darks, out, *, filter, padding, log, pro
     method = options.pop("method", "fbp")
     iterations = options.pop("iterations", None)
     if method in ("fbp", "fdk"):
-        if iterations is not None:
-            raise ValueError("iterations: an option of the iterative methods; FDK takes none "
-                             "(method='sirt', 'sart', 'cgls' or 'tv')")
+        for name in ["iterations"] * (iterations is not None) + list(options):
+            if name == "iterations" or name in OPTION_NAMES or name in STREAM_HINTS:
+                raise ValueError(f"{name}: an option of the iterative methods; FDK takes "
+                                 "none (method='sirt', 'sart', 'cgls' or 'tv')")
         targets = {name: value for name, value in (("device", device), ("context", context),
                                                    ("queue", queue)) if value is not None}
         return fdk(projections, geometry, filter=filter, padding=padding, out=out, flats=flats,
