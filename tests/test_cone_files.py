@@ -73,7 +73,8 @@ def test_reconstruct_with_a_geometry_file_and_resume(written, tmp_path, cl_devic
 
 
 def test_the_three_kinds_of_geometry_file(written, tmp_path):
-    """circular, ASTRA vectors (text) and matrices (.npy) for one scan: one geometry."""
+    """circular, ASTRA vectors (text), matrices (.npy) and ASTRA's dicts for one scan: one
+    geometry; an ASTRA dict that does not fit the scan is refused by name."""
     with open_scan(str(written / "scan.h5")) as s:
         angles, shape = s.angles, s.shape[1:]
     circular = read_geometry(written / "scan-cone.json", angles, shape)
@@ -89,6 +90,33 @@ def test_the_three_kinds_of_geometry_file(written, tmp_path):
         (tmp_path / f"{kind}.json").write_text(json.dumps({kind: name, **volume_keys}))
         g = read_geometry(tmp_path / f"{kind}.json", angles, shape)
         np.testing.assert_allclose(g.matrices, circular.matrices, atol=1e-9)
+    # ASTRA's own dicts, as JSON: 'cone' (its angles the scan's) and 'cone_vec'
+    vol_geom = {"GridRowCount": N, "GridColCount": N, "GridSliceCount": N}
+    cone = {"type": "cone", "DetectorSpacingX": p, "DetectorSpacingY": p,
+            "DetectorRowCount": shape[0], "DetectorColCount": shape[1],
+            "ProjectionAngles": list(angles), "DistanceOriginSource": so,
+            "DistanceOriginDetector": od}
+    cone_vec = {"type": "cone_vec", "DetectorRowCount": shape[0],
+                "DetectorColCount": shape[1], "Vectors": vectors.tolist()}
+    for proj_geom in (cone, cone_vec):
+        path = tmp_path / f"astra-{proj_geom['type']}.json"
+        path.write_text(json.dumps({"astra": {"proj_geom": proj_geom, "vol_geom": vol_geom}}))
+        g = read_geometry(path, angles, shape)
+        np.testing.assert_allclose(g.matrices, circular.matrices, atol=1e-9)
+    bad = [
+        ({"astra": {"proj_geom": dict(cone, ProjectionAngles=list(angles + 0.01)),
+                    "vol_geom": vol_geom}}, "its ProjectionAngles differ from the scan's"),
+        ({"astra": {"proj_geom": dict(cone, DetectorColCount=shape[1] + 2),
+                    "vol_geom": vol_geom}}, "astra: a detector of"),
+        ({"astra": {"proj_geom": cone, "vol_geom": vol_geom}, "voxel_size": 1.0},
+         "voxel_size: the volume is the astra vol_geom's"),
+        ({"astra": {"proj_geom": cone}}, "astra: expected an object of proj_geom and vol_geom"),
+    ]
+    for spec, message in bad:
+        path = tmp_path / "bad.json"
+        path.write_text(json.dumps(spec))
+        with pytest.raises(ValueError, match=rf"^geometry: {path}: .*{message}"):
+            read_geometry(path, angles, shape)
 
 
 def test_bad_geometry_files_and_options_are_named(written, tmp_path, capsys):

@@ -15,6 +15,12 @@
       {"vectors": "vectors.txt", "volume_shape": [...], "voxel_size": 0.5}
       {"matrices": "matrices.npy", "volume_shape": [...], "voxel_size": 0.5}
 
+- ASTRA's own geometry dicts, as ``astra.create_proj_geom`` (``cone`` or ``cone_vec``,
+  ``Vectors`` as nested lists) and ``astra.create_vol_geom`` make them; the volume is
+  the dict's, and a ``cone`` dict's angles must be the scan file's::
+
+      {"astra": {"proj_geom": {"type": "cone", ...}, "vol_geom": {"GridRowCount": ...}}}
+
 ``pixel_size`` is a number or ``[row, column]``; ``detector_offset`` (pixels, ``[row,
 column]``) and ``volume_offset`` (``[x, y, z]``) default to zeros.
 """
@@ -28,7 +34,7 @@ import numpy as np
 
 from pybp.geometry.cone import ConeGeometry
 
-TRAJECTORIES = ("circular", "vectors", "matrices")
+TRAJECTORIES = ("circular", "vectors", "matrices", "astra")
 VOLUME_KEYS = ("volume_shape", "voxel_size", "volume_offset")
 CIRCULAR_KEYS = ("source_origin", "origin_detector", "pixel_size", "detector_offset")
 
@@ -74,6 +80,11 @@ def read_geometry(path, angles, detector_shape) -> ConeGeometry:
     if unknown:
         raise ValueError(f"geometry: {path}: unknown key {unknown[0]!r} (expected "
                          f"{', '.join(TRAJECTORIES + VOLUME_KEYS)})")
+    if given == ["astra"]:
+        try:
+            return _astra(spec, angles, detector_shape)
+        except (ValueError, TypeError) as exc:
+            raise type(exc)(f"geometry: {path}: {exc}") from None
     for key in ("volume_shape", "voxel_size"):
         if key not in spec:
             raise ValueError(f"geometry: {path} needs {key!r}")
@@ -105,6 +116,32 @@ def read_geometry(path, angles, detector_shape) -> ConeGeometry:
         return ConeGeometry.from_matrices(values, detector_shape, **volume)
     except (ValueError, TypeError) as exc:
         raise type(exc)(f"geometry: {path}: {exc}") from None
+
+
+def _astra(spec, angles, detector_shape) -> ConeGeometry:
+    """The geometry of ``{"astra": {"proj_geom": ..., "vol_geom": ...}}``, checked
+    against the scan's ``angles`` and ``detector_shape``."""
+    extra = [key for key in VOLUME_KEYS if key in spec]
+    if extra:
+        raise ValueError(f"{extra[0]}: the volume is the astra vol_geom's; give it there")
+    dicts = spec["astra"]
+    if not isinstance(dicts, dict) or set(dicts) != {"proj_geom", "vol_geom"}:
+        raise ValueError("astra: expected an object of proj_geom and vol_geom (ASTRA's "
+                         "dicts)")
+    geometry = ConeGeometry.from_astra(dicts["proj_geom"], dicts["vol_geom"])
+    if geometry.detector_shape != tuple(detector_shape):
+        raise ValueError(f"astra: a detector of {geometry.detector_shape[0]} x "
+                         f"{geometry.detector_shape[1]} pixels; the scan's is "
+                         f"{detector_shape[0]} x {detector_shape[1]}")
+    if geometry.n_angles != len(angles):
+        raise ValueError(f"astra: {geometry.n_angles} projections; the scan has {len(angles)}")
+    if dicts["proj_geom"].get("type") == "cone":
+        theirs = np.asarray(dicts["proj_geom"]["ProjectionAngles"], np.float64)
+        turn = np.angle(np.exp(1j * (theirs - np.asarray(angles, np.float64))))
+        if np.abs(turn).max() > 1e-6:
+            raise ValueError(f"astra: its ProjectionAngles differ from the scan's by up to "
+                             f"{np.degrees(np.abs(turn).max()):.3g} degrees")
+    return geometry
 
 
 def write_circular(path, source_origin, origin_detector, pixel_size, volume_shape, voxel_size,
