@@ -6,7 +6,7 @@ ball's value) and against the call it stands for."""
 
 import numpy as np
 import pytest
-from test_units import (MEAN_RTOL, analytic_scan, ball_chords, cone_scan, inner_mean)
+from test_units import MEAN_RTOL, analytic_scan, cone_ball_case, inner_mean
 
 import pybp
 
@@ -44,16 +44,6 @@ def test_reconstruct_takes_a_parallel_geometry(cl_device):
         pybp.reconstruct(counts, g, flats, darks, **common))
 
 
-def cone_case():
-    value, voxel, size = 0.02, 0.5, 20
-    vectors, g = cone_scan(0.75, voxel, degrees=np.linspace(0, 360, 40, endpoint=False),
-                           size=size)
-    radius = 0.35 * size * voxel
-    data = (value * ball_chords(vectors, g.detector_shape, radius)).astype(np.float32)
-    nz, ny, nx = g.volume_shape
-    k, j, i = np.meshgrid(*(np.arange(n) - (n - 1) / 2 for n in (nz, ny, nx)), indexing="ij")
-    inside = np.sqrt(i * i + j * j + k * k) * voxel < 0.6 * radius
-    return g, data, value, inside
 
 
 def test_reconstruct_takes_a_cone_geometry(cl_device):
@@ -61,7 +51,7 @@ def test_reconstruct_takes_a_cone_geometry(cl_device):
     bit; transmissions (no flats) are taken -log of, as parallel beam's are, and
     log=False takes line integrals; SIRT and CGLS of the counts are the methods of their
     line integrals; every volume's mean inside the ball is its value within 2%."""
-    g, data, value, inside = cone_case()
+    g, data, value, inside = cone_ball_case()
     counts, flats, darks = counts_of(data)
     common = dict(device=cl_device, progress=False)
     fdk = pybp.reconstruct(counts, g, flats, darks, **common)
@@ -87,7 +77,7 @@ def test_reconstruct_takes_a_cone_geometry(cl_device):
 
 def test_fdk_takes_log():
     """pybp.fdk's log: default where flats are given; True of transmissions."""
-    g, data, _, _ = cone_case()
+    g, data, _, _ = cone_ball_case()
     transmissions = np.exp(-data.astype(np.float64)).astype(np.float32)
     line = pybp.fdk(data, g, progress=False)
     np.testing.assert_allclose(pybp.fdk(transmissions, g, log=True, progress=False), line,
@@ -95,7 +85,7 @@ def test_fdk_takes_log():
 
 
 def test_one_call_refuses_what_a_geometry_does_not_take(cl_device):
-    g, data, _, _ = cone_case()
+    g, data, _, _ = cone_ball_case()
     p, sinogram, _ = analytic_scan(0.5, 0.5)
     stack = np.repeat(sinogram[:, None, :], 2, axis=1)
     bad = [

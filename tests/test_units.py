@@ -302,17 +302,28 @@ def test_cone_forward_projection_of_vectors_is_line_integrals(cl_device, case):
     assert rms < CHORD_RMS and largest < CHORD_MAX, (rms, largest)
 
 
+def cone_ball_case():
+    """``(geometry, line integrals, value, inside)``: a ball of 0.02 per unit (radius 7
+    voxels of 0.5 units, 40 projections over a turn, pixels of 0.75 voxels at the
+    isocentre), its exact line integrals, and the voxels within 0.6 of its radius."""
+    value, voxel, size = 0.02, 0.5, 20
+    vectors, g = cone_scan(0.75, voxel, degrees=np.linspace(0, 360, 40, endpoint=False),
+                           size=size)
+    radius = 0.35 * size * voxel
+    data = (value * ball_chords(vectors, g.detector_shape, radius)).astype(np.float32)
+    nz, ny, nx = g.volume_shape
+    k, j, i = np.meshgrid(*(np.arange(n) - (n - 1) / 2 for n in (nz, ny, nx)), indexing="ij")
+    inside = np.sqrt(i * i + j * j + k * k) * voxel < 0.6 * radius
+    return g, data, value, inside
+
+
 def test_cone_methods_keep_the_data_units(cl_device):
     """FDK, SIRT, SART, CGLS and TV of the exact line integrals of a ball of 0.02 per
     unit (radius 7 voxels of 0.5 units, 40 projections over a turn, pixels of 0.75
     voxels at the isocentre): each volume's mean well inside the ball (0.6 of its
     radius) is 0.02 within 2%. The bilinear pair's SIRT and CGLS gave 0.245 to 3.80 of
     it, by the pitch. Measured on PoCL: 0.9997, 0.9993, 0.9984, 1.0035 and 0.9885."""
-    value, voxel, size = 0.02, 0.5, 20
-    vectors, g = cone_scan(0.75, voxel, degrees=np.linspace(0, 360, 40, endpoint=False),
-                           size=size)
-    radius = 0.35 * size * voxel
-    data = (value * ball_chords(vectors, g.detector_shape, radius)).astype(np.float32)
+    g, data, value, inside = cone_ball_case()
     volumes = {
         "fdk": pybp.fdk(data, g, progress=False, device=cl_device),
         "sirt": pybp.sirt(data, g, 40, device=cl_device),
@@ -320,9 +331,6 @@ def test_cone_methods_keep_the_data_units(cl_device):
         "cgls": pybp.cgls(data, g, 15, device=cl_device),
         "tv": pybp.tv(data, g, 40, 1e-4, device=cl_device),
     }
-    nz, ny, nx = g.volume_shape
-    k, j, i = np.meshgrid(*(np.arange(n) - (n - 1) / 2 for n in (nz, ny, nx)), indexing="ij")
-    inside = np.sqrt(i * i + j * j + k * k) * voxel < 0.6 * radius
     for name, volume in volumes.items():
         mean = float(np.asarray(volume)[inside].mean())
         assert abs(mean / value - 1) < MEAN_RTOL, (name, mean)

@@ -96,14 +96,8 @@ def projections():
     say("## pybp's forward projection beside ASTRA's FP3D_CUDA (same volume)")
     say("| case | sum pybp / ASTRA | relative RMS |")
     say("| --- | --- | --- |")
-    # the standard case: 512^3 voxels of 1, 496 projections of 960 x 1248 pixels of 0.6,
-    # source 1500 and detector 900 from the axis
-    n, rows, cols, na = 512, 960, 1248, 496
-    angles = np.linspace(0, 2 * np.pi, na, endpoint=False)
-    vg = astra.create_vol_geom(n, n, n)
-    pg = astra.create_proj_geom("cone", 0.6, 0.6, rows, cols, angles, 1500.0, 900.0)
-    g = pybp.ConeGeometry.circular(angles, (rows, cols), 0.6, 1500.0, 900.0, (n,) * 3, 1.0)
-    volume = phantom(n, points=1)
+    vg, pg, volume = standard_case()
+    g = pybp.ConeGeometry.from_astra(pg, vg)
     compare("cone, 512^3 from 496 x 960 x 1248 (a voxel 2.67 pixels at the isocentre)", g, vg,
             pg, volume)
     # voxels of 0.5 and 2 pixels at the isocentre, and cone_vec with a tilted detector
@@ -160,12 +154,19 @@ def beside_astra(vg, pg, geometry, truth, data, runs):
         say(f"| {alg} x {iterations} | {e_t:.4f} | {e_o:.4f} | {e_o / e_t:.3f} |")
 
 
+def standard_case():
+    """``(vol_geom, proj_geom, phantom)`` of the standard case: 512^3 voxels of 1, 496
+    projections of 960 x 1248 pixels of 0.6, source 1500 and detector 900 from the
+    axis."""
+    angles = np.linspace(0, 2 * np.pi, 496, endpoint=False)
+    return (astra.create_vol_geom(512, 512, 512),
+            astra.create_proj_geom("cone", 0.6, 0.6, 960, 1248, angles, 1500.0, 900.0),
+            phantom(512, points=1))
+
+
 def astra_times():
-    n, rows, cols, na = 512, 960, 1248, 496
-    angles = np.linspace(0, 2 * np.pi, na, endpoint=False)
-    vg = astra.create_vol_geom(n, n, n)
-    pg = astra.create_proj_geom("cone", 0.6, 0.6, rows, cols, angles, 1500.0, 900.0)
-    volume = phantom(n, points=1)
+    vg, pg, volume = standard_case()
+    rows, na, cols = 960, 496, 1248
     say("\n## ASTRA on the standard case, GPU arrays (median of 3)")
     V = cp.asarray(volume)
     P = cp.zeros((rows, na, cols), cp.float32)

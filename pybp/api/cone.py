@@ -221,15 +221,7 @@ def _streamed(projections, geometry, filter, padding, short_scan, out, flats, da
         raise ValueError("client: give a client, or devices (each worker has its own)")
     planes = plane_range(options.get("planes"), geometry.volume_shape[0])
     out = _checked_volume(projections, geometry, (len(planes),) + geometry.volume_shape[1:], out)
-    if flats is None and darks is not None:
-        raise ValueError("darks: given without flats; give both, or flats alone")
-    if flats is not None:
-        flats = checks.frames(flats, "flats", geometry.detector_shape)
-        darks = None if darks is None else checks.frames(darks, "darks", geometry.detector_shape)
-    if steps["phase"] is not None and not log:
-        raise ValueError("phase: retrieval works on the transmission, before -log; give "
-                         "flats (and darks) with the detector counts, or transmissions with "
-                         "log=True")
+    flats, darks = run.checked_frames(geometry, flats, darks, steps["phase"], log)
     common = dict(filter=filter, padding=padding, short_scan=short_scan, **steps)
     if client is not None:
         options.pop("planes", None)

@@ -332,15 +332,7 @@ def cone_method(chosen: dict, projections, geometry: ConeGeometry, *, flats=None
     check_geometry(geometry)
     checks.array_like(projections, "projections", (3,))
     log = flats is not None if log is None else bool(log)
-    if flats is None and darks is not None:
-        raise ValueError("darks: given without flats; give both, or flats alone")
-    for name, frames in (("flats", flats), ("darks", darks)):
-        if frames is not None:
-            checks.frames(frames, name, geometry.detector_shape)
-    if phase is not None and not log:
-        raise ValueError("phase: retrieval works on the transmission, before -log; give "
-                         "flats (and darks) with the detector counts, or transmissions with "
-                         "log=True")
+    flats, darks = run.checked_frames(geometry, flats, darks, phase, log)
     steps = dict(rings=rings, ring_options=ring_options, phase=phase)
     if log or flats is not None or any(v is not None for v in steps.values()):
         data, replaced = run.line_integrals(projections, geometry, [dict(device=device)],

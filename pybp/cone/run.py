@@ -114,6 +114,22 @@ def _store_shape(geometry, count, what) -> tuple:
     return shape
 
 
+def checked_frames(geometry, flats, darks, phase, log) -> tuple:
+    """``(flats, darks)`` checked against the detector before any work, for a call that
+    normalises (``log``: whether it takes ``-log``) and may retrieve the ``phase``:
+    darks need flats, and phase retrieval a transmission."""
+    if flats is None and darks is not None:
+        raise ValueError("darks: given without flats; give both, or flats alone")
+    if flats is not None:
+        flats = checks.frames(flats, "flats", geometry.detector_shape)
+        darks = None if darks is None else checks.frames(darks, "darks", geometry.detector_shape)
+    if phase is not None and not log:
+        raise ValueError("phase: retrieval works on the transmission, before -log; give "
+                         "flats (and darks) with the detector counts, or transmissions with "
+                         "log=True")
+    return flats, darks
+
+
 def _flat_field(geometry, flats, darks, log=None) -> tuple:
     """``(log, darks)``: counts with ``flats`` are normalised against zero darks where
     none are given; ``-log`` is taken where ``log`` says (None: where flats are given,
