@@ -165,7 +165,8 @@ def cone_radius(geometry: ConeGeometry) -> float:
     and y, and no more than its height allows (the tallest ellipsoid reaches 0.81
     radius along z)."""
     nz, ny, nx = geometry.volume_shape
-    return 0.45 * geometry.voxel_size * min(nx, ny, nz / 0.81 * 0.9)
+    sx, sy, sz = geometry.voxel_sizes
+    return 0.45 * min(nx * sx, ny * sy, nz * sz / 0.81 * 0.9)
 
 
 def shepp_logan_cone(geometry: ConeGeometry, radius=None) -> np.ndarray:
@@ -202,12 +203,12 @@ def shepp_logan_cone_volume(geometry: ConeGeometry, radius=None, planes=None,
     nz, ny, nx = geometry.volume_shape
     planes = range(nz) if planes is None else planes
     offsets = (np.arange(supersample) + 0.5) / supersample - 0.5
-    s = geometry.voxel_size
-    axis = lambda n, idx: ((np.asarray(idx, float)[:, None] + offsets[None, :])  # noqa: E731
-                           .ravel() - (n - 1) / 2) * s
-    z, y, x = np.meshgrid(axis(nz, planes) + geometry.volume_offset[2],
-                          axis(ny, range(ny)) + geometry.volume_offset[1],
-                          axis(nx, range(nx)) + geometry.volume_offset[0], indexing="ij")
+    sx, sy, sz = geometry.voxel_sizes
+    axis = lambda n, idx, s: ((np.asarray(idx, float)[:, None] + offsets[None, :])  # noqa: E731
+                              .ravel() - (n - 1) / 2) * s
+    z, y, x = np.meshgrid(axis(nz, planes, sz) + geometry.volume_offset[2],
+                          axis(ny, range(ny), sy) + geometry.volume_offset[1],
+                          axis(nx, range(nx), sx) + geometry.volume_offset[0], indexing="ij")
     points = np.stack([x, y, z], -1) - np.asarray(geometry.volume_offset)
     fine = np.zeros(x.shape)
     for value, axes, middle, rotation in _ellipsoids(radius):

@@ -191,8 +191,8 @@ def test_astra_dicts_in_one_line():
     """ASTRA's proj_geom and vol_geom dicts (as astra.create_proj_geom and
     create_vol_geom make them): a 'cone' geometry is circular()'s with ASTRA's numbers,
     its 'cone_vec' form the same matrices; the volume window gives the voxel size and
-    the offset; voxels other than cubes, other types and missing keys are refused by
-    name."""
+    the offset, and a window of other sides along x, y and z voxels of those sides;
+    other types and missing keys are refused by name."""
     angles = np.linspace(0, 2 * np.pi, 12, endpoint=False)
     cone = {"type": "cone", "DetectorSpacingX": 0.9, "DetectorSpacingY": 0.8,
             "DetectorRowCount": 30, "DetectorColCount": 40, "ProjectionAngles": angles,
@@ -212,8 +212,13 @@ def test_astra_dicts_in_one_line():
     np.testing.assert_allclose(ConeGeometry.from_astra(vectors, volume).matrices, want.matrices,
                                rtol=0, atol=1e-9)
     flat = dict(volume, option=dict(volume["option"], WindowMinZ=-8, WindowMaxZ=8))
-    with pytest.raises(ValueError, match=r"^vol_geom: voxels of 0\.5 x 0\.5 x 1"):
-        ConeGeometry.from_astra(cone, flat)
+    boxes = ConeGeometry.from_astra(cone, flat)
+    assert boxes.voxel_size == (0.5, 0.5, 1.0) and boxes.volume_shape == (16, 20, 24)
+    np.testing.assert_allclose(
+        boxes.matrices, ConeGeometry.circular(angles, (30, 40), (0.8, 0.9), 60.0, 30.0,
+                                              (16, 20, 24), (0.5, 0.5, 1.0),
+                                              volume_offset=(0, 1.5, 0)).matrices, atol=1e-12)
+    assert "voxels of 0.5 x 0.5 x 1 (x, y, z)" in repr(boxes)
     with pytest.raises(ValueError, match=r"^proj_geom: type 'parallel3d'"):
         ConeGeometry.from_astra(dict(cone, type="parallel3d"), volume)
     with pytest.raises(ValueError, match=r"^proj_geom: ASTRA's 'cone' geometry lacks "

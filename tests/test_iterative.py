@@ -477,15 +477,19 @@ def cone_geometries():
 
 
 CONE = dict(cone_geometries())
+# voxels of other sides along x, y and z (ASTRA's windows, TIGRE's dVoxel): a ray's
+# chord and the faces that make its box compared in length, not in voxels
+BOXES = pybp.ConeGeometry.circular(np.linspace(0, 2 * np.pi, 16, endpoint=False), (20, 30),
+                                   (1.3, 0.9), 80.0, 40.0, (12, 26, 20), (1.2, 0.7, 1.9))
 # the module constants that shape A's work, per kernel (pybp/cone/project.py)
 SHAPES = {"gather": ("GATHER_ITEMS", "SLOTS", "GATHER_COLUMNS", "GATHER_ENTRIES", "CHUNK",
                      "UNROLL", "READ_ROWS"),
           "scatter": ("FORWARD_TILES", "PLANES", "LANES")}
 
 
-@pytest.mark.parametrize("name", CONE)
+@pytest.mark.parametrize("name", [*CONE, "boxes"])
 def test_cone_operators_match_float64_and_are_adjoint(cl_device, rng, name):
-    geometry = CONE[name]
+    geometry = CONE.get(name, BOXES)
     projector = pybp.Projector(geometry, device=cl_device)
     assert projector.volume_shape == geometry.volume_shape
     x = rng.standard_normal(projector.volume_shape).astype(np.float32)

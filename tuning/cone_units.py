@@ -8,6 +8,7 @@ On the GPU machine, with ../shared/peers copied to .peers (its README):
 
     source .peers/cuda_libs.sh; .peers/astra/run_astra.sh tuning/cone_units.py
     .peers/astra/run_astra.sh tuning/cone_units.py --methods-only --sirt 100 300 --cgls 30 60
+    .peers/astra/run_astra.sh tuning/cone_units.py --projections-only
 """
 import argparse
 import statistics
@@ -50,15 +51,20 @@ def astra_run(alg, vg, pg, volume, projections, iterations=1):
     return seconds
 
 
-def phantom(n, voxel=1.0, points=2):
-    """Balls and an ellipsoid of attenuations 0.01 to 0.03 per unit, points^3 a voxel."""
+def phantom(n, voxel=1.0, points=2, shape=None, sides=None):
+    """Balls and an ellipsoid of attenuations 0.01 to 0.03 per unit, points^3 a voxel, on
+    n^3 cubes of ``voxel`` (or a grid of ``shape`` (nz, ny, nx) and voxel ``sides`` (x, y,
+    z), the objects in a cube n voxels of 1 across)."""
     o = (np.arange(points) + 0.5) / points - 0.5
-    out = np.zeros((n, n, n), np.float32)
-    c = (np.arange(n) - (n - 1) / 2) * voxel
+    shape = (n, n, n) if shape is None else shape
+    sides = (voxel,) * 3 if sides is None else sides
+    out = np.zeros(shape, np.float32)
+    cz, cy, cx = ((np.arange(m) - (m - 1) / 2) * side for m, side in zip(shape, sides[::-1]))
     for a in o:
         for b in o:
             for d in o:
-                z, y, x = np.meshgrid(c + a * voxel, c + b * voxel, c + d * voxel, indexing="ij")
+                z, y, x = np.meshgrid(cz + a * sides[2], cy + b * sides[1], cx + d * sides[0],
+                                      indexing="ij")
                 r = n * voxel / 2
                 out += 0.01 * ((x / (0.8 * r)) ** 2 + (y / (0.65 * r)) ** 2 + (z / (0.7 * r)) ** 2 <= 1)
                 out += 0.02 * ((x - 0.3 * r) ** 2 + y ** 2 + (z + 0.1 * r) ** 2 <= (0.2 * r) ** 2)
@@ -84,9 +90,13 @@ def main():
                         help="only SIRT and CGLS against the phantom")
     parser.add_argument("--sirt", type=int, nargs="+", default=[100], help="iterations")
     parser.add_argument("--cgls", type=int, nargs="+", default=[30], help="iterations")
+    parser.add_argument("--projections-only", action="store_true",
+                        help="only the forward projections beside FP3D_CUDA")
     args = parser.parse_args()
     if not args.methods_only:
         projections()
+    if args.projections_only:
+        return
     methods(args.sirt, args.cgls)
     if not args.methods_only:
         astra_times()
@@ -120,6 +130,15 @@ def projections():
     pgv = astra.create_proj_geom("cone_vec", 200, 240, vectors)
     gv = pybp.ConeGeometry.from_astra(vectors, (200, 240), (128,) * 3, 1.0)
     compare("cone_vec, 128^3, the detector tilted 0.02 rad", gv, vg2, pgv, small)
+    # voxels of other sides: ASTRA's window 128 x 128 x 128 units over 96 x 160 x 86
+    # voxels (x, y, z): 1.333 x 0.8 x 1.488
+    shape, window = (86, 160, 96), 64.0
+    sides = tuple(2 * window / m for m in shape[::-1])
+    vgb = astra.create_vol_geom(shape[1], shape[2], shape[0], -window, window, -window, window,
+                                -window, window)
+    boxes = phantom(128, shape=shape, sides=sides)
+    compare(f"cone, voxels of {sides[0]:.3f} x {sides[1]:.3f} x {sides[2]:.3f} (x, y, z)",
+            pybp.ConeGeometry.from_astra(pg2, vgb), vgb, pg2, boxes)
 
 
 def methods(sirt_iterations, cgls_iterations):

@@ -89,14 +89,14 @@ def reconstruct(args):
         nz, ny, nx = geometry.volume_shape
         say(args, f"input: {scan.source['projections']} ({scan.source['format']}): {n_angles} "
                   f"projections of {n_rows} x {n_cols}; cone beam ({args.geometry}) to "
-                  f"{nz} x {ny} x {nx} voxels of {geometry.voxel_size:g}")
+                  f"{nz} x {ny} x {nx} voxels of {geometry.voxel_text()}")
         if args.resume:
             stored_metadata(args.output)  # an output pybp did not make is refused here
         # Everything that changes a voxel's value: the volume's grid (voxel_size and
         # volume_offset are not in the matrices), the matrices, the kernels and the steps.
         metadata = dict(input=str(Path(args.input).resolve()), input_sha1=scan.fingerprint(),
                         geometry=str(Path(args.geometry).resolve()),
-                        voxel_size=geometry.voxel_size,
+                        voxel_size=np.asarray(geometry.voxel_size).tolist(),
                         volume_offset=[float(v) for v in geometry.volume_offset],
                         matrices_sha1=writing.sha1(geometry.matrices),
                         **(method or dict(filter=args.filter, padding=args.padding)),

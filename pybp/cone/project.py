@@ -16,13 +16,14 @@ from pybp.cl.kernel import Arg, global_size, ints
 from pybp.geometry.cone import ConeGeometry
 
 SIZES = ints("n_angles", "n_rows", "n_cols", "nx", "ny", "nz")
+SOURCE = 8  # a source's values (tables): its voxel indices (i, j, k), the voxel's sides, 0, 0
 
 
 def _args(real):
     matrices = Arg("matrices", f"__global const {real} *",
                    "per image: voxel indices to (c w, r w, w), 12 values")
     sources = Arg("sources", f"__global const {real} *",
-                  "per image: the source's voxel indices, then the voxel size: 4 values")
+                  f"per image: the source's voxel indices, the voxel's sides: {SOURCE} values")
     u_reach = Arg("u_reach", f"const {real}",
                   "pixels: the farthest a box's end along the columns lies from its centre")
     forward = (
@@ -221,15 +222,17 @@ def scratch_bytes(geometry: ConeGeometry) -> int:
 
 def tables(geometry: ConeGeometry):
     """``(matrices, inverses, sources)``, float64 ``(n_angles, 12)``, ``(n_angles, 12)``
-    and ``(n_angles, 4)``: the voxel matrices row by row; each one's inverse 3x3 part row
-    by row followed by that inverse times its last column (a detector point (c, r) at
-    depth w is the voxel-index point w inverse(M) (c, r, 1) - inverse(M) m4); each
-    source's voxel indices and the voxel size (the boxes' axis and the rays' lengths)."""
+    and ``(n_angles, SOURCE)``: the voxel matrices row by row; each one's inverse 3x3 part
+    row by row followed by that inverse times its last column (a detector point (c, r)
+    at depth w is the voxel-index point w inverse(M) (c, r, 1) - inverse(M) m4); each
+    source's voxel indices and the voxel's sides x, y, z (the boxes' axis and the rays'
+    lengths), then zeros."""
     m = geometry.voxel_matrices()
     inverse = np.linalg.inv(m[:, :, :3])
     shift = np.einsum("nab,nb->na", inverse, m[:, :, 3])
-    sources = np.concatenate([geometry.voxel_sources(),
-                              np.full((len(m), 1), geometry.voxel_size)], axis=1)
+    sources = np.zeros((len(m), SOURCE))
+    sources[:, :3] = geometry.voxel_sources()
+    sources[:, 3:6] = geometry.voxel_sizes
     return (m.reshape(len(m), 12), np.concatenate([inverse.reshape(len(m), 9), shift], axis=1),
             sources)
 
@@ -263,18 +266,23 @@ def reaches(geometry: ConeGeometry) -> tuple:
 
 def amplitude_bits(geometry: ConeGeometry) -> int:
     """An exponent ``e`` with every ray's length through a voxel below ``2^e`` (the
-    scatter's fixed-point scale): the voxel size times the ray's length over its
-    length along x or y, whichever is more, which is largest where the ray is steepest:
-    at most the volume's largest height from a source over the least of its horizontal
-    distance to the volume's faces, in voxels."""
+    scatter's fixed-point scale): a voxel's side along x or y times the ray's length over
+    its length along that axis, the one it runs more along, which is at most sqrt(2)
+    times the longer side times the ray's length over its horizontal length: largest
+    where the ray is steepest, at most the volume's largest height above or below a
+    source over the least of its horizontal distance to the volume's sides."""
     nz, ny, nx = geometry.volume_shape
-    sources = geometry.voxel_sources()
-    low, high = np.array([-0.5, -0.5]), np.array([nx - 0.5, ny - 0.5])
-    # the least over the volume's horizontal rectangle of max(|dx|, |dy|), per source
+    sides = geometry.voxel_sizes
+    sources = geometry.voxel_sources() * sides
+    low = np.array([-0.5, -0.5]) * sides[:2]
+    high = np.array([nx - 0.5, ny - 0.5]) * sides[:2]
+    # the least over the volume's horizontal rectangle of the horizontal distance, per
+    # source (at least its distance along x or y, whichever is more)
     gap = np.maximum(np.maximum(low - sources[:, :2], sources[:, :2] - high), 0).max(axis=1)
-    height = np.maximum(np.abs(-0.5 - sources[:, 2]), np.abs(nz - 0.5 - sources[:, 2]))
+    height = np.maximum(np.abs(-0.5 * sides[2] - sources[:, 2]),
+                        np.abs((nz - 0.5) * sides[2] - sources[:, 2]))
     ratio = np.where(gap > 0, height / np.where(gap > 0, gap, 1), np.inf)
-    bound = geometry.voxel_size * np.sqrt(2 + ratio.max() ** 2)
+    bound = sides[:2].max() * np.sqrt(2) * np.sqrt(1 + ratio.max() ** 2)
     return int(np.ceil(np.log2(bound))) + 1 if np.isfinite(bound) else 64
 
 
@@ -321,6 +329,7 @@ class ConePair:
             "operators/cone.cl.mako", args, real=self.real, forward_group=FORWARD_GROUP,
             forward_tile=self.forward_tile, planes=PLANES[self.shared], lanes=LANES,
             magnitude_group=MAGNITUDE_GROUP, gather=self.gather, tile=transpose.TILE,
+            source=SOURCE,
             column=self.column, at_rows=at_rows, at_cols=at_cols,
             backward_items=int(np.prod(BACKWARD_GROUP)), shared=self.shared, forward=self.method,
             phases=gather_phases(geometry) if gathers else None,

@@ -66,8 +66,9 @@ def footprints(geometry: ConeGeometry, p: int):
     right angles to the ray from the source (x where the ray runs more along y, else y)
     project through its centre; along the rows, where its top and bottom faces do. Each
     ray through the box is as long as the voxel's chord along the other horizontal axis:
-    ``voxel_size`` over the cosine of the angle between the axis and the ray from the
-    source to the voxel's centre. (A detector turned so that those faces' images run
+    the voxel's side along it over the cosine of the angle between the axis and the ray
+    from the source to the voxel's centre (for voxels of other sides, x's faces where
+    the ray runs more along y in voxels: their shadows are the wider). (A detector turned so that those faces' images run
     more along the other image axis: the other way about.)"""
     nz, ny, nx = geometry.volume_shape
     k, j, i = np.meshgrid(np.arange(nz, dtype=np.float64), np.arange(ny, dtype=np.float64),
@@ -75,7 +76,10 @@ def footprints(geometry: ConeGeometry, p: int):
     m = geometry.voxel_matrices()[p]
     sx, sy, sz = geometry.voxel_sources()[p]
     dx, dy, dz = i - sx, j - sy, k - sz
-    along_y = np.abs(dy) > np.abs(dx)  # the ray runs more along y: x's faces make the box
+    lx, ly, lz = (d * side for d, side in zip((dx, dy, dz), geometry.voxel_sizes))
+    # the ray runs more along y in voxels: the shadows of x's faces are wider, and they
+    # make the box (a side s_x seen along (l_x, l_y) spans s_x |l_y|, l = d s)
+    along_y = np.abs(dy) > np.abs(dx)
 
     def at(a, di, dj, dk):
         return (m[a, 0] * (i + di) + m[a, 1] * (j + dj) + m[a, 2] * (k + dk) + m[a, 3]) / (
@@ -90,8 +94,7 @@ def footprints(geometry: ConeGeometry, p: int):
     sa, sb = at(0, 0, 0, -0.5), at(0, 0, 0, 0.5)
     turned = np.abs(tb - ta) + np.abs(sb - sa) > np.abs(ub - ua) + np.abs(vb - va)
     ua, ub, va, vb = (np.where(turned, b, a) for a, b in ((ua, sa), (ub, sb), (va, ta), (vb, tb)))
-    amplitude = geometry.voxel_size * np.sqrt(dx ** 2 + dy ** 2 + dz ** 2) / np.maximum(
-        np.abs(dx), np.abs(dy))
+    amplitude = np.sqrt(lx ** 2 + ly ** 2 + lz ** 2) / np.maximum(np.abs(dx), np.abs(dy))
     return (np.minimum(ua, ub) + 0.5, np.maximum(ua, ub) + 0.5, np.minimum(va, vb) + 0.5,
             np.maximum(va, vb) + 0.5, amplitude)
 

@@ -5,8 +5,9 @@ Conventions (ASTRA's ``cone`` and ``cone_vec``, so that the same numbers give th
 volume in both):
 
 - projections ``(n_angles, n_rows, n_cols)``; volume ``(nz, ny, nx)``, voxel ``(k, j, i)``
-  at ``x = (i - (nx-1)/2) s``, ``y = (j - (ny-1)/2) s``, ``z = (k - (nz-1)/2) s`` plus
-  ``volume_offset`` ``(x, y, z)``, ``s`` the voxel size;
+  at ``x = (i - (nx-1)/2) sx``, ``y = (j - (ny-1)/2) sy``, ``z = (k - (nz-1)/2) sz``
+  plus ``volume_offset`` ``(x, y, z)``, ``voxel_size`` ``s`` (cubes) or ``(sx, sy, sz)``
+  (ASTRA's volume windows of other sides, TIGRE's ``dVoxel``);
 - detector pixel ``(r, c)`` at ``d + (c - (n_cols-1)/2) u + (r - (n_rows-1)/2) v`` (``d``
   the detector centre, ``u`` the column step, ``v`` the row step);
 - a matrix maps a point to pixels: ``[c w, r w, w] = M [x, y, z, 1]``, ``(c, r)`` (column,
@@ -47,6 +48,17 @@ def _pair(value, name):
 LARGEST_SIZE = 2 ** 31 - 1  # the kernels take sizes as 32-bit ints (indices are 64-bit)
 
 
+def _voxel_size(value):
+    """A cube's side, or the sides ``(x, y, z)`` of a box; three equal sides are a cube's."""
+    if np.ndim(value) == 0:
+        return positive_length(value, "voxel_size")
+    sides = float_array(value, "voxel_size", 1)
+    if sides.shape != (3,):
+        raise ValueError(f"voxel_size: expected a number or three sides (x, y, z), got {value!r}")
+    sides = tuple(positive_length(side, "voxel_size") for side in sides)
+    return sides[0] if sides[0] == sides[1] == sides[2] else sides
+
+
 def _shape(value, name, n):
     try:
         values = tuple(value)
@@ -68,14 +80,15 @@ class ConeGeometry:
 
     ``matrices`` ``(n_angles, 3, 4)``: world point to pixels, scaled as the module says;
     ``sources`` ``(n_angles, 3)``; ``detector_shape`` ``(n_rows, n_cols)``;
-    ``volume_shape`` ``(nz, ny, nx)``; ``voxel_size``; ``volume_offset`` ``(x, y, z)``,
-    the volume centre's position."""
+    ``volume_shape`` ``(nz, ny, nx)``; ``voxel_size``, a cube's side or a box's sides ``(x,
+    y, z)`` (:attr:`voxel_sizes` either way); ``volume_offset`` ``(x, y, z)``, the volume
+    centre's position."""
 
     matrices: np.ndarray
     sources: np.ndarray
     detector_shape: tuple
     volume_shape: tuple
-    voxel_size: float
+    voxel_size: object
     volume_offset: tuple = (0.0, 0.0, 0.0)
 
     # ---- constructors ------------------------------------------------------------------
@@ -90,7 +103,7 @@ class ConeGeometry:
         ``(-sin t, cos t, 0) * origin_detector``, moved by ``detector_offset`` ``(row,
         column)`` pixels along its row and column steps ``v = (0, 0, 1) * pixel_size[0]``
         and ``u = (cos t, sin t, 0) * pixel_size[1]``; ``pixel_size`` a number or
-        ``(row, column)``."""
+        ``(row, column)``; ``voxel_size`` a number or ``(x, y, z)``."""
         angles = in_radians(angles, angle_unit)
         rows, columns = _pair(pixel_size, "pixel_size")
         source_origin = positive_length(source_origin, "source_origin")
@@ -115,7 +128,8 @@ class ConeGeometry:
         (source, detector centre, column step, row step): any trajectory. Or ASTRA's
         own geometry dicts, ``from_astra(proj_geom, vol_geom)``: a ``cone`` or
         ``cone_vec`` projection geometry (``astra.create_proj_geom``) and a 3-D volume
-        geometry (``astra.create_vol_geom``, its voxels cubes), in one line. ASTRA's
+        geometry (``astra.create_vol_geom``; a window of other sides along x, y and z makes
+        voxels of those sides), in one line. ASTRA's
         projections are ``(rows, angles, columns)``; pybp's ``(angles, rows, columns)``:
         ``data.transpose(1, 0, 2)``. Its volumes are pybp's ``(nz, ny, nx)``."""
         if isinstance(vectors, dict):
@@ -148,9 +162,9 @@ class ConeGeometry:
     def _from_astra_dicts(cls, proj_geom, vol_geom):
         """:meth:`from_astra` of ASTRA's dicts."""
         shape, sizes, centre = astra.volume_window(vol_geom, 3)
-        if not np.allclose(sizes, sizes[0], rtol=1e-9, atol=0):
-            raise ValueError(f"vol_geom: voxels of {sizes[0]:g} x {sizes[1]:g} x {sizes[2]:g} "
-                             f"(x, y, z); pybp's cone-beam volumes take cubes")
+        # (sides equal to rounding are a cube's, as the window's arithmetic made them)
+        size = float(sizes[0]) if np.allclose(sizes, sizes[0], rtol=1e-12, atol=0) else tuple(
+            float(side) for side in sizes)
         kind = astra.kind(proj_geom)
         if kind not in ("cone", "cone_vec"):
             other = (" (parallel beam: pybp.ParallelGeometry.from_astra)"
@@ -166,9 +180,8 @@ class ConeGeometry:
                  astra.field(proj_geom, "DetectorSpacingX")),
                 astra.field(proj_geom, "DistanceOriginSource"),
                 astra.field(proj_geom, "DistanceOriginDetector"),
-                shape, sizes[0], volume_offset=centre, angle_unit="rad")
-        return cls.from_astra(astra.field(proj_geom, "Vectors"), detector, shape, sizes[0],
-                              centre)
+                shape, size, volume_offset=centre, angle_unit="rad")
+        return cls.from_astra(astra.field(proj_geom, "Vectors"), detector, shape, size, centre)
 
     @classmethod
     def from_matrices(cls, matrices, detector_shape, volume_shape, voxel_size,
@@ -204,7 +217,7 @@ class ConeGeometry:
                              "lies in the source's plane")
         matrices = matrices / depth[:, None, None]
         shape = _shape(volume_shape, "volume_shape", 3)
-        size = positive_length(voxel_size, "voxel_size")
+        size = _voxel_size(voxel_size)
         offset = in_length_range(float_array(volume_offset, "volume_offset", 1), "volume_offset")
         if offset.shape != (3,):
             raise ValueError(f"volume_offset: expected (x, y, z), got {volume_offset!r}")
@@ -214,7 +227,7 @@ class ConeGeometry:
 
     def _check_volume(self, name):
         nz, ny, nx = self.volume_shape
-        corners = CORNERS * np.array([nx, ny, nz]) * self.voxel_size + self.volume_offset
+        corners = CORNERS * np.array([nx, ny, nz]) * self.voxel_sizes + self.volume_offset
         w = np.einsum("pc,nc->pn", self.matrices[:, 2, :3], corners) + self.matrices[:, 2, 3:]
         bad = np.flatnonzero(~(w > 0).all(axis=1))
         if bad.size:
@@ -233,12 +246,24 @@ class ConeGeometry:
         return (f"ConeGeometry({self.n_angles} projections of {self.detector_shape[0]} x "
                 f"{self.detector_shape[1]} pixels, {orbit}, spanning "
                 f"{np.degrees(np.ptp(np.unwrap(self.angles))):.4g} degrees; volume {nz} x {ny} x "
-                f"{nx} voxels of {self.voxel_size:g} at {tuple(float(v) for v in self.volume_offset)})")
+                f"{nx} voxels of {self.voxel_text()} at "
+                f"{tuple(float(v) for v in self.volume_offset)})")
+
+    def voxel_text(self) -> str:
+        """The voxel's size as people write it: ``0.5``, or ``0.5 x 0.5 x 1 (x, y, z)``."""
+        if np.ndim(self.voxel_size) == 0:
+            return f"{self.voxel_size:g}"
+        return " x ".join(f"{side:g}" for side in self.voxel_size) + " (x, y, z)"
 
     # ---- what the kernels and weights need ----------------------------------------------
     @property
     def n_angles(self) -> int:
         return len(self.matrices)
+
+    @property
+    def voxel_sizes(self) -> np.ndarray:
+        """The voxel's sides ``(x, y, z)``, for cubes too."""
+        return np.broadcast_to(np.asarray(self.voxel_size, np.float64), (3,)).copy()
 
     @property
     def angles(self) -> np.ndarray:
@@ -249,8 +274,8 @@ class ConeGeometry:
     def index_to_world(self) -> np.ndarray:
         """The 4x4 map of voxel indices ``(i, j, k, 1)`` to ``(x, y, z, 1)``."""
         nz, ny, nx = self.volume_shape
-        s = self.voxel_size
-        t = np.diag([s, s, s, 1.0])
+        s = self.voxel_sizes
+        t = np.diag([*s, 1.0])
         t[:3, 3] = -np.array([nx - 1, ny - 1, nz - 1]) / 2 * s + self.volume_offset
         return t
 

@@ -21,8 +21,9 @@
 
       {"astra": {"proj_geom": {"type": "cone", ...}, "vol_geom": {"GridRowCount": ...}}}
 
-``pixel_size`` is a number or ``[row, column]``; ``detector_offset`` (pixels, ``[row,
-column]``) and ``volume_offset`` (``[x, y, z]``) default to zeros.
+``pixel_size`` is a number or ``[row, column]``; ``voxel_size`` a number (cubes) or ``[x,
+y, z]``; ``detector_offset`` (pixels, ``[row, column]``) and ``volume_offset`` (``[x, y,
+z]``) default to zeros.
 """
 
 from __future__ import annotations

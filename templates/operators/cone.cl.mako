@@ -39,6 +39,7 @@ typedef ${real} real;
 % endif
 
 #define COLUMN ${column}  /* A^T: voxels along z per work-item */
+#define SOURCE ${source}  /* a source's values: its voxel indices, the voxel's sides, 0, 0 */
 
 // Voxel column (i, j) in image q of matrices m (12 values: voxel indices to (c w, r w,
 // w)): the part of its homogeneous position that does not depend on k. A voxel's is
@@ -61,28 +62,30 @@ inline real cone_at(__global const real *m, const int a, const real x, const rea
         / fma(m[10], z, fma(m[9], y, fma(m[8], x, m[11])));
 }
 
-// The ray from the source (s: its voxel indices, then the voxel size) to column (i, j):
-// the half-voxel step (*di, *dj) across the horizontal axis whose faces make the box
-// along the image's columns (x where the ray runs more along y, else y), and what
-// cone_amplitude needs of it: the ray's squared horizontal length and the voxel size
-// over its length along the other axis (in voxels).
+// The ray from the source (s: its voxel indices, then the voxel's sides x, y, z) to
+// column (i, j): the half-voxel step (*di, *dj) across the horizontal axis whose faces
+// make the box along the image's columns, and what cone_amplitude needs of it: the
+// ray's squared horizontal length and one over its length along the other axis in
+// voxels. The faces whose shadows are wider make the box: x's where the ray runs more
+// along y in voxels (a side s_x seen along (l_x, l_y) spans s_x |l_y|, and l = d s), for
+// voxels of any sides.
 inline void cone_across(__global const real *s, const int i, const int j, real *di,
                         real *dj, float *horizontal, float *scale)
 {
-    const real dx = i - s[0], dy = j - s[1];
+    const real dx = i - s[0], dy = j - s[1], lx = dx * s[3], ly = dy * s[4];
     const bool along_y = fabs(dy) > fabs(dx);
     *di = along_y ? (real)0.5 : (real)0;
     *dj = along_y ? (real)0 : (real)0.5;
-    *horizontal = (float)(dx * dx + dy * dy);
-    *scale = (float)(s[3] / fmax(fabs(dx), fabs(dy)));
+    *horizontal = (float)(lx * lx + ly * ly);
+    *scale = (float)(1 / fmax(fabs(dx), fabs(dy)));
 }
 
-// The ray's length through voxel k of the column: the voxel size over the cosine of the
-// angle between the ray and the axis it runs more along.
+// The ray's length through voxel k of the column: the voxel's side along the axis the
+// ray runs more along (in voxels) over the cosine of the angle between them.
 inline float cone_amplitude(__global const real *s, const float horizontal,
                             const float scale, const int k)
 {
-    const float dz = (float)((real)k - s[2]);
+    const float dz = (float)(((real)k - s[2]) * s[5]);
     return scale * sqrt(fma(dz, dz, horizontal));
 }
 
@@ -219,7 +222,7 @@ ${args['cone_backward']}
     for (int n = 0; n < COLUMN; n++)
         sums[n] = 0.0f;
     for (int q = 0; q < n_angles; q++) {
-        __global const real *m = matrices + 12 * q, *s = sources + 4 * q;
+        __global const real *m = matrices + 12 * q, *s = sources + SOURCE * q;
         __global const float *image = projections + (size_t)q * n_rows * n_cols;
         real di, dj;
         float horizontal, scale;
@@ -398,7 +401,7 @@ ${args['cone_gather']}
     const int c0 = get_group_id(0) * GATHER_COLS, c_end = min(c0 + GATHER_COLS, n_cols);
     const int r0 = get_group_id(1) * BAND;
     const int q = first_angle + get_group_id(2);
-    __global const real *m = matrices + 12 * q, *s = sources + 4 * q;
+    __global const real *m = matrices + 12 * q, *s = sources + SOURCE * q;
     const real m6 = m[6];
     for (int n = item; n < CHUNK * PLACES; n += GATHER_ITEMS)
         profile[n / PLACES][n % PLACES] = 0.0f;
@@ -701,7 +704,7 @@ ${args['cone_forward']}
     }
     barrier(CLK_LOCAL_MEM_FENCE);
     const float fixed_scale = ldexp(1.0f, shift[0]);
-    __global const real *m = matrices + 12 * q, *s = sources + 4 * q;
+    __global const real *m = matrices + 12 * q, *s = sources + SOURCE * q;
     __global const real *t = inverses + 12 * q;  // inverse(M) row by row, then s
     const int size[3] = {nx, ny, nz};
     // The window: the centres of the boxes that may cover a pixel of the tile.
