@@ -244,11 +244,20 @@ def test_parallel_geometry_from_astra_is_astras(cl_device, case):
     inner = want > 0.2 * want.max()
 
     def error(geometry):
-        got = pybp.Projector(geometry, slices=len(volume), device=cl_device).forward(volume)
+        slices = len(volume) if isinstance(geometry, pybp.ParallelGeometry) else None
+        got = pybp.Projector(geometry, slices, device=cl_device).forward(volume)
         got = got.reshape(want.shape)
         return float(np.linalg.norm((got - want)[inner]) / np.linalg.norm(want[inner]))
 
     assert error(g) < BLOB_RMS, error(g)
+    if dims == 3:
+        # the same dicts as a ParallelVectorGeometry: the cone-beam pair's kernels at w = 1
+        # (a box of a voxel's faces, its row the voxel's slice) are parallel beam's model
+        vectors = pybp.ParallelVectorGeometry.from_astra(proj_geom, vol_geom)
+        assert error(vectors) < BLOB_RMS, error(vectors)
+        ours = pybp.Projector(g, slices=len(volume), device=cl_device).forward(volume)
+        theirs = pybp.Projector(vectors, device=cl_device).forward(volume)
+        assert np.linalg.norm(theirs - ours) < 1e-5 * np.linalg.norm(ours)
     # the other convention's angles, and the slices mirrored, are far off: the test sees both
     flipped = pybp.ParallelGeometry(-g.angles, g.n_bins, g.center, g.slice_shape,
                                     g.slice_offset, pixel_size=g.pixel_size,
@@ -272,6 +281,55 @@ def test_parallel_geometry_from_astra_matches_its_vectors():
         np.testing.assert_allclose(turns, np.round(turns), atol=1e-12)
         np.testing.assert_allclose(b.center, a.center - 2.5, atol=1e-9)  # the shifted detector
         assert a.slice_offset == pytest.approx(b.slice_offset)
+
+
+def test_parallel_vector_geometry_from_astra():
+    """ASTRA's parallel3d and parallel3d_vec dicts and rows, and the laminography
+    constructor: a parallel3d dict is its vectors' geometry, and laminography at a tilt
+    of 0 is ASTRA's parallel3d; the matrices map a point to the pixel its ray meets (a
+    point moved along the ray keeps its pixel); what is not such a geometry is refused
+    by name."""
+    from pybp.geometry.parallel_vectors import laminography_vectors
+    cases = {name: (p, v) for name, p, v, _ in parallel_dicts()}
+    plain = pybp.ParallelVectorGeometry.from_astra(*cases["parallel3d"])
+    vec = pybp.ParallelVectorGeometry.from_astra(*cases["parallel3d_vec"])
+    assert plain.volume_shape == vec.volume_shape == (3, 24, 24)
+    assert plain.voxel_size == (1.25, 1.25, 1.25)[0] and plain.detector_shape == (3, 32)
+    t = cases["parallel3d"][0]["ProjectionAngles"]
+    flat = pybp.ParallelVectorGeometry.laminography(t, 0.0, (3, 32), (1.25, 1.5), (3, 24, 24),
+                                                    1.25, volume_offset=(3.0, -3.0, 0.0))
+    np.testing.assert_allclose(flat.matrices, plain.matrices, atol=1e-12)
+    tilted = pybp.ParallelVectorGeometry.laminography([0, 70, 200], 30, (20, 24),
+                                                      0.7, (8, 9, 10), (1.0, 1.1, 0.9),
+                                                      detector_offset=(2, -3), angle_unit="deg")
+    rows = laminography_vectors(np.radians([0, 70, 200]), np.radians(30), (0.7, 0.7), (2, -3))
+    point = np.array([1.3, -2.0, 0.7, 1.0])
+    moved = point + np.concatenate([5.0 * rows[1, :3], [0]])
+    np.testing.assert_allclose(tilted.matrices[1] @ moved, tilted.matrices[1] @ point, atol=1e-12)
+    # the detector's centre is its middle pixel, (2, -3) pixels from the origin's ray
+    np.testing.assert_allclose(tilted.matrices[1] @ np.append(rows[1, 3:6], 1),
+                               [(24 - 1) / 2, (20 - 1) / 2, 1], atol=1e-9)
+    np.testing.assert_allclose(tilted.matrices[1] @ [0, 0, 0, 1],
+                               [(24 - 1) / 2 + 3, (20 - 1) / 2 - 2, 1], atol=1e-9)
+    assert np.allclose(np.linalg.norm(tilted.rays, axis=1), 1)
+    assert "rays 30 degrees from the horizontal" in repr(tilted)
+    bad = [(dict(cases["parallel3d"][0], type="cone"), cases["parallel3d"][1],
+            r"^proj_geom: type 'cone'; .*\(cone beam: pybp\.ConeGeometry\.from_astra\)"),
+           (cases["parallel"][0], cases["parallel"][1], r"^proj_geom: type 'parallel'; .*"
+            r"\(2-D: pybp\.ParallelGeometry\.from_astra\)")]
+    for proj_geom, vol_geom, message in bad:
+        with pytest.raises(ValueError, match=message):
+            pybp.ParallelVectorGeometry.from_astra(proj_geom, vol_geom)
+    along = rows.copy()
+    along[0, 6:9] = along[0, :3]  # columns along the rays
+    with pytest.raises(ValueError, match=r"^vectors: projection 0: the rays run along the "
+                                         r"detector's plane"):
+        pybp.ParallelVectorGeometry.from_astra(along, (20, 24), (8, 9, 10), 1.0)
+    with pytest.raises(ValueError, match=r"^tilt: expected an angle under a right angle"):
+        pybp.ParallelVectorGeometry.laminography(t, 90, (3, 32), 1.0, (3, 24, 24), 1.0,
+                                                 angle_unit="deg")
+    with pytest.raises(TypeError, match=r"^from_astra: give parallel3d_vec rows"):
+        pybp.ParallelVectorGeometry.from_astra(rows)
 
 
 def test_parallel_geometry_from_astra_refuses_what_it_cannot_model():

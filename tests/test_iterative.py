@@ -481,15 +481,33 @@ CONE = dict(cone_geometries())
 # chord and the faces that make its box compared in length, not in voxels
 BOXES = pybp.ConeGeometry.circular(np.linspace(0, 2 * np.pi, 16, endpoint=False), (20, 30),
                                    (1.3, 0.9), 80.0, 40.0, (12, 26, 20), (1.2, 0.7, 1.9))
+
+
+def laminography(turn):
+    """Parallel rays 0.4 rad from the horizontal onto a detector turned ``turn`` rad about
+    its normal (none: a voxel column keeps its detector column, A the gather; else the
+    scatter and A^T voxel by voxel): the cone-beam pair's kernels along parallel rays."""
+    from pybp.geometry.parallel_vectors import laminography_vectors
+    vectors = laminography_vectors(np.linspace(0, 2 * np.pi, 16, endpoint=False), 0.4,
+                                   (1.1, 0.9))
+    u, v = vectors[:, 6:9].copy(), vectors[:, 9:12].copy()
+    vectors[:, 6:9] = np.cos(turn) * u + np.sin(turn) * v
+    vectors[:, 9:12] = np.cos(turn) * v - np.sin(turn) * u
+    return pybp.ParallelVectorGeometry.from_astra(vectors, (26, 34), (12, 18, 16),
+                                                  (1.0, 0.8, 1.1))
+
+
+WHOLE = {"boxes": BOXES, "laminography": laminography(0.0),
+         "laminography-turned": laminography(0.1)}
 # the module constants that shape A's work, per kernel (pybp/cone/project.py)
 SHAPES = {"gather": ("GATHER_ITEMS", "SLOTS", "GATHER_COLUMNS", "GATHER_ENTRIES", "CHUNK",
                      "UNROLL", "READ_ROWS"),
           "scatter": ("FORWARD_TILES", "PLANES", "LANES")}
 
 
-@pytest.mark.parametrize("name", [*CONE, "boxes"])
+@pytest.mark.parametrize("name", [*CONE, *WHOLE])
 def test_cone_operators_match_float64_and_are_adjoint(cl_device, rng, name):
-    geometry = CONE.get(name, BOXES)
+    geometry = CONE.get(name) or WHOLE[name]
     projector = pybp.Projector(geometry, device=cl_device)
     assert projector.volume_shape == geometry.volume_shape
     x = rng.standard_normal(projector.volume_shape).astype(np.float32)

@@ -14,7 +14,7 @@ import pyopencl.array as cla
 from pybp import __version__, checks
 from pybp.api.projector import Projector, advice_for, check_geometry, fits, scratch_bytes
 from pybp.cone import run
-from pybp.geometry.cone import ConeGeometry
+from pybp.geometry.volume import VolumeGeometry
 from pybp.iterative import methods, options
 from pybp.iterative.checkpoint import Checkpoint, digest
 from pybp.iterative.tv import Variation
@@ -99,7 +99,7 @@ class _Run:
         if isinstance(projections, cla.Array):  # as the Projector takes them; the method
             projections = projections.get()     # keeps its own copy on its device
         checks.array_like(projections, "projections", (2, 3))
-        cone = isinstance(geometry, ConeGeometry)
+        cone = isinstance(geometry, VolumeGeometry)  # a whole volume
         single = len(projections.shape) == 2
         if cone:
             expected = (geometry.n_angles,) + tuple(geometry.detector_shape)
@@ -208,7 +208,8 @@ def sirt(projections, geometry, iterations, x0=None, nonnegative=False, mask=Non
 
     ``projections`` (line integrals) ``(n_angles, rows, n_bins)`` or one sinogram
     ``(n_angles, n_bins)`` for a :class:`pybp.ParallelGeometry`, ``(n_angles, n_rows,
-    n_cols)`` for a :class:`pybp.ConeGeometry`. Defaults as
+    n_cols)`` for a :class:`pybp.ConeGeometry` or a :class:`pybp.ParallelVectorGeometry`.
+    Defaults as
     ASTRA's: ``x0`` zero, no mask, no constraint. ``nonnegative`` clips at zero after
     each step; ``mask`` (nonzero inside: the volume's shape or a slice's) and ``circle``
     (True: the reconstruction circle, or a radius in pixels) keep the pixels outside at
@@ -296,7 +297,7 @@ def tv(projections, geometry, iterations, weight, x0=None, nonnegative=False, ma
                steps_before=methods.POWER_ITERATIONS, checkpoint=checkpoint,
                options=dict(weight=weight, nonnegative=bool(nonnegative)))
     projector = run.projector
-    dims = 3 if isinstance(geometry, ConeGeometry) else 2
+    dims = 3 if isinstance(geometry, VolumeGeometry) else 2
     variation = Variation(projector.context, projector.queue, projector.device,
                           projector.volume_shape, dims)
     return run.solve(methods.tv, projector.pair, variation, run.vectors, run.b, run.x,
@@ -318,7 +319,7 @@ def by_method(chosen: dict, projections, geometry, **kwargs):
     return BY_NAME[name](projections, geometry, iterations, **options, **kwargs)
 
 
-def cone_method(chosen: dict, projections, geometry: ConeGeometry, *, flats=None, darks=None,
+def cone_method(chosen: dict, projections, geometry: VolumeGeometry, *, flats=None, darks=None,
                 log=None, rings=None, ring_options=None, phase=None, device=None,
                 memory_limit=None, progress=True, out=None, checkpoint=None):
     """Cone beam's iterative method ``chosen`` (as :func:`by_method` takes it) of detector

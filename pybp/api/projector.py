@@ -16,8 +16,8 @@ from pybp import checks
 from pybp.cl.device import describe, open_device
 from pybp.cone import project as cone_project
 from pybp.cone.project import ConePair
-from pybp.geometry.cone import ConeGeometry
 from pybp.geometry.parallel import Geometry
+from pybp.geometry.volume import VolumeGeometry
 from pybp.parallel import project
 from pybp.stream import memory
 
@@ -26,9 +26,9 @@ ROWS_AXIS = {"volume": 0, "projections": 1}  # dropped for one slice
 
 
 def check_geometry(geometry):
-    if not isinstance(geometry, (Geometry, ConeGeometry)):
-        raise TypeError(f"geometry: expected a pybp.ParallelGeometry or a pybp.ConeGeometry, "
-                        f"got {type(geometry).__name__}")
+    if not isinstance(geometry, (Geometry, VolumeGeometry)):
+        raise TypeError(f"geometry: expected a pybp.ParallelGeometry, a pybp.ConeGeometry or a "
+                        f"pybp.ParallelVectorGeometry, got {type(geometry).__name__}")
 
 
 def scratch_bytes(geometry, rows=None) -> int:
@@ -36,7 +36,7 @@ def scratch_bytes(geometry, rows=None) -> int:
     parallel beam): parallel beam's stacked volumes and projections
     (:func:`pybp.parallel.project.scratch_bytes`), cone beam's transposed volume where
     its forward projection gathers (:func:`pybp.cone.project.scratch_bytes`)."""
-    if isinstance(geometry, ConeGeometry):
+    if isinstance(geometry, VolumeGeometry):
         return cone_project.scratch_bytes(geometry)
     return project.scratch_bytes(geometry, rows)
 
@@ -67,7 +67,7 @@ def fits(device, volume_shape, projection_shape, *, volumes, projections, scratc
 def advice_for(geometry) -> str:
     """What to do where ``geometry``'s operators do not fit (:func:`fits`): cone beam
     takes no rows."""
-    return ADVICE["cone" if isinstance(geometry, ConeGeometry) else "parallel"]
+    return ADVICE["cone" if isinstance(geometry, VolumeGeometry) else "parallel"]
 
 
 class Projector:
@@ -81,7 +81,9 @@ class Projector:
     :meth:`pybp.geometry.parallel.Geometry.footprints`). Cone beam (a
     :class:`pybp.ConeGeometry`, no ``slices``): the volume ``(nz, ny, nx)`` to
     projections ``(n_angles, n_rows, n_cols)``, distance-driven too (each voxel's shadow a
-    box on the detector: :mod:`pybp.cone.reference`).
+    box on the detector: :mod:`pybp.cone.reference`); a
+    :class:`pybp.ParallelVectorGeometry` (any ray direction and detector: laminography)
+    likewise.
     ``backward(projections)`` is the exact transpose: each weight comes from the same
     floats in both kernels, so <A x, y> = <x, A^T y> to the rounding of the sums. Unlike
     :func:`pybp.backproject` and :func:`pybp.fdk`, ``backward`` has no filter and no
@@ -100,7 +102,7 @@ class Projector:
     def __init__(self, geometry, slices=None, device=None, *, rows=None):
         check_geometry(geometry)
         self.geometry = geometry
-        cone = isinstance(geometry, ConeGeometry)
+        cone = isinstance(geometry, VolumeGeometry)  # a whole volume (cone beam's pair)
         if rows is not None:  # the name before pybp.reconstruct's rows, a range, had it
             if slices is not None:
                 raise TypeError("rows: give slices (rows is its old name)")

@@ -25,6 +25,7 @@ from pybp.api.iterative import cone_method
 from pybp.centre import find_center
 from pybp.geometry.angles import in_radians
 from pybp.geometry.cone import ConeGeometry
+from pybp.geometry.volume import VolumeGeometry
 from pybp.geometry.parallel import Geometry
 from pybp.iterative import options as iterative_options
 from pybp.iterative.options import OPTION_NAMES
@@ -40,9 +41,10 @@ def reconstruct(projections, geometry=None, flats=None, darks=None, center=None,
                 chunk_slices=None, device=None, devices=None, client=None, context=None,
                 queue=None, stats=None, angle_unit=None, **options):
     """Reconstruct a scan in ``geometry``: a :class:`pybp.ParallelGeometry`, a
-    :class:`pybp.ConeGeometry` (ASTRA's dicts: ``from_astra`` of either), or the
-    angles of a parallel-beam scan. By filtered back-projection (FDK for cone beam), or
-    an iterative ``method``; return the volume.
+    :class:`pybp.ConeGeometry` (ASTRA's dicts: ``from_astra`` of either), a
+    :class:`pybp.ParallelVectorGeometry` (any rays: laminography; iterative methods
+    only, as cone beam's), or the angles of a parallel-beam scan. By filtered
+    back-projection (FDK for cone beam), or an iterative ``method``; return the volume.
 
     Parallel beam: detector rows ``rows=(first, stop)`` (default all), the volume
     ``(stop - first, ny, nx)``. Cone beam: the geometry's volume ``(nz, ny, nx)``
@@ -107,7 +109,7 @@ def reconstruct(projections, geometry=None, flats=None, darks=None, center=None,
         if geometry is None:
             raise TypeError("geometry: give the scan's geometry (pybp.ParallelGeometry, "
                             "pybp.ConeGeometry) or its angles")
-    if isinstance(geometry, ConeGeometry):
+    if isinstance(geometry, VolumeGeometry):  # a whole volume: cone beam, parallel vectors
         parallel_only = dict(center=center, rows=rows, chunk_slices=chunk_slices,
                              angle_unit=angle_unit, stats=stats)
         given = [name for name, value in parallel_only.items() if value is not None]
@@ -314,9 +316,14 @@ def _cone(projections, geometry, flats, darks, out, *, filter, padding, log, pro
           devices, client, context, queue, options):
     """:func:`reconstruct` of a :class:`pybp.ConeGeometry`: FDK (:func:`pybp.fdk`), or an
     iterative method of the line integrals on one device
-    (:func:`pybp.api.iterative.cone_method`)."""
+    (:func:`pybp.api.iterative.cone_method`); of a :class:`pybp.ParallelVectorGeometry`,
+    the iterative method alone."""
     method = options.pop("method", "fbp")
     iterations = options.pop("iterations", None)
+    if method in ("fbp", "fdk") and not isinstance(geometry, ConeGeometry):
+        raise ValueError(f"method: {method!r}: pybp has no filtered back-projection of a "
+                         f"{type(geometry).__name__} (its rays need not cross one axis at "
+                         "right angles); take method='sirt', 'sart', 'cgls' or 'tv'")
     if method in ("fbp", "fdk"):
         for name in ["iterations"] * (iterations is not None) + list(options):
             if name == "iterations" or name in OPTION_NAMES or name in STREAM_HINTS:

@@ -13,23 +13,24 @@ import pyopencl as cl
 
 from pybp.cl import codegen, pacing, transpose
 from pybp.cl.kernel import Arg, global_size, ints
-from pybp.geometry.cone import ConeGeometry
+from pybp.geometry.volume import VolumeGeometry
 
 SIZES = ints("n_angles", "n_rows", "n_cols", "nx", "ny", "nz")
-SOURCE = 8  # a source's values (tables): its voxel indices (i, j, k), the voxel's sides, 0, 0
+SOURCE = 6  # a projection's rays (tables): p (a point, or minus a direction), the voxel's sides
+INVERSE = 18  # a projection's rays through pixels, for the scatter's windows (tables)
 
 
 def _args(real):
     matrices = Arg("matrices", f"__global const {real} *",
                    "per image: voxel indices to (c w, r w, w), 12 values")
     sources = Arg("sources", f"__global const {real} *",
-                  f"per image: the source's voxel indices, the voxel's sides: {SOURCE} values")
+                  f"per image: its rays (voxel_rays), the voxel's sides: {SOURCE} values")
     u_reach = Arg("u_reach", f"const {real}",
                   "pixels: the farthest a box's end along the columns lies from its centre")
     forward = (
         Arg("volume", "__global const float *", "nz x ny x nx"), matrices, sources,
         Arg("inverses", f"__global const {real} *",
-            "per image: inverse(M) row by row, then inverse(M) m4: 12 values"),
+            f"per image: the rays through pixels, D then E row by row: {INVERSE} values"),
         Arg("shift", "__global const int *", "the terms' scale, 2^shift (cone_shift)"),
         Arg("projections", "__global float *", "n_angles x n_rows x n_cols"), *SIZES, u_reach,
         Arg("v_reach", f"const {real}", "pixels: likewise, along the rows"),
@@ -102,7 +103,7 @@ def forward_tile(device) -> tuple:
     return FORWARD_TILES[-1]
 
 
-def gather_shape(device, geometry: ConeGeometry) -> tuple:
+def gather_shape(device, geometry: VolumeGeometry) -> tuple:
     """A's gather on ``device`` for ``geometry``: (work-items, rows a work-item, image
     columns, listed voxel columns, profiles at a time, voxels of a profile a work-item
     reads at once, neighbouring rows of a profile a work-item reads at once). A group
@@ -128,7 +129,7 @@ def gather_shape(device, geometry: ConeGeometry) -> tuple:
     return items, slots, GATHER_COLUMNS, entries, CHUNK, unroll, rows
 
 
-def backward_shape(device, geometry: ConeGeometry, reach) -> tuple:
+def backward_shape(device, geometry: VolumeGeometry, reach) -> tuple:
     """A^T's ``(column, rows, columns)`` where the matrices share a column's c and w: the
     voxels along z a work-item takes (COLUMN, or fewer where their rows' sums would not
     fit the device's local memory: 4 bytes a row a work-item), the most image rows they
@@ -146,7 +147,7 @@ def backward_shape(device, geometry: ConeGeometry, reach) -> tuple:
                      f"({device.local_memory} bytes here): take larger pixels or smaller voxels")
 
 
-def voxel_step(geometry: ConeGeometry) -> float:
+def voxel_step(geometry: VolumeGeometry) -> float:
     """The shortest image of a step of one voxel along a column, in pixels (circular
     orbits: |m6| / w at the volume's farthest column corner), 0 where some image has
     none (m6 = 0)."""
@@ -156,7 +157,7 @@ def voxel_step(geometry: ConeGeometry) -> float:
     return float(np.min(np.abs(m[:, 1, 2]) / np.max(m[:, 2] @ corners.T, axis=1)))
 
 
-def gather_phases(geometry: ConeGeometry) -> int:
+def gather_phases(geometry: VolumeGeometry) -> int:
     """A's gather's phases: voxels of a column ``phases`` apart have boxes that share no
     row in any image (the ``phases - 1`` voxels between them span at least one pixel),
     so the voxels of one phase write distinct rows of a profile. 0 where some image has
@@ -184,7 +185,7 @@ def shared_column(matrices) -> bool:
 FIXED_REACH, FIXED_BEYOND = 2.0 ** 30, 2 ** 14
 
 
-def row_reach(geometry: ConeGeometry) -> float:
+def row_reach(geometry: VolumeGeometry) -> float:
     """The largest |row position| (pixels) of a voxel of ``geometry``'s volume columns,
     continued FIXED_BEYOND voxels past their ends, in any image where the matrices share
     a column's c and w: at the corners (a ratio of linear functions, w > 0 throughout
@@ -197,7 +198,7 @@ def row_reach(geometry: ConeGeometry) -> float:
     return float(np.max(np.abs(h[:, 1] / h[:, 2])))
 
 
-def forward_method(geometry: ConeGeometry) -> str:
+def forward_method(geometry: VolumeGeometry) -> str:
     """A's kernel for ``geometry``: ``"gather"`` where its matrices share a column's c and
     w, a voxel column's voxels step along the image rows in every image (gather_phases)
     and a voxel at the volume's centre projects at most GATHER_BELOW pixels tall (the
@@ -212,7 +213,7 @@ def forward_method(geometry: ConeGeometry) -> str:
     return "gather" if np.median(tall) <= GATHER_BELOW else "scatter"
 
 
-def scratch_bytes(geometry: ConeGeometry) -> int:
+def scratch_bytes(geometry: VolumeGeometry) -> int:
     """Device bytes of the pair's own copy: the gather's transposed volume, where
     :func:`forward_method` chooses it (the scatter's few bytes of its own aside)."""
     if forward_method(geometry) == "gather":
@@ -220,24 +221,36 @@ def scratch_bytes(geometry: ConeGeometry) -> int:
     return 0
 
 
-def tables(geometry: ConeGeometry):
-    """``(matrices, inverses, sources)``, float64 ``(n_angles, 12)``, ``(n_angles, 12)``
-    and ``(n_angles, SOURCE)``: the voxel matrices row by row; each one's inverse 3x3 part
-    row by row followed by that inverse times its last column (a detector point (c, r)
-    at depth w is the voxel-index point w inverse(M) (c, r, 1) - inverse(M) m4); each
-    source's voxel indices and the voxel's sides x, y, z (the boxes' axis and the rays'
-    lengths), then zeros."""
+def tables(geometry: VolumeGeometry):
+    """``(matrices, inverses, sources)``, float64 ``(n_angles, 12)``, ``(n_angles,
+    INVERSE)`` and ``(n_angles, SOURCE)``: the voxel matrices row by row; the rays
+    through the pixels, the ray through ``(c, r)`` the voxel-index points ``E (c, r, 1)
+    + t D (c, r, 1)`` for the scatter's windows, D and E row by row (from a source s:
+    ``D = inverse(M)``, E's last column s, the rest 0; along d: D's last column d, the rest
+    0, and E a point of each ray); each projection's rays (``voxel_rays``: p, a point or
+    minus a direction) and the voxel's sides x, y, z (the boxes' axis and the rays'
+    lengths)."""
     m = geometry.voxel_matrices()
-    inverse = np.linalg.inv(m[:, :, :3])
-    shift = np.einsum("nab,nb->na", inverse, m[:, :, 3])
-    sources = np.zeros((len(m), SOURCE))
-    sources[:, :3] = geometry.voxel_sources()
+    rays = geometry.voxel_rays()
+    n = len(m)
+    ray_tables = np.zeros((n, 2, 3, 3))
+    point = rays[:, 3] != 0
+    if point.any():
+        ray_tables[point, 0] = np.linalg.inv(m[point, :, :3])
+        ray_tables[point, 1, :, 2] = rays[point, :3]
+    if (~point).any():
+        ray_tables[~point, 0, :, 2] = -rays[~point, :3]
+        # the points nearest the origin on the rays: X = A^+ ((c, r) - m's last column)
+        across = np.linalg.pinv(m[~point, :2, :3])  # (n, 3, 2)
+        ray_tables[~point, 1, :, :2] = across
+        ray_tables[~point, 1, :, 2] = -np.einsum("nab,nb->na", across, m[~point, :2, 3])
+    sources = np.zeros((n, SOURCE))
+    sources[:, :3] = rays[:, :3]
     sources[:, 3:6] = geometry.voxel_sizes
-    return (m.reshape(len(m), 12), np.concatenate([inverse.reshape(len(m), 9), shift], axis=1),
-            sources)
+    return m.reshape(n, 12), ray_tables.reshape(n, INVERSE), sources
 
 
-def reaches(geometry: ConeGeometry) -> tuple:
+def reaches(geometry: VolumeGeometry) -> tuple:
     """``(u_reach, v_reach)``: pixels, at least the farthest a voxel's box ends from its
     centre along the image's columns and rows, in any image (the scatter's window and
     the gather's strips take the voxels whose centres lie this near a pixel). Found on
@@ -264,25 +277,35 @@ def reaches(geometry: ConeGeometry) -> tuple:
     return tuple(float(r) * 1.25 + 0.05 for r in reach)
 
 
-def amplitude_bits(geometry: ConeGeometry) -> int:
+def amplitude_bits(geometry: VolumeGeometry) -> int:
     """An exponent ``e`` with every ray's length through a voxel below ``2^e`` (the
     scatter's fixed-point scale): a voxel's side along x or y times the ray's length over
     its length along that axis, the one it runs more along, which is at most sqrt(2)
-    times the longer side times the ray's length over its horizontal length: largest
-    where the ray is steepest, at most the volume's largest height above or below a
-    source over the least of its horizontal distance to the volume's sides."""
+    times the longer side times the ray's length over its horizontal length. From a
+    source, largest where the ray is steepest: at most the volume's largest height above
+    or below the source over the least of its horizontal distance to the volume's sides;
+    along parallel rays, the rays' own."""
     nz, ny, nx = geometry.volume_shape
     sides = geometry.voxel_sizes
-    sources = geometry.voxel_sources() * sides
-    low = np.array([-0.5, -0.5]) * sides[:2]
-    high = np.array([nx - 0.5, ny - 0.5]) * sides[:2]
-    # the least over the volume's horizontal rectangle of the horizontal distance, per
-    # source (at least its distance along x or y, whichever is more)
-    gap = np.maximum(np.maximum(low - sources[:, :2], sources[:, :2] - high), 0).max(axis=1)
-    height = np.maximum(np.abs(-0.5 * sides[2] - sources[:, 2]),
-                        np.abs((nz - 0.5) * sides[2] - sources[:, 2]))
-    ratio = np.where(gap > 0, height / np.where(gap > 0, gap, 1), np.inf)
-    bound = sides[:2].max() * np.sqrt(2) * np.sqrt(1 + ratio.max() ** 2)
+    rays = geometry.voxel_rays()
+    point = rays[:, 3] != 0
+    ratio = 0.0
+    if point.any():
+        sources = rays[point, :3] * sides
+        low = np.array([-0.5, -0.5]) * sides[:2]
+        high = np.array([nx - 0.5, ny - 0.5]) * sides[:2]
+        # the least over the volume's horizontal rectangle of the horizontal distance, per
+        # source (at least its distance along x or y, whichever is more)
+        gap = np.maximum(np.maximum(low - sources[:, :2], sources[:, :2] - high), 0).max(axis=1)
+        height = np.maximum(np.abs(-0.5 * sides[2] - sources[:, 2]),
+                            np.abs((nz - 0.5) * sides[2] - sources[:, 2]))
+        ratio = np.where(gap > 0, height / np.where(gap > 0, gap, 1), np.inf).max()
+    if (~point).any():
+        along = rays[~point, :3] * sides
+        horizontal = np.hypot(along[:, 0], along[:, 1])
+        ratio = max(ratio, np.where(horizontal > 0, np.abs(along[:, 2]) / np.where(
+            horizontal > 0, horizontal, 1), np.inf).max())
+    bound = sides[:2].max() * np.sqrt(2) * np.sqrt(1 + ratio ** 2)
     return int(np.ceil(np.log2(bound))) + 1 if np.isfinite(bound) else 64
 
 
@@ -290,7 +313,7 @@ class ConePair:
     """A and A^T of ``geometry`` on ``queue``'s device, positions in double where the
     device has it. Launches as :class:`pybp.parallel.project.ParallelPair`'s."""
 
-    def __init__(self, geometry: ConeGeometry, context, queue, device):
+    def __init__(self, geometry: VolumeGeometry, context, queue, device):
         self.geometry, self.queue = geometry, queue
         self.volume_shape = tuple(geometry.volume_shape)
         self.projection_shape = (geometry.n_angles,) + tuple(geometry.detector_shape)
@@ -307,9 +330,16 @@ class ConePair:
         if self._bits > 60:
             raise ValueError(
                 "geometry: a source lies above or below the volume, within its extent along x "
-                "and y; the cone-beam pair takes rays that run more along x or y than along z")
+                "and y, or rays run along z; the pair takes rays with a part along x or y")
         self._reach = tuple(dtype(r) for r in reaches(geometry))
         self.shared = shared_column(self._tables[0])
+        # rays from a point (cone beam) or along a direction, the same in every image: a
+        # template value, so that neither kernel asks which per voxel (15% of A^T's time)
+        kinds = set(geometry.voxel_rays()[:, 3] != 0)
+        if len(kinds) != 1:
+            raise ValueError("geometry: rays from a point in some projections and parallel in "
+                             "others; the pair takes one kind")
+        self.point = bool(kinds.pop())
         reach = row_reach(geometry) if self.shared else 0.0
         if not reach < FIXED_REACH:
             raise ValueError(
@@ -329,7 +359,7 @@ class ConePair:
             "operators/cone.cl.mako", args, real=self.real, forward_group=FORWARD_GROUP,
             forward_tile=self.forward_tile, planes=PLANES[self.shared], lanes=LANES,
             magnitude_group=MAGNITUDE_GROUP, gather=self.gather, tile=transpose.TILE,
-            source=SOURCE,
+            source=SOURCE, inverse=INVERSE, point=self.point,
             column=self.column, at_rows=at_rows, at_cols=at_cols,
             backward_items=int(np.prod(BACKWARD_GROUP)), shared=self.shared, forward=self.method,
             phases=gather_phases(geometry) if gathers else None,

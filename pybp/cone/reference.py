@@ -11,6 +11,7 @@ import numpy as np
 
 from pybp.geometry import cone_weights as weights
 from pybp.geometry.cone import ConeGeometry
+from pybp.geometry.volume import VolumeGeometry
 from pybp.stages.filters import filter_numpy
 
 
@@ -57,7 +58,7 @@ def backproject(projections, geometry: ConeGeometry, planes=None, distance_weigh
     return out
 
 
-def footprints(geometry: ConeGeometry, p: int):
+def footprints(geometry: VolumeGeometry, p: int):
     """The matched pair's model (docs/design.md, section 9) in projection ``p``, float64,
     each an array of the volume's shape: ``(u0, u1, v0, v1, amplitude)``. A voxel's
     shadow is the box from ``u0`` to ``u1`` (columns) and ``v0`` to ``v1`` (rows), in
@@ -74,8 +75,8 @@ def footprints(geometry: ConeGeometry, p: int):
     k, j, i = np.meshgrid(np.arange(nz, dtype=np.float64), np.arange(ny, dtype=np.float64),
                           np.arange(nx, dtype=np.float64), indexing="ij")
     m = geometry.voxel_matrices()[p]
-    sx, sy, sz = geometry.voxel_sources()[p]
-    dx, dy, dz = i - sx, j - sy, k - sz
+    sx, sy, sz, point = geometry.voxel_rays()[p]  # (the rays from a point, or along -s)
+    dx, dy, dz = i * point - sx, j * point - sy, k * point - sz
     lx, ly, lz = (d * side for d, side in zip((dx, dy, dz), geometry.voxel_sizes))
     # the ray runs more along y in voxels: the shadows of x's faces are wider, and they
     # make the box (a side s_x seen along (l_x, l_y) spans s_x |l_y|, l = d s)
@@ -125,7 +126,7 @@ def _pixels(geometry, p):
     return flat, cv[:, None] * cu[None, :] * amplitude, inside
 
 
-def forward_project(volume, geometry: ConeGeometry) -> np.ndarray:
+def forward_project(volume, geometry: VolumeGeometry) -> np.ndarray:
     """The matched pair's forward projection A in float64 (:func:`footprints`): each
     voxel adds its value times the ray length through it, times its box's share of each
     pixel, pixels beyond the detector dropped: line integrals in the geometry's length,
@@ -140,7 +141,7 @@ def forward_project(volume, geometry: ConeGeometry) -> np.ndarray:
     return out.reshape(geometry.n_angles, n_rows, n_cols)
 
 
-def transpose_project(projections, geometry: ConeGeometry) -> np.ndarray:
+def transpose_project(projections, geometry: VolumeGeometry) -> np.ndarray:
     """A^T in float64, the exact transpose of :func:`forward_project`: projections
     ``(n_angles, n_rows, n_cols)`` to a volume ``(nz, ny, nx)``."""
     out = np.zeros(int(np.prod(geometry.volume_shape)))

@@ -25,12 +25,10 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from pybp.checks import float_array, in_length_range, positive_int, positive_length
+from pybp.checks import float_array, in_length_range, positive_length
 from pybp.geometry import astra
 from pybp.geometry.angles import in_radians
-
-CORNERS = np.array([(a, b, c) for a in (-0.5, 0.5) for b in (-0.5, 0.5) for c in (-0.5, 0.5)])
-
+from pybp.geometry.volume import CORNERS, VolumeGeometry, shape_of, volume_of
 
 def _pair(value, name):
     """A positive number, or two: ``(first, second)``."""
@@ -45,51 +43,16 @@ def _pair(value, name):
     return float(values[0]), float(values[1])
 
 
-LARGEST_SIZE = 2 ** 31 - 1  # the kernels take sizes as 32-bit ints (indices are 64-bit)
-
-
-def _voxel_size(value):
-    """A cube's side, or the sides ``(x, y, z)`` of a box; three equal sides are a cube's."""
-    if np.ndim(value) == 0:
-        return positive_length(value, "voxel_size")
-    sides = float_array(value, "voxel_size", 1)
-    if sides.shape != (3,):
-        raise ValueError(f"voxel_size: expected a number or three sides (x, y, z), got {value!r}")
-    sides = tuple(positive_length(side, "voxel_size") for side in sides)
-    return sides[0] if sides[0] == sides[1] == sides[2] else sides
-
-
-def _shape(value, name, n):
-    try:
-        values = tuple(value)
-    except TypeError:
-        raise TypeError(f"{name}: expected {n} integers, got {value!r}") from None
-    if len(values) != n:
-        raise ValueError(f"{name}: expected {n} integers, got {value!r}")
-    sizes = tuple(positive_int(v, name) for v in values)
-    if max(sizes) > LARGEST_SIZE:
-        raise ValueError(f"{name}: {list(sizes)} has a size beyond {LARGEST_SIZE} (2^31 - 1), "
-                         "the most the kernels count")
-    return sizes
-
-
 @dataclass(frozen=True, eq=False, repr=False)
-class ConeGeometry:
+class ConeGeometry(VolumeGeometry):
     """A cone-beam scan and the volume to reconstruct from it. Make one with
     :meth:`circular`, :meth:`from_astra` or :meth:`from_matrices`.
 
     ``matrices`` ``(n_angles, 3, 4)``: world point to pixels, scaled as the module says;
-    ``sources`` ``(n_angles, 3)``; ``detector_shape`` ``(n_rows, n_cols)``;
-    ``volume_shape`` ``(nz, ny, nx)``; ``voxel_size``, a cube's side or a box's sides ``(x,
-    y, z)`` (:attr:`voxel_sizes` either way); ``volume_offset`` ``(x, y, z)``, the volume
-    centre's position."""
+    ``sources`` ``(n_angles, 3)``; the detector and the volume as
+    :class:`pybp.geometry.volume.VolumeGeometry` says."""
 
-    matrices: np.ndarray
     sources: np.ndarray
-    detector_shape: tuple
-    volume_shape: tuple
-    voxel_size: object
-    volume_offset: tuple = (0.0, 0.0, 0.0)
 
     # ---- constructors ------------------------------------------------------------------
     @classmethod
@@ -141,7 +104,7 @@ class ConeGeometry:
         if vectors.shape[1] != 12:
             raise ValueError(f"vectors: expected (n_angles, 12) rows of ASTRA cone_vec "
                              f"(src, d, u, v), got shape {vectors.shape}")
-        n_rows, n_cols = _shape(detector_shape, "detector_shape", 2)
+        n_rows, n_cols = shape_of(detector_shape, "detector_shape", 2)
         source, centre, u, v = (vectors[:, 3 * a:3 * a + 3] for a in range(4))
         first = centre - (n_cols - 1) / 2 * u - (n_rows - 1) / 2 * v  # the first pixel's centre
         # X - src = a u + b v + w (first - src): the ray through X meets the detector at
@@ -202,7 +165,7 @@ class ConeGeometry:
             raise ValueError(f"matrices: projection {far[0]}: no finite source (an affine, "
                              "parallel-beam matrix)")
         source = null[:, :3] / null[:, 3:]
-        return cls._made(matrices, source, _shape(detector_shape, "detector_shape", 2),
+        return cls._made(matrices, source, shape_of(detector_shape, "detector_shape", 2),
                          volume_shape, voxel_size, volume_offset, "matrices")
 
     @classmethod
@@ -216,12 +179,8 @@ class ConeGeometry:
             raise ValueError(f"{name}: projection {behind[0]}: the world origin (the isocentre) "
                              "lies in the source's plane")
         matrices = matrices / depth[:, None, None]
-        shape = _shape(volume_shape, "volume_shape", 3)
-        size = _voxel_size(voxel_size)
-        offset = in_length_range(float_array(volume_offset, "volume_offset", 1), "volume_offset")
-        if offset.shape != (3,):
-            raise ValueError(f"volume_offset: expected (x, y, z), got {volume_offset!r}")
-        geometry = cls(matrices, sources, detector_shape, shape, size, tuple(offset))
+        geometry = cls(matrices=matrices, sources=sources, detector_shape=detector_shape,
+                       **volume_of(volume_shape, voxel_size, volume_offset))
         geometry._check_volume(name)
         return geometry
 
@@ -238,66 +197,27 @@ class ConeGeometry:
 
     def __repr__(self):
         """One line: what the scan and the volume are, not every matrix."""
-        nz, ny, nx = self.volume_shape
         distances = np.linalg.norm(self.sources, axis=1)
         orbit = (f"sources {distances.min():.6g} from the origin" if np.ptp(distances) <=
                  1e-9 * distances.max() else
                  f"sources {distances.min():.6g} to {distances.max():.6g} from the origin")
         return (f"ConeGeometry({self.n_angles} projections of {self.detector_shape[0]} x "
                 f"{self.detector_shape[1]} pixels, {orbit}, spanning "
-                f"{np.degrees(np.ptp(np.unwrap(self.angles))):.4g} degrees; volume {nz} x {ny} x "
-                f"{nx} voxels of {self.voxel_text()} at "
-                f"{tuple(float(v) for v in self.volume_offset)})")
-
-    def voxel_text(self) -> str:
-        """The voxel's size as people write it: ``0.5``, or ``0.5 x 0.5 x 1 (x, y, z)``."""
-        if np.ndim(self.voxel_size) == 0:
-            return f"{self.voxel_size:g}"
-        return " x ".join(f"{side:g}" for side in self.voxel_size) + " (x, y, z)"
+                f"{np.degrees(np.ptp(np.unwrap(self.angles))):.4g} degrees; "
+                f"{self.volume_text()})")
 
     # ---- what the kernels and weights need ----------------------------------------------
-    @property
-    def n_angles(self) -> int:
-        return len(self.matrices)
-
-    @property
-    def voxel_sizes(self) -> np.ndarray:
-        """The voxel's sides ``(x, y, z)``, for cubes too."""
-        return np.broadcast_to(np.asarray(self.voxel_size, np.float64), (3,)).copy()
-
     @property
     def angles(self) -> np.ndarray:
         """Each source's angle about the z axis, ASTRA's ``t`` of a circular scan
         (source at ``(sin t, -cos t) * distance``)."""
         return np.arctan2(self.sources[:, 0], -self.sources[:, 1])
 
-    def index_to_world(self) -> np.ndarray:
-        """The 4x4 map of voxel indices ``(i, j, k, 1)`` to ``(x, y, z, 1)``."""
-        nz, ny, nx = self.volume_shape
-        s = self.voxel_sizes
-        t = np.diag([*s, 1.0])
-        t[:3, 3] = -np.array([nx - 1, ny - 1, nz - 1]) / 2 * s + self.volume_offset
-        return t
-
-    def voxel_matrices(self) -> np.ndarray:
-        """``(n_angles, 3, 4)``: voxel indices ``(i, j, k, 1)`` to ``(c w, r w, w)``."""
-        return self.matrices @ self.index_to_world()
-
     def voxel_sources(self) -> np.ndarray:
         """``(n_angles, 3)``: each source in voxel indices ``(i, j, k)``."""
         world = np.concatenate([self.sources, np.ones((self.n_angles, 1))], 1)
         return (np.linalg.inv(self.index_to_world()) @ world.T).T[:, :3]
 
-    def column_shared(self) -> bool:
-        """Whether a column of voxels along z shares its detector column and depth in
-        every projection (a circular orbit about z with an untilted detector): the
-        matrices' z terms of the column and of ``w`` vanish (to rounding)."""
-        m = self.voxel_matrices()
-        nz = self.volume_shape[0]
-        return bool(np.all(np.abs(m[:, 0, 2]) * nz < 1e-9 * np.abs(m[:, 0, :]).max(axis=1))
-                    and np.all(np.abs(m[:, 2, 2]) * nz < 1e-12 * np.abs(m[:, 2, :]).max(axis=1)))
-
-    def updates(self) -> int:
-        """Voxel updates of one back-projection: the numerator of GUPS."""
-        nz, ny, nx = self.volume_shape
-        return nx * ny * nz * self.n_angles
+    def voxel_rays(self) -> np.ndarray:
+        """``(n_angles, 4)``: each source in voxel indices, then 1 (rays from a point)."""
+        return np.concatenate([self.voxel_sources(), np.ones((self.n_angles, 1))], 1)

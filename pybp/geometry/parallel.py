@@ -262,7 +262,8 @@ class ParallelGeometry(Geometry):
         step ``u`` horizontal, at right angles to the ray and of one length, and its row
         step ``v`` straight up, as long as a voxel, its rows the volume's slices. Others
         (laminography, a tilted detector) are refused by name. The detector's shift along
-        ``u`` is each angle's ``center``. ASTRA's 3-D volumes run y the other way about
+        ``u`` is each angle's ``center``. (Those others:
+        :class:`pybp.ParallelVectorGeometry`, for the iterative methods.) ASTRA's 3-D volumes run y the other way about
         from its 2-D ones (pybp.geometry.astra): a ``parallel3d`` angle t is pybp's -t."""
         name = astra.kind(proj_geom)
         if name not in ("parallel", "parallel_vec", "parallel3d", "parallel3d_vec"):
@@ -317,7 +318,7 @@ def _check_parallel_rows(ray, u, v):
         (ray_length > 0, "the ray direction is zero"),
         (u_length > 0, "the detector's column step u is zero"),
         (np.abs(ray[:, 2]) <= 1e-9 * ray_length,
-         "the rays leave the horizontal plane (laminography): not yet modelled"),
+         "the rays leave the horizontal plane (laminography)"),
         (np.abs(u[:, 2]) <= 1e-9 * u_length,
          "the detector's columns are tilted out of the horizontal plane"),
         (np.abs(np.einsum("ij,ij->i", ray, u)) <= 1e-9 * ray_length * u_length,
@@ -329,7 +330,9 @@ def _check_parallel_rows(ray, u, v):
         bad = np.flatnonzero(~ok)
         if bad.size:
             raise ValueError(f"proj_geom: projection {bad[0]}: {what}; pybp's "
-                             "ParallelGeometry is a slice per detector row")
+                             "ParallelGeometry is a slice per detector row (any rays and "
+                             "detector: pybp.ParallelVectorGeometry.from_astra, for the "
+                             "iterative methods)")
 
 
 def _check_slices(d, v, n_rows, n_slices, height, centre_z):

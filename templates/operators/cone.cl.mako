@@ -39,7 +39,8 @@ typedef ${real} real;
 % endif
 
 #define COLUMN ${column}  /* A^T: voxels along z per work-item */
-#define SOURCE ${source}  /* a source's values: its voxel indices, the voxel's sides, 0, 0 */
+#define SOURCE ${source}  /* an image's rays: p (a point, or minus a direction), the voxel's sides */
+#define INVERSE ${inverse}  /* an image's rays through pixels (E + t D), D and E row by row */
 
 // Voxel column (i, j) in image q of matrices m (12 values: voxel indices to (c w, r w,
 // w)): the part of its homogeneous position that does not depend on k. A voxel's is
@@ -62,17 +63,27 @@ inline real cone_at(__global const real *m, const int a, const real x, const rea
         / fma(m[10], z, fma(m[9], y, fma(m[8], x, m[11])));
 }
 
-// The ray from the source (s: its voxel indices, then the voxel's sides x, y, z) to
-// column (i, j): the half-voxel step (*di, *dj) across the horizontal axis whose faces
-// make the box along the image's columns, and what cone_amplitude needs of it: the
-// ray's squared horizontal length and one over its length along the other axis in
-// voxels. The faces whose shadows are wider make the box: x's where the ray runs more
-// along y in voxels (a side s_x seen along (l_x, l_y) spans s_x |l_y|, and l = d s), for
-// voxels of any sides.
+// The ray to column (i, j) (s: the image's rays, pybp/cone/project.py's tables: p, then
+% if point:
+// the voxel's sides x, y, z; the rays come from the point p: the ray to voxel X runs
+// along X - p): the
+% else:
+// the voxel's sides x, y, z; the rays run along -p, parallel): the
+% endif
+// half-voxel step (*di, *dj) across the horizontal axis whose faces make the box along
+// the image's columns, and what cone_amplitude needs of it: the ray's squared
+// horizontal length and one over its length along the other axis in voxels. The faces
+// whose shadows are wider make the box: x's where the ray runs more along y in voxels
+// (a side s_x seen along (l_x, l_y) spans s_x |l_y|, and l = d s), for voxels of any
+// sides.
 inline void cone_across(__global const real *s, const int i, const int j, real *di,
                         real *dj, float *horizontal, float *scale)
 {
+% if point:
     const real dx = i - s[0], dy = j - s[1], lx = dx * s[3], ly = dy * s[4];
+% else:
+    const real dx = -s[0], dy = -s[1], lx = dx * s[3], ly = dy * s[4];
+% endif
     const bool along_y = fabs(dy) > fabs(dx);
     *di = along_y ? (real)0.5 : (real)0;
     *dj = along_y ? (real)0 : (real)0.5;
@@ -85,7 +96,11 @@ inline void cone_across(__global const real *s, const int i, const int j, real *
 inline float cone_amplitude(__global const real *s, const float horizontal,
                             const float scale, const int k)
 {
+% if point:
     const float dz = (float)(((real)k - s[2]) * s[5]);
+% else:
+    const float dz = (float)(-s[2] * s[5]);
+% endif
     return scale * sqrt(fma(dz, dz, horizontal));
 }
 
@@ -705,7 +720,8 @@ ${args['cone_forward']}
     barrier(CLK_LOCAL_MEM_FENCE);
     const float fixed_scale = ldexp(1.0f, shift[0]);
     __global const real *m = matrices + 12 * q, *s = sources + SOURCE * q;
-    __global const real *t = inverses + 12 * q;  // inverse(M) row by row, then s
+    // the ray through pixel (c, r): the voxel-index points E (c, r, 1) + t D (c, r, 1)
+    __global const real *t = inverses + INVERSE * q, *e = t + 9;
     const int size[3] = {nx, ny, nz};
     // The window: the centres of the boxes that may cover a pixel of the tile.
     // (within the image: a window far beyond it makes the corner rays diverge)
@@ -721,10 +737,9 @@ ${args['cone_forward']}
     const int axis = fabs(d[0]) >= fabs(d[1]) && fabs(d[0]) >= fabs(d[2]) ? 0
                    : fabs(d[1]) >= fabs(d[2]) ? 1 : 2;
     const int a1 = axis == 0 ? 1 : 0, a2 = axis == 2 ? 1 : 2;
-    const real s_axis = t[9 + axis], s1 = t[9 + a1], s2 = t[9 + a2];
-    // A corner ray meets plane p at w = (p + s_axis) / d_axis: its other two indices
-    // are lines in p, x = p slope + offset, found once here (in local memory, not in
-    // registers held through the loops below).
+    // A corner ray E + t D meets plane p at t = (p - E_axis) / D_axis: its other two
+    // indices are lines in p, x = p slope + offset, found once here (in local memory,
+    // not in registers held through the loops below).
     __local real lines[4][4];  // per corner: slope1, offset1, slope2, offset2
     __local int meets[4];  // the sign of the corner ray along the axis
     if (item < 4) {
@@ -732,11 +747,12 @@ ${args['cone_forward']}
         const real along = t[3 * axis] * cc + t[3 * axis + 1] * rr + t[3 * axis + 2];
         const real k1 = (t[3 * a1] * cc + t[3 * a1 + 1] * rr + t[3 * a1 + 2]) / along;
         const real k2 = (t[3 * a2] * cc + t[3 * a2 + 1] * rr + t[3 * a2 + 2]) / along;
+        const real e0 = e[3 * axis] * cc + e[3 * axis + 1] * rr + e[3 * axis + 2];
         meets[item] = along > 0 ? 1 : along < 0 ? -1 : 0;
         lines[item][0] = k1;
-        lines[item][1] = s_axis * k1 - s1;
+        lines[item][1] = (e[3 * a1] * cc + e[3 * a1 + 1] * rr + e[3 * a1 + 2]) - e0 * k1;
         lines[item][2] = k2;
-        lines[item][3] = s_axis * k2 - s2;
+        lines[item][3] = (e[3 * a2] * cc + e[3 * a2 + 1] * rr + e[3 * a2 + 2]) - e0 * k2;
     }
     barrier(CLK_LOCAL_MEM_FENCE);
     // Where the corner rays all run one way along the axis, a plane's voxels of the
