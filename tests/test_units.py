@@ -188,18 +188,24 @@ def cone_vectors(degrees, pixel, tilt=0.0, lift=0.0):
     return np.concatenate([source, centre, u * pixel, v * pixel], 1)
 
 
-def rays(vectors, shape, supersample=3):
-    """Per projection and pixel, ``supersample``^2 rays over its area: (sources
-    ``(n, 3)``, unit directions ``(n, n_rows, n_cols, s^2, 3)``)."""
+def pixel_points(vectors, shape, supersample=3):
+    """Per projection and pixel of ASTRA vector rows (first vector, d, u, v),
+    ``supersample``^2 points over its area: ``(n, n_rows, n_cols, s^2, 3)``."""
     n_rows, n_cols = shape
-    source, centre, u, v = (vectors[:, 3 * a:3 * a + 3] for a in range(4))
+    centre, u, v = (vectors[:, 3 * a:3 * a + 3] for a in range(1, 4))
     o = (np.arange(supersample) + 0.5) / supersample - 0.5
     oc, orow = (a.ravel() for a in np.meshgrid(o, o))
     c = np.arange(n_cols)[None, :, None] - (n_cols - 1) / 2 + oc[None, None, :]
     r = np.arange(n_rows)[:, None, None] - (n_rows - 1) / 2 + orow[None, None, :]
-    points = (centre[:, None, None, None] + c[None, ..., None] * u[:, None, None, None]
-              + r[None, ..., None] * v[:, None, None, None])
-    d = points - source[:, None, None, None]
+    return (centre[:, None, None, None] + c[None, ..., None] * u[:, None, None, None]
+            + r[None, ..., None] * v[:, None, None, None])
+
+
+def rays(vectors, shape, supersample=3):
+    """Per projection and pixel, ``supersample``^2 rays over its area: (sources
+    ``(n, 3)``, unit directions ``(n, n_rows, n_cols, s^2, 3)``)."""
+    source = vectors[:, :3]
+    d = pixel_points(vectors, shape, supersample) - source[:, None, None, None]
     return source, d / np.linalg.norm(d, axis=-1, keepdims=True)
 
 
@@ -393,15 +399,9 @@ def test_cone_pair_refuses_a_source_above_the_volume(cl_device):
 def parallel_rays(vectors, shape, supersample=3):
     """Per projection and pixel, ``supersample``^2 points over its area on the detector,
     and the rays' unit directions: ``(points (n, n_rows, n_cols, s^2, 3), (n, 3))``."""
-    n_rows, n_cols = shape
-    ray, centre, u, v = (vectors[:, 3 * a:3 * a + 3] for a in range(4))
-    o = (np.arange(supersample) + 0.5) / supersample - 0.5
-    oc, orow = (a.ravel() for a in np.meshgrid(o, o))
-    c = np.arange(n_cols)[None, :, None] - (n_cols - 1) / 2 + oc[None, None, :]
-    r = np.arange(n_rows)[:, None, None] - (n_rows - 1) / 2 + orow[None, None, :]
-    points = (centre[:, None, None, None] + c[None, ..., None] * u[:, None, None, None]
-              + r[None, ..., None] * v[:, None, None, None])
-    return points, ray / np.linalg.norm(ray, axis=1, keepdims=True)
+    ray = vectors[:, :3]
+    return (pixel_points(vectors, shape, supersample),
+            ray / np.linalg.norm(ray, axis=1, keepdims=True))
 
 
 def parallel_ball_chords(vectors, shape, radius):

@@ -28,7 +28,8 @@ import numpy as np
 from pybp.checks import float_array, in_length_range, positive_length
 from pybp.geometry import astra
 from pybp.geometry.angles import in_radians
-from pybp.geometry.volume import CORNERS, VolumeGeometry, shape_of, volume_of
+from pybp.geometry.volume import (CORNERS, VolumeGeometry, detector_rows, inverted, shape_of,
+                                  volume_of)
 
 def _pair(value, name):
     """A positive number, or two: ``(first, second)``."""
@@ -100,26 +101,14 @@ class ConeGeometry(VolumeGeometry):
         if detector_shape is None or volume_shape is None or voxel_size is None:
             raise TypeError("from_astra: give cone_vec rows with detector_shape, volume_shape "
                             "and voxel_size, or ASTRA's proj_geom and vol_geom dicts")
-        vectors = in_length_range(float_array(vectors, "vectors", 2), "vectors")
-        if vectors.shape[1] != 12:
-            raise ValueError(f"vectors: expected (n_angles, 12) rows of ASTRA cone_vec "
-                             f"(src, d, u, v), got shape {vectors.shape}")
-        n_rows, n_cols = shape_of(detector_shape, "detector_shape", 2)
-        source, centre, u, v = (vectors[:, 3 * a:3 * a + 3] for a in range(4))
-        first = centre - (n_cols - 1) / 2 * u - (n_rows - 1) / 2 * v  # the first pixel's centre
+        source, first, u, v, detector = detector_rows(vectors, detector_shape, "cone_vec")
         # X - src = a u + b v + w (first - src): the ray through X meets the detector at
         # first + (a / w) u + (b / w) v, so (c w, r w, w) = B^-1 (X - src).
-        basis = np.stack([u, v, first - source], 2)
-        det = np.linalg.det(basis)
-        scale = np.abs(basis).max(axis=(1, 2)) ** 3
-        flat = np.flatnonzero(~(np.abs(det) > 1e-12 * scale))
-        if flat.size:
-            raise ValueError(f"vectors: projection {flat[0]}: the source lies in the detector's "
-                             "plane, or the detector's steps u and v are parallel")
-        inverse = np.linalg.inv(basis)
+        inverse = inverted(np.stack([u, v, first - source], 2), "the source lies in the "
+                           "detector's plane, or the detector's steps u and v are parallel")
         matrices = np.concatenate([inverse, -inverse @ source[:, :, None]], 2)
-        return cls._made(matrices, source, (n_rows, n_cols), volume_shape, voxel_size,
-                         volume_offset, "vectors")
+        return cls._made(matrices, source, detector, volume_shape, voxel_size, volume_offset,
+                         "vectors")
 
     @classmethod
     def _from_astra_dicts(cls, proj_geom, vol_geom):

@@ -20,7 +20,7 @@ import numpy as np
 from pybp.checks import float_array, in_length_range, positive_length
 from pybp.geometry import astra
 from pybp.geometry.angles import in_radians
-from pybp.geometry.volume import VolumeGeometry, shape_of, volume_of
+from pybp.geometry.volume import VolumeGeometry, detector_rows, inverted, volume_of
 
 
 def laminography_vectors(angles, tilt, pixel_size, detector_offset=(0.0, 0.0)) -> np.ndarray:
@@ -65,22 +65,10 @@ class ParallelVectorGeometry(VolumeGeometry):
             raise TypeError("from_astra: give parallel3d_vec rows with detector_shape, "
                             "volume_shape and voxel_size, or ASTRA's proj_geom and vol_geom "
                             "dicts")
-        vectors = in_length_range(float_array(vectors, "vectors", 2), "vectors")
-        if vectors.shape[1] != 12:
-            raise ValueError(f"vectors: expected (n_angles, 12) rows of ASTRA parallel3d_vec "
-                             f"(ray, d, u, v), got shape {vectors.shape}")
-        n_rows, n_cols = shape_of(detector_shape, "detector_shape", 2)
-        ray, centre, u, v = (vectors[:, 3 * a:3 * a + 3] for a in range(4))
-        first = centre - (n_cols - 1) / 2 * u - (n_rows - 1) / 2 * v  # the first pixel's centre
+        ray, first, u, v, detector = detector_rows(vectors, detector_shape, "parallel3d_vec")
         # X = first + c u + r v - t ray: (c, r, t) = B^-1 (X - first)
-        basis = np.stack([u, v, -ray], 2)
-        det = np.linalg.det(basis)
-        scale = np.abs(basis).max(axis=(1, 2)) ** 3
-        flat = np.flatnonzero(~(np.abs(det) > 1e-12 * scale))
-        if flat.size:
-            raise ValueError(f"vectors: projection {flat[0]}: the rays run along the "
-                             "detector's plane, or its steps u and v are parallel (or zero)")
-        inverse = np.linalg.inv(basis)[:, :2]
+        inverse = inverted(np.stack([u, v, -ray], 2), "the rays run along the detector's "
+                           "plane, or its steps u and v are parallel (or zero)")[:, :2]
         # a column's pixel that does not change along z to rounding does not change: the
         # pair then finds a voxel column's once (pybp/cone/project.py's shared_column)
         inverse[:, 0, 2] = np.where(np.abs(inverse[:, 0, 2]) > 1e-13 * np.abs(inverse[:, 0]).max(
@@ -90,7 +78,7 @@ class ParallelVectorGeometry(VolumeGeometry):
         matrices[:, :2, 3] = -np.einsum("nab,nb->na", inverse, first)
         matrices[:, 2, 3] = 1.0
         rays = ray / np.linalg.norm(ray, axis=1, keepdims=True)
-        return cls(matrices=matrices, rays=rays, detector_shape=(n_rows, n_cols),
+        return cls(matrices=matrices, rays=rays, detector_shape=detector,
                    **volume_of(volume_shape, voxel_size, volume_offset))
 
     @classmethod

@@ -45,6 +45,32 @@ def shape_of(value, name, n):
     return sizes
 
 
+def detector_rows(vectors, detector_shape, kind):
+    """ASTRA vector rows of ``kind`` (``cone_vec``: source, detector centre, column step,
+    row step; ``parallel3d_vec``: the ray's direction first), checked: ``(first vectors,
+    the first pixel's centre, u, v, (n_rows, n_cols))``, each ``(n_angles, 3)``."""
+    vectors = in_length_range(float_array(vectors, "vectors", 2), "vectors")
+    if vectors.shape[1] != 12:
+        first = "ray" if kind == "parallel3d_vec" else "src"
+        raise ValueError(f"vectors: expected (n_angles, 12) rows of ASTRA {kind} ({first}, d, "
+                         f"u, v), got shape {vectors.shape}")
+    n_rows, n_cols = shape_of(detector_shape, "detector_shape", 2)
+    head, centre, u, v = (vectors[:, 3 * a:3 * a + 3] for a in range(4))
+    first = centre - (n_cols - 1) / 2 * u - (n_rows - 1) / 2 * v  # the first pixel's centre
+    return head, first, u, v, (n_rows, n_cols)
+
+
+def inverted(basis, what) -> np.ndarray:
+    """Each 3x3 ``basis`` ``(n, 3, 3)`` inverted, or an error saying ``what`` of the first
+    projection where it is singular (to 1e-12 of its scale)."""
+    det = np.linalg.det(basis)
+    scale = np.abs(basis).max(axis=(1, 2)) ** 3
+    flat = np.flatnonzero(~(np.abs(det) > 1e-12 * scale))
+    if flat.size:
+        raise ValueError(f"vectors: projection {flat[0]}: {what}")
+    return np.linalg.inv(basis)
+
+
 def volume_of(volume_shape, voxel_size, volume_offset) -> dict:
     """The volume's fields, checked: ``volume_shape``, ``voxel_size``, ``volume_offset``."""
     offset = in_length_range(float_array(volume_offset, "volume_offset", 1), "volume_offset")
