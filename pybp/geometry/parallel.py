@@ -276,7 +276,9 @@ class ParallelGeometry(Geometry):
         shape, sizes, centre = astra.volume_window(vol_geom, dims)
         if not np.isclose(sizes[0], sizes[1], rtol=1e-9, atol=0):
             raise ValueError(f"vol_geom: voxels of {sizes[0]:g} x {sizes[1]:g} (x, y); pybp's "
-                             "slices take squares")
+                             "slices take squares (voxels of any sides: a 3-D geometry's "
+                             "pybp.ParallelVectorGeometry.from_astra, for the iterative "
+                             "methods)")
         voxel = float(sizes[0])
         rows, n_rows, n_bins = astra.parallel_vectors(proj_geom)
         ray, d, u, v = (rows[:, 3 * a:3 * a + 3] for a in range(4))
