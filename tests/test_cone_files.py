@@ -74,7 +74,8 @@ def test_reconstruct_with_a_geometry_file_and_resume(written, tmp_path, cl_devic
 
 def test_the_three_kinds_of_geometry_file(written, tmp_path):
     """circular, ASTRA vectors (text), matrices (.npy) and ASTRA's dicts for one scan: one
-    geometry; an ASTRA dict that does not fit the scan is refused by name."""
+    geometry; voxels of other sides as [x, y, z]; an ASTRA dict that does not fit the
+    scan is refused by name."""
     with open_scan(str(written / "scan.h5")) as s:
         angles, shape = s.angles, s.shape[1:]
     circular = read_geometry(written / "scan-cone.json", angles, shape)
@@ -90,6 +91,11 @@ def test_the_three_kinds_of_geometry_file(written, tmp_path):
         (tmp_path / f"{kind}.json").write_text(json.dumps({kind: name, **volume_keys}))
         g = read_geometry(tmp_path / f"{kind}.json", angles, shape)
         np.testing.assert_allclose(g.matrices, circular.matrices, atol=1e-9)
+    # voxels of other sides (x, y, z)
+    (tmp_path / "boxes.json").write_text(json.dumps(
+        {"vectors": "vectors.txt", "volume_shape": [N // 2, N, N], "voxel_size": [1, 1, 2]}))
+    boxes = read_geometry(tmp_path / "boxes.json", angles, shape)
+    assert boxes.voxel_size == (1.0, 1.0, 2.0) and boxes.volume_shape == (N // 2, N, N)
     # ASTRA's own dicts, as JSON: 'cone' (its angles the scan's) and 'cone_vec'
     vol_geom = {"GridRowCount": N, "GridColCount": N, "GridSliceCount": N}
     cone = {"type": "cone", "DetectorSpacingX": p, "DetectorSpacingY": p,
