@@ -25,8 +25,8 @@ from pybp.api.iterative import cone_method
 from pybp.centre import find_center
 from pybp.geometry.angles import in_radians
 from pybp.geometry.cone import ConeGeometry
-from pybp.geometry.volume import VolumeGeometry
 from pybp.geometry.parallel import Geometry
+from pybp.geometry.volume import VolumeGeometry
 from pybp.iterative import options as iterative_options
 from pybp.iterative.options import OPTION_NAMES
 from pybp.parallel import speed
@@ -114,7 +114,8 @@ def reconstruct(projections, geometry=None, flats=None, darks=None, center=None,
                              angle_unit=angle_unit, stats=stats)
         given = [name for name, value in parallel_only.items() if value is not None]
         if given:
-            raise ValueError(f"{given[0]}: {CONE_REFUSES[given[0]]}")
+            raise ValueError(f"{given[0]}: "
+                             + CONE_REFUSES[given[0]].format(kind=type(geometry).__name__))
         return _cone(projections, geometry, flats, darks, out, filter=filter, padding=padding,
                      log=log, progress=progress, device=device, devices=devices, client=client,
                      context=context, queue=queue, options=options)
@@ -281,11 +282,11 @@ class Reconstructor:
 
 # What cone beam's volume takes in place of parallel beam's options
 CONE_REFUSES = {
-    "center": "a ConeGeometry holds its detector (detector_offset of ConeGeometry.circular)",
+    "center": "a {kind} holds its detector (detector_offset of its constructors)",
     "rows": "cone beam reconstructs the geometry's volume (volume_shape and volume_offset "
             "choose it; planes=(first, stop) some of its z planes)",
     "chunk_slices": "parallel beam's; cone beam takes memory_limit",
-    "angle_unit": "a ConeGeometry's angles are radians",
+    "angle_unit": "a {kind}'s angles are radians",
     "stats": "parallel beam's",
 }
 # A ParallelGeometry's own options, refused beside it
