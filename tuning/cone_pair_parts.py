@@ -14,14 +14,12 @@ from __future__ import annotations
 
 import argparse
 import dataclasses
-import statistics
-import time
 
 import numpy as np
 import pyopencl as cl
 import pyopencl.array as cla
 
-import pybp
+from pybp.bench import iterative as bench_iterative
 from pybp.cl import codegen
 from pybp.cl.device import describe, open_device
 from pybp.cone import project
@@ -40,15 +38,7 @@ PARTS = {"as shipped": [],
 
 
 def median_seconds(work, queue, repeats=3):
-    work()
-    queue.finish()
-    times = []
-    for _ in range(repeats):
-        start = time.perf_counter()
-        work()
-        queue.finish()
-        times.append(time.perf_counter() - start)
-    return statistics.median(times)
+    return bench_iterative.median_seconds(work, queue, repeats)[0]
 
 
 def timed(pair, queue, x, y, forward=True):

@@ -10,6 +10,7 @@ On the GPU machine, with ../shared/peers copied to .peers (its README):
     .peers/astra/run_astra.sh tuning/cone_units.py --methods-only --sirt 100 300 --cgls 30 60
     .peers/astra/run_astra.sh tuning/cone_units.py --projections-only
     .peers/astra/run_astra.sh tuning/cone_units.py --laminography
+    .peers/astra/run_astra.sh tuning/cone_units.py --times
 
 ``--laminography``: pybp.ParallelVectorGeometry (parallel rays along any direction)
 against FP3D_CUDA in ASTRA's ``parallel3d_vec``, and the pair's times beside FP3D and
@@ -132,9 +133,14 @@ def main():
                         help="only the forward projections beside FP3D_CUDA")
     parser.add_argument("--laminography", action="store_true",
                         help="only parallel rays along any direction (parallel3d_vec)")
+    parser.add_argument("--times", action="store_true",
+                        help="only ASTRA's times on the standard case")
     args = parser.parse_args()
     if args.laminography:
         laminography()
+        return
+    if args.times:
+        astra_times()
         return
     if not args.methods_only:
         projections()
