@@ -22,6 +22,7 @@ import importlib
 
 import numpy as np
 
+from pybp import checks
 from pybp.geometry.angles import in_radians
 from pybp.parallel import prepare
 from pybp.stages.normalize import line_integrals_numpy
@@ -368,6 +369,7 @@ def estimate_center(projections, angles, flats=None, darks=None, rows=None, sear
     row)``; ``center`` is the refined axis (else Vo's), ``registration`` None without
     such a pair."""
     angles = _checked_angles(angles, projections.shape[0])
+    flats, darks = checks.flat_field_frames(flats, darks, tuple(projections.shape[1:]))
     n_rows = projections.shape[1]
     first, stop = rows if rows is not None else (0, n_rows)
     middle = (first + stop) // 2

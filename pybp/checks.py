@@ -222,18 +222,29 @@ def frames(reference, name, detector):
     return reference
 
 
+def flat_field_frames(flats, darks, detector) -> tuple:
+    """``(flats, darks)`` checked against the detector ``(n_rows, n_bins)``: the one rule
+    of every call that normalises counts, either geometry. Darks need flats; flats alone
+    are counts above a dark of zero (one frame of zeros); neither, data normalised
+    already."""
+    if flats is None:
+        if darks is not None:
+            raise ValueError("darks: given without flats; give both, or flats alone (a dark "
+                             "of zero)")
+        return None, None
+    flats = frames(flats, "flats", tuple(detector))
+    if darks is None:
+        return flats, np.zeros((1,) + tuple(detector), np.float32)
+    return flats, frames(darks, "darks", tuple(detector))
+
+
 def projection_inputs(projections, flats, darks, rows):
     """The checked ``(n_angles, n_rows, n_bins)``, ``first``, ``stop``, ``flats`` and
-    ``darks`` of a call (nothing is read)."""
+    ``darks`` of a call (nothing is read; :func:`flat_field_frames`)."""
     array_like(projections, "projections", (3,))
     n_angles, n_rows, n_bins = (int(n) for n in projections.shape)
-    if (flats is None) != (darks is None):
-        raise ValueError(f"{'darks' if darks is None else 'flats'}: give flats and darks "
-                         "together, or neither for normalised data")
     first, stop = row_range(rows, n_rows)
-    if flats is not None:
-        flats = frames(flats, "flats", (n_rows, n_bins))
-        darks = frames(darks, "darks", (n_rows, n_bins))
+    flats, darks = flat_field_frames(flats, darks, (n_rows, n_bins))
     return (n_angles, n_rows, n_bins), first, stop, flats, darks
 
 

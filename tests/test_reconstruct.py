@@ -220,7 +220,7 @@ def test_bad_inputs_name_the_argument_and_write_nothing(cl_device):
     out = np.full((4, 48, 48), np.nan, np.float32)
     cases = [
         (dict(flats=flats[:, :3]), "flats: frames of 3x48"),
-        (dict(darks=None), "darks: give flats and darks together"),
+        (dict(flats=None), "darks: given without flats; give both, or flats alone"),
         (dict(angles=angles[:-1]), r"angles: expected one per projection \(30"),
         (dict(rows=(2, 9)), r"rows: expected 0 <= first < stop <= 4"),
         (dict(rows=(3, 3)), "rows:"),
@@ -237,6 +237,21 @@ def test_bad_inputs_name_the_argument_and_write_nothing(cl_device):
         assert np.isnan(out).all(), change
     with pytest.raises(TypeError, match="projections: expected an array"):
         pybp.reconstruct([[[1.0]]], angles)
+
+
+def test_flats_alone_are_counts_above_a_dark_of_zero(cl_device):
+    """One rule of missing frames for both geometries (pybp.checks.flat_field_frames):
+    flats without darks normalise against a dark of zero, as cone beam's FDK always
+    did: reconstruct, find_center and fdk give the bits of darks of zeros given."""
+    angles, projections, flats, darks = make_scan(48, 30, 4)
+    zeros = np.zeros_like(darks)
+    alone = pybp.reconstruct(projections, angles, flats, device=cl_device, progress=False)
+    given = pybp.reconstruct(projections, angles, flats, zeros, device=cl_device, progress=False)
+    assert np.array_equal(alone, given) and np.isfinite(alone).all()
+    assert pybp.find_center(projections, angles, flats) == \
+        pybp.find_center(projections, angles, flats, zeros)
+    with pytest.raises(ValueError, match="^darks: given without flats"):
+        pybp.find_center(projections, angles, None, darks)
     with pytest.raises(ValueError, match="projections: expected 3-D"):
         pybp.reconstruct(projections[0], angles)
 

@@ -143,8 +143,7 @@ class SlabBackprojector:
                              "constant memory: use fewer projections_per_pass")
         self._filter = self._weights = None
         self.replaced = 0
-        if flats is None and darks is not None:
-            raise ValueError("darks: given without flats; give both, or flats alone")
+        flats, darks = checks.flat_field_frames(flats, darks, geometry.detector_shape)
         if filter is None and flats is not None:
             raise ValueError("flats: counts are normalised as FDK's first step; give a filter "
                              "(pybp.fdk), or line integrals to the plain back-projection")
@@ -220,7 +219,7 @@ class SlabBackprojector:
         real = "double" if "cl_khr_fp64" in d.extensions else "float"
         if flats is not None:  # the means in ``real``, as parallel beam's normalisation has them
             flat = _mean(flats, "flats", g.detector_shape)
-            dark = np.zeros_like(flat) if darks is None else _mean(darks, "darks", g.detector_shape)
+            dark = _mean(darks, "darks", g.detector_shape)
             as_real = lambda values: np.ascontiguousarray(  # noqa: E731
                 values, np.float64 if real == "double" else np.float32)
             self._weights.update(flat=cl.Buffer(self.context, flags, hostbuf=as_real(flat)),

@@ -116,13 +116,10 @@ def _store_shape(geometry, count, what) -> tuple:
 
 def checked_frames(geometry, flats, darks, phase, log) -> tuple:
     """``(flats, darks)`` checked against the detector before any work, for a call that
-    normalises (``log``: whether it takes ``-log``) and may retrieve the ``phase``:
-    darks need flats, and phase retrieval a transmission."""
-    if flats is None and darks is not None:
-        raise ValueError("darks: given without flats; give both, or flats alone")
-    if flats is not None:
-        flats = checks.frames(flats, "flats", geometry.detector_shape)
-        darks = None if darks is None else checks.frames(darks, "darks", geometry.detector_shape)
+    normalises (``log``: whether it takes ``-log``) and may retrieve the ``phase``: the
+    one rule of missing frames (:func:`pybp.checks.flat_field_frames`), and phase
+    retrieval a transmission."""
+    flats, darks = checks.flat_field_frames(flats, darks, geometry.detector_shape)
     if phase is not None and not log:
         raise ValueError("phase: retrieval works on the transmission, before -log; give "
                          "flats (and darks) with the detector counts, or transmissions with "
@@ -131,13 +128,12 @@ def checked_frames(geometry, flats, darks, phase, log) -> tuple:
 
 
 def _flat_field(geometry, flats, darks, log=None) -> tuple:
-    """``(log, darks)``: counts with ``flats`` are normalised against zero darks where
-    none are given; ``-log`` is taken where ``log`` says (None: where flats are given,
-    FDK's rule; True without flats: the projections are transmissions)."""
+    """``(log, darks)``: the frames by the one rule (:func:`pybp.checks.flat_field_frames`:
+    flats alone are counts above a dark of zero); ``-log`` is taken where ``log`` says
+    (None: where flats are given, FDK's rule; True without flats: the projections are
+    transmissions)."""
     log = flats is not None if log is None else bool(log)
-    if flats is not None and darks is None:
-        darks = np.zeros(geometry.detector_shape, np.float32)
-    return log, darks
+    return log, checks.flat_field_frames(flats, darks, geometry.detector_shape)[1]
 
 
 def _opened(targets) -> list:

@@ -8,7 +8,7 @@ from concurrent.futures import ThreadPoolExecutor
 
 import numpy as np
 
-from pybp.io.scan import READ_THREADS, Frames, Scan, need
+from pybp.io.scan import READ_THREADS, FrameRuns, Scan, need
 
 LISTED = 12  # datasets named in an error about a file's contents
 
@@ -188,9 +188,9 @@ def _open_nxtomo(h5file, path, entry):
         raise ValueError(f"input: /{entry} of {path} has no projections (image_key 0)")
     where = f"{path}:/{entry}/{detectors[0]}/data"
     data = direct_rows(data) or data
-    return Scan(Frames(data, projections), angles[projections],
-                Frames(data, flats) if len(flats) else None,
-                Frames(data, darks) if len(darks) else None,
+    return Scan(FrameRuns(data, projections), angles[projections],
+                FrameRuns(data, flats) if len(flats) else None,
+                FrameRuns(data, darks) if len(darks) else None,
                 source=dict(format="NXtomo", projections=where,
                             angles=f"{path}:/{entry}/{samples[0]}/rotation_angle"),
                 angles_assumed_degrees=assumed)

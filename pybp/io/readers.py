@@ -243,10 +243,8 @@ def _complete(scan, flats, darks, angles, angle_range, angle_unit):
         scan.flats, scan.source["flats"] = _frames_from(flats, "flats"), str(flats)
     if darks is not None:
         scan.darks, scan.source["darks"] = _frames_from(darks, "darks"), str(darks)
-    if (scan.flats is None) != (scan.darks is None):
-        missing = "darks" if scan.darks is None else "flats"
-        raise ValueError(f"{missing}: the input has {'flats' if missing == 'darks' else 'darks'} "
-                         f"but no {missing}; give --{missing}")
+    if scan.flats is None and scan.darks is not None:  # (flats alone: a dark of zero)
+        raise ValueError("flats: the input has darks but no flats; give --flats")
     for name in ("flats", "darks"):
         frames = getattr(scan, name)
         if frames is not None and (len(frames.shape) not in (2, 3)

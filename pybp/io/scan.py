@@ -1,6 +1,6 @@
 """What every reader gives: a :class:`Scan` of projections, angles, flats and darks,
-:class:`Frames` (chosen frames of one dataset), and :func:`need` for the optional
-packages (h5py, tifffile) that the file formats take."""
+:class:`FrameRuns` (chosen frames of one dataset, read as runs), and :func:`need` for
+the optional packages (h5py, tifffile) that the file formats take."""
 
 from __future__ import annotations
 
@@ -62,7 +62,7 @@ class Scan:
         self.close()
 
 
-class Frames:
+class FrameRuns:
     """Frames ``indices`` of a 3-D dataset (NXtomo keeps projections, flats and darks in
     one), read as contiguous runs of frames: ``frames[:, rows]`` and ``frames[i]``."""
 
@@ -83,7 +83,7 @@ class Frames:
         if isinstance(head, (int, np.integer)):
             return self.dataset[(int(self.indices[head]),) + rest]
         if head != slice(None):
-            raise IndexError("Frames: index the first axis with ':' or one integer")
+            raise IndexError("FrameRuns: index the first axis with ':' or one integer")
         parts = [np.asarray(self.dataset[(slice(a, b),) + rest]) for a, b in self.runs]
         return np.concatenate(parts) if len(parts) > 1 else parts[0]
 

@@ -13,6 +13,8 @@ from concurrent.futures import ThreadPoolExecutor
 
 import numpy as np
 
+from pybp import checks
+
 COPY_THREADS = max(1, min(8, (os.cpu_count() or 2) // 2))  # per direction
 PARALLEL_COPY_BYTES = 8 << 20  # smaller copies are not worth the threads
 REFERENCE_BYTES = 64 << 20  # flats and darks averaged per block of rows
@@ -100,11 +102,7 @@ class RowBlocks:
         own_first, own_stop = first, stop
         first, stop = max(0, first - margin), min(n_rows or stop, stop + margin)
         frame_row = row_bytes or int(np.prod(source.shape[::2])) * np.dtype(source.dtype).itemsize
-        try:
-            memory = os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES")
-        except (ValueError, OSError, AttributeError):
-            memory = 16 << 30
-        block_bytes = block_bytes or min(ROW_BLOCK_BYTES, memory // 16)
+        block_bytes = block_bytes or min(ROW_BLOCK_BYTES, checks.host_memory() // 16)
         size = max(first_rows, block_bytes // frame_row)
         edges, step = [first], first_rows
         while edges[-1] < stop:
