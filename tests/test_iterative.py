@@ -360,7 +360,7 @@ def test_tv_progress_counts_the_norms_power_iterations(cl_device, rng, monkeypat
     (lambda: pybp.tv(np.zeros((3, 24)), pybp.ParallelGeometry(  # a slice 400 bins aside
         [0.0, 0.01, 0.02], 24, slice_shape=(4, 4), slice_offset=(0, 400)), 3, 1.0),
      "geometry: no voxel"),
-    (lambda: pybp.Projector(CONE["vectors"], slices=2), "slices: a cone-beam volume"),
+    (lambda: pybp.Projector(CONE["vectors"], slices=2), "slices: a ConeGeometry's volume"),
     (lambda: pybp.sirt(np.zeros((16, 24, 41)), CONE["vectors"], 3), "projections: expected"),
     (lambda: pybp.sirt(np.zeros((16, 24, 40)), CONE["vectors"], 3, circle=True), "circle"),
     (lambda: pybp.cgls(np.zeros((30, 24)), SMALL, 3, circle=-1), "circle"),

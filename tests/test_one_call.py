@@ -96,7 +96,7 @@ def test_one_call_refuses_what_a_geometry_does_not_take(cl_device):
         (dict(projections=data, geometry=g, chunk_slices=4), ValueError, r"^chunk_slices: "),
         (dict(projections=data, geometry=g, angle_unit="deg"), ValueError, r"^angle_unit: "),
         (dict(projections=data, geometry=g, method="sirt", iterations=2, devices="all"),
-         ValueError, r"^devices: cone beam's sirt holds the whole volume on one device"),
+         ValueError, r"^devices: sirt of a ConeGeometry holds the whole volume on one device"),
         (dict(projections=data, geometry=g, method="sirt", iterations=2, filter="hann"),
          ValueError, r"^filter: FDK's window; sirt takes none"),
         (dict(projections=data, geometry=g, iterations=2), ValueError,

@@ -111,8 +111,8 @@ class Projector:
                           stacklevel=2)
             slices = rows
         if cone and slices is not None:
-            raise ValueError("slices: a cone-beam volume is the geometry's (nz, ny, nx); give "
-                             "no slices")
+            raise ValueError(f"slices: a {type(geometry).__name__}'s volume is the geometry's "
+                             "(nz, ny, nx); give no slices")
         self.slices = None if cone else 1 if slices is None else \
             checks.positive_int(slices, "slices")
         self.rows = self.slices  # (the pair's and the methods' name for them)

@@ -341,8 +341,8 @@ def _cone(projections, geometry, flats, darks, out, *, filter, padding, log, pro
     for name, value in (("devices", devices), ("client", client), ("context", context),
                         ("queue", queue)):
         if value is not None:
-            raise ValueError(f"{name}: cone beam's {method} holds the whole volume on one "
-                             "device; give device")
+            raise ValueError(f"{name}: {method} of a {type(geometry).__name__} holds the whole "
+                             "volume on one device; give device")
     chosen = {name: options.pop(name) for name in OPTION_NAMES if name in options}
     chosen = dict(method=method, iterations=iterations,
                   **iterative_options.check_options(method, iterations, chosen))
