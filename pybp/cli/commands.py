@@ -93,6 +93,15 @@ def build_parser():
     device_help = ("index or name substring (see `pybp devices`; default: PYBP_DEVICE, "
                    "else the fastest)")
 
+    _add_demo(sub, common, device_help)
+    _add_render(sub)
+    _add_bench(sub, common, device_help)
+    _add_tune(sub, common, device_help)
+    return parser
+
+
+def _add_demo(sub, common, device_help):
+    """``pybp demo``: the built-in phantom, or a scan of it to try."""
     demo = sub.add_parser("demo", parents=[common],
                           help="reconstruct the built-in phantom (--cone: by FDK), print "
                                "speed and error")
@@ -119,6 +128,9 @@ def build_parser():
                            "and FILE-cone.json for `pybp reconstruct --geometry`")
     demo.set_defaults(func=tool("cmd_demo"))
 
+
+def _add_render(sub):
+    """``pybp render``: a kernel's OpenCL source."""
     render = sub.add_parser("render", help="write a kernel's OpenCL source",
                             description="Write the OpenCL source of one parameter set: every "
                                         "field of pybp/parallel/params.py is an option.")
@@ -138,6 +150,9 @@ def build_parser():
     render.add_argument("--overwrite", action="store_true", help="replace an existing file")
     render.set_defaults(func=tool("cmd_render"))
 
+
+def _add_bench(sub, common, device_help):
+    """``pybp bench``: GU/s of the kernels, the pipeline, the pairs."""
     bench_ = sub.add_parser("bench", parents=[common],
                             help="GU/s of every kernel and setting, beside silx")
     bench_.add_argument("--size", type=int, default=None,
@@ -189,6 +204,9 @@ def build_parser():
                         help="with --iterative: iterations timed one by one")
     bench_.set_defaults(func=tool("cmd_bench"))
 
+
+def _add_tune(sub, common, device_help):
+    """``pybp tune``: a profile of kernel parameters for this device."""
     tune = sub.add_parser(
         "tune", parents=[common], help="search kernel parameters for this device; save a profile",
         description="""Time verified kernel candidates on this device within a budget and save
@@ -214,7 +232,6 @@ turns, and saved only where it is faster. Ctrl-C keeps the profile as it was."""
                            "projections per pass, work-groups; --size: the volume's edge, "
                            "default 256, 64 on a CPU)")
     tune.set_defaults(func=tool("cmd_tune"))
-    return parser
 
 
 def _setting_options(parser):

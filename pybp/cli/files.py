@@ -333,6 +333,19 @@ def _slices_per_pass(text):
 
 
 def add_parsers(sub, common):
+    """The commands of files: ``reconstruct`` and ``center``."""
+    _add_reconstruct(sub, common)
+    cen = sub.add_parser("center", parents=[common], help="estimate the rotation axis of a scan",
+                         description="Print the rotation axis of a scan: Vo's Fourier method on "
+                                     "the middle rows, and the registration of the 0 and 180 "
+                                     "degree projections as a cross-check.")
+    _input_options(cen)
+    _center_options(cen)
+    cen.set_defaults(func=cmd_center, quiet=False)
+
+
+def _add_reconstruct(sub, common):
+    """``pybp reconstruct``: files to slices or a volume on disk."""
     rec = sub.add_parser(
         "reconstruct", parents=[common],
         help="projection files to slices (FBP) or a volume (FDK, --geometry) on disk",
@@ -373,6 +386,23 @@ traceback), 130 interrupted.""")
                           "(pybp/io/cone.py: a circular orbit, ASTRA vectors or projection "
                           "matrices; the parallel-beam options do not apply) (default: "
                           "parallel beam)")
+    _fbp_options(rec)
+    preprocessing.add_options(rec)
+    methods.add_options(rec)
+    rec.add_argument("--dtype", choices=DTYPES, default="float32",
+                     help="of the slices on disk; float16 halves the space (default: float32)")
+    _run_options(rec)
+    rec.add_argument("--overwrite", action="store_true", help="replace an existing output")
+    rec.add_argument("--resume", action="store_true",
+                     help="finish an interrupted run: reconstruct only the slices missing")
+    rec.add_argument("--preview", metavar="PNG",
+                     help="also write the middle slice as a PNG (default: none)")
+    rec.add_argument("--quiet", action="store_true", help="print errors only")
+    rec.set_defaults(func=cmd_reconstruct)
+
+
+def _fbp_options(rec):
+    """Filtered back-projection's options."""
     rec.add_argument("--filter", choices=FILTERS, default="ramp", help="FBP window")
     rec.add_argument("--padding", choices=PADDINGS, default="zero",
                      help="rows padded with zeros, or with their edge values for truncated "
@@ -387,10 +417,10 @@ traceback), 130 interrupted.""")
     rec.add_argument("--circle", action="store_true",
                      help="zero the pixels outside the reconstruction circle (those some "
                           "projection did not see)")
-    preprocessing.add_options(rec)
-    methods.add_options(rec)
-    rec.add_argument("--dtype", choices=DTYPES, default="float32",
-                     help="of the slices on disk; float16 halves the space (default: float32)")
+
+
+def _run_options(rec):
+    """Where a run goes: its devices, a Dask scheduler, its chunks and memory."""
     which = rec.add_mutually_exclusive_group()
     which.add_argument("--device", default=None,
                        help="index or name substring (see `pybp devices`; default: the fastest)")
@@ -410,18 +440,3 @@ traceback), 130 interrupted.""")
                           "device's): chunks of slices cut to fit; with --geometry the volume, "
                           "the projections in flight and their filtered store, a larger "
                           "volume going through in slabs of z planes, with the same values")
-    rec.add_argument("--overwrite", action="store_true", help="replace an existing output")
-    rec.add_argument("--resume", action="store_true",
-                     help="finish an interrupted run: reconstruct only the slices missing")
-    rec.add_argument("--preview", metavar="PNG",
-                     help="also write the middle slice as a PNG (default: none)")
-    rec.add_argument("--quiet", action="store_true", help="print errors only")
-    rec.set_defaults(func=cmd_reconstruct)
-
-    cen = sub.add_parser("center", parents=[common], help="estimate the rotation axis of a scan",
-                         description="Print the rotation axis of a scan: Vo's Fourier method on "
-                                     "the middle rows, and the registration of the 0 and 180 "
-                                     "degree projections as a cross-check.")
-    _input_options(cen)
-    _center_options(cen)
-    cen.set_defaults(func=cmd_center, quiet=False)
