@@ -42,6 +42,14 @@ def volume_window(vol_geom, dims: int):
     return shape, np.array(sizes), np.array(centre)
 
 
+def voxel_size(sides):
+    """A 3-D window's voxel as a ``voxel_size``: a cube's side where the sides are equal to
+    the rounding the window's arithmetic makes, else the sides ``(x, y, z)``."""
+    if np.allclose(sides, sides[0], rtol=1e-12, atol=0):
+        return float(sides[0])
+    return tuple(float(side) for side in sides)
+
+
 def field(proj_geom, key):
     """``proj_geom[key]``, or an error naming the geometry's type and the key."""
     try:

@@ -114,9 +114,7 @@ class ConeGeometry(VolumeGeometry):
     def _from_astra_dicts(cls, proj_geom, vol_geom):
         """:meth:`from_astra` of ASTRA's dicts."""
         shape, sizes, centre = astra.volume_window(vol_geom, 3)
-        # (sides equal to rounding are a cube's, as the window's arithmetic made them)
-        size = float(sizes[0]) if np.allclose(sizes, sizes[0], rtol=1e-12, atol=0) else tuple(
-            float(side) for side in sizes)
+        size = astra.voxel_size(sizes)
         kind = astra.kind(proj_geom)
         if kind not in ("cone", "cone_vec"):
             other = (" (parallel beam: pybp.ParallelGeometry.from_astra)"

@@ -91,8 +91,7 @@ class ParallelVectorGeometry(VolumeGeometry):
             raise ValueError(f"proj_geom: type {kind!r}; a ParallelVectorGeometry takes ASTRA's "
                              f"'parallel3d' and 'parallel3d_vec'{other}")
         shape, sides, centre = astra.volume_window(vol_geom, 3)
-        size = float(sides[0]) if np.allclose(sides, sides[0], rtol=1e-12, atol=0) else tuple(
-            float(side) for side in sides)
+        size = astra.voxel_size(sides)
         rows, n_rows, n_cols = astra.parallel_vectors(proj_geom)
         return cls.from_astra(rows, (n_rows, n_cols), shape, size, centre)
 
