@@ -187,6 +187,22 @@ def test_what_the_device_cannot_hold_is_refused_by_name(cl_device):
         pybp.ConeBackprojector(small, params=dict(voxels_per_item=4), device=cl_device)
 
 
+def test_voxel_sizes_are_checked_by_name():
+    """voxel_size is a positive length or three of them (x, y, z); anything else is refused
+    in one line naming it, for both whole-volume geometries."""
+    angles = np.linspace(0, np.pi, 4)
+    bad = [((1.0, 2.0), r"expected a number or three sides \(x, y, z\)"),
+           ((1.0, -1.0, 1.0), "expected a positive length"), ((1.0, np.nan, 1.0), "contains NaN or Inf"),
+           ("x", "expected real numbers")]
+    for value, message in bad:
+        with pytest.raises((ValueError, TypeError), match=rf"^voxel_size: {message}"):
+            ConeGeometry.circular(angles, (8, 8), 1.0, 50.0, 20.0, (4, 4, 4), value)
+        with pytest.raises((ValueError, TypeError), match=rf"^voxel_size: {message}"):
+            pybp.ParallelVectorGeometry.laminography(angles, 0.2, (8, 8), 1.0, (4, 4, 4), value)
+    assert ConeGeometry.circular(angles, (8, 8), 1.0, 50.0, 20.0, (4, 4, 4),
+                                 (0.5, 0.5, 0.5)).voxel_size == 0.5  # equal sides: a cube
+
+
 def test_astra_dicts_in_one_line():
     """ASTRA's proj_geom and vol_geom dicts (as astra.create_proj_geom and
     create_vol_geom make them): a 'cone' geometry is circular()'s with ASTRA's numbers,
