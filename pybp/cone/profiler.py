@@ -16,29 +16,30 @@ from dataclasses import dataclass
 
 from pybp.cl import profiles
 from pybp.cl.device import DeviceDescription
+from pybp.cl.kinds import DeviceKind, first_match
 from pybp.cone.params import ConeParams
 
 RECORD, KEY = "cone", "fdk"  # where pybp tune --cone saves its winner (pybp.cl.profiles)
 
 
 @dataclass(frozen=True)
-class Default:
-    """A row: the device ``type`` it applies to, whether it needs images, and the
-    parameters (positions in double where asked and the device has doubles)."""
+class Default(DeviceKind):
+    """A row: the parameters for the devices its :class:`pybp.cl.kinds.DeviceKind`
+    fields match (positions in double where asked and the device has doubles)."""
 
-    device_type: str | None
-    images: bool
-    params: ConeParams
-    source: str
+    params: ConeParams | None = None
 
 
+# First match wins (the key scheme of parallel beam's ARCHITECTURES). Keep the generic
+# row last.
 DEFAULTS = (
-    Default("gpu", True, ConeParams("texture", 16, 16, (32, 8), "float"),
-            "H100, pybp bench --cone (2026-11-23)"),
-    Default("gpu", False, ConeParams("exact", 16, 16, (32, 8), "double"),
-            "H100, exact family, pybp bench --cone (2026-11-23)"),
-    Default(None, False, ConeParams("exact", 16, 16, (32, 8), "double"),
-            "PoCL, pybp bench --cone --size 64 (2026-11-23)"),
+    Default("gpu-images", device_type="gpu", images=True,
+            params=ConeParams("texture", 16, 16, (32, 8), "float"),
+            source="H100, pybp bench --cone (2026-11-23)"),
+    Default("gpu", device_type="gpu", params=ConeParams("exact", 16, 16, (32, 8), "double"),
+            source="H100, exact family, pybp bench --cone (2026-11-23)"),
+    Default("generic", params=ConeParams("exact", 16, 16, (32, 8), "double"),
+            source="PoCL, pybp bench --cone --size 64 (2026-11-23)"),
 )
 
 
@@ -58,10 +59,7 @@ def default_params(device: DeviceDescription, tuned_first: bool = True) -> ConeP
     saved = tuned(device) if tuned_first else None
     if saved is not None:
         return saved
-    for row in DEFAULTS:
-        if (row.device_type in (None, device.type)) and (device.image_support or not row.images):
-            params = row.params
-            break
+    params = first_match(DEFAULTS, device).params
     if params.positions == "double" and "cl_khr_fp64" not in device.extensions:
         params = ConeParams(params.family, params.voxels_per_item, params.projections_per_pass,
                             params.group, "float")

@@ -13,19 +13,15 @@ from dataclasses import fields as dataclass_fields
 
 from pybp.cl import profiles
 from pybp.cl.device import DeviceDescription
+from pybp.cl.kinds import DeviceKind, first_match
 from pybp.parallel.params import SLICES_PER_PASS, AluParams, KernelParams, TextureParams
 
 
 @dataclass(frozen=True)
-class Architecture:
-    """One row of defaults. ``kernels`` maps slices per pass to the kernel family."""
+class Architecture(DeviceKind):
+    """One row of defaults, for the devices its :class:`pybp.cl.kinds.DeviceKind`
+    fields match. ``kernels`` maps slices per pass to the kernel family."""
 
-    name: str
-    vendor: tuple = ()  # any of these substrings of the vendor or platform, lower case
-    device_type: str | None = None  # "gpu", "cpu", ...
-    min_capability: tuple | None = None  # NVIDIA compute capability
-    max_capability: tuple | None = None
-    gfx_prefix: str | None = None  # AMD gfx target prefix
     kernels: dict = field(default_factory=lambda: {1: "standard", 2: "standard", 4: "standard"})
     constants: str = "constant"
     unroll: int = 4
@@ -45,23 +41,6 @@ class Architecture:
     # ((slices or None, interpolation or None, storage or None), dict).
     alu_settings: tuple = ()
     source: str = "paper"
-
-    def matches(self, d: DeviceDescription) -> bool:
-        names = (d.vendor + " " + d.platform).lower()
-        if self.vendor and not any(v in names for v in self.vendor):
-            return False
-        if self.device_type and d.type != self.device_type:
-            return False
-        if self.min_capability or self.max_capability:
-            if d.compute_capability is None:
-                return False
-            if self.min_capability and d.compute_capability < self.min_capability:
-                return False
-            if self.max_capability and d.compute_capability > self.max_capability:
-                return False
-        if self.gfx_prefix and not (d.gfx_target or "").startswith(self.gfx_prefix):
-            return False
-        return True
 
 
 MULTIPROJ = {1: "multiproj", 2: "multiproj", 4: "multiproj"}
@@ -133,7 +112,7 @@ ARCHITECTURES = (
 
 
 def architecture(device: DeviceDescription) -> Architecture:
-    return next(row for row in ARCHITECTURES if row.matches(device))
+    return first_match(ARCHITECTURES, device)
 
 
 # Where a kernel family gives wrong results on a device (pybp.parallel.prepare checks each
