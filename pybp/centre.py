@@ -236,13 +236,13 @@ def refine_center(sinogram, angles, guess, span=REFINE_SPAN, device=None):
     n_bins = binned.shape[1]
     if not 0 <= base <= n_bins - 1:
         raise ValueError(f"center: {guess} is off the detector")
-    unit = prepare.unit(dict(n_bins=n_bins, angles=angles, center=base, filter="hann",
+    recipe = prepare.recipe(dict(n_bins=n_bins, angles=angles, center=base, filter="hann",
                              padding="edge", circle=True, device=device))
     try:
         def best(axes):
             stack = np.ascontiguousarray(_shifted(binned, base - to_binned(axes)), np.float32)
-            slices = np.empty((len(stack),) + unit.geometry.slice_shape, np.float32)
-            values = negative_mass(unit.sinograms(stack, slices))
+            slices = np.empty((len(stack),) + recipe.geometry.slice_shape, np.float32)
+            values = negative_mass(recipe.sinograms(stack, slices))
             i = int(np.argmin(values))
             if 0 < i < len(axes) - 1:  # the vertex of the parabola through the best three
                 left, mid, right = values[i - 1:i + 2]
@@ -255,7 +255,7 @@ def refine_center(sinogram, angles, guess, span=REFINE_SPAN, device=None):
         found = best(guess + np.arange(-span, span + coarse / 2, coarse))
         found = best(found + np.arange(-coarse, coarse + fine / 2, fine))
     finally:
-        unit.close()
+        recipe.close()
     return float(np.clip(found, guess - span, guess + span))
 
 

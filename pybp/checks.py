@@ -9,7 +9,7 @@ import os
 
 import numpy as np
 
-HOST_MEMORY_SHARE = 0.5  # of this machine's memory, the most one slice may take
+HOST_MEMORY_SHARE = 0.5  # of this machine's memory, the most one array pybp makes may take
 _TOO_HARD = getattr(np, "exceptions", np).TooHardError  # np.exceptions from NumPy 1.25
 
 
@@ -256,11 +256,18 @@ def host_memory() -> int:
         return 1 << 62  # unknown: not checked
 
 
+def within_host_share(n_bytes: int) -> bool:
+    """Whether ``n_bytes`` fit in :data:`HOST_MEMORY_SHARE` of this machine's memory:
+    the rule for every large array pybp makes in host memory (a volume, cone beam's
+    store of filtered projections, a demo's scan)."""
+    return n_bytes <= HOST_MEMORY_SHARE * host_memory()
+
+
 def check_demo_memory(n_bytes: int, what: str, option: str = "--size"):
     """Refuse, naming ``option``, a demo whose arrays would take more than
     :data:`HOST_MEMORY_SHARE` of this machine's memory (before any is made)."""
     total = host_memory()
-    if n_bytes > HOST_MEMORY_SHARE * total:
+    if not within_host_share(n_bytes):
         raise ValueError(f"{option}: {what} needs about {n_bytes / 2 ** 30:.3g} GiB of memory "
                          f"to make; this machine has {total / 2 ** 30:.3g} GiB: give a smaller "
                          f"{option}")
@@ -272,7 +279,7 @@ def check_volume_memory(shape, name="out"):
     array on disk instead: a memmap or an HDF5 dataset)."""
     n_bytes = 4 * math.prod(int(n) for n in shape)
     total = host_memory()
-    if n_bytes > HOST_MEMORY_SHARE * total:
+    if not within_host_share(n_bytes):
         raise ValueError(f"{name}: the result {tuple(shape)} takes {n_bytes / 2 ** 30:.3g} GiB; "
                          f"this machine has {total / 2 ** 30:.3g} GiB: give {name}= an array on "
                          "disk (numpy.lib.format.open_memmap, an HDF5 dataset), or reconstruct "
@@ -286,7 +293,7 @@ def check_host_memory(geometry, named_shape):
     padded = 2 ** int(np.ceil(np.log2(2 * geometry.n_bins)))
     need = 4 * (ny * nx + geometry.n_angles * geometry.n_bins) + 16 * padded
     total = host_memory()
-    if need > HOST_MEMORY_SHARE * total:
+    if not within_host_share(need):
         name = "slice_shape" if named_shape else "n_bins"
         raise ValueError(f"{name}: one {ny}x{nx} slice from {geometry.n_angles}x"
                          f"{geometry.n_bins} sinograms needs {need / 2 ** 30:.1f} GiB of host "

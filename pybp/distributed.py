@@ -194,7 +194,7 @@ def _run_slab(source, setup, first, stop, offset, log, chunk_slices):
             if scan is not None:
                 scan.close()
     return dict(first=first, stop=stop, clipped=clipped, worker=worker.name,
-                wall=stats["wall"], devices=[unit.device.name for unit in pipelines.members])
+                wall=stats["wall"], devices=[recipe.device.name for recipe in pipelines.members])
 
 
 def slabs(first, stop, n_workers, align=SLAB_ALIGN):

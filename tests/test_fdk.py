@@ -19,6 +19,12 @@ EXACT = ConeParams(family="exact", voxels_per_item=4, projections_per_pass=8, gr
 EXACT_RTOL = 1e-5  # relative RMS (the issue's bound for the exact family)
 
 
+def no_store(monkeypatch):
+    """Filtered projections that fit neither the device nor the host's share: each
+    slab reads and filters its own windows of rows."""
+    monkeypatch.setattr(prepare.SlabBackprojector, "_store_bytes", lambda self: 1 << 62)
+
+
 def relative_rms(got, want):
     return float(np.sqrt(np.mean((np.asarray(got, np.float64) - want) ** 2) / np.mean(want ** 2)))
 
@@ -197,7 +203,7 @@ def test_slabs_and_row_windows_equal_one_pass_bit_for_bit(cl_device, rng, family
     volume_bytes = 48 * 40 * 40 * 4
     limit = volume_bytes // 4 + (14 * 42 * 64 * 4 if store == "device" else 0)
     if store is None:
-        monkeypatch.setattr(prepare, "STORE_HOST_SHARE", 0.0)
+        no_store(monkeypatch)
     for filter in ("ramp", None):
         one = pybp.ConeBackprojector(g, params, filter=filter, device=cl_device)(projections)
         with pybp.ConeBackprojector(g, params, filter=filter, memory_limit=limit,
@@ -238,7 +244,7 @@ def test_slabs_refused_at_a_nan_leave_those_above_it_whole(cl_device, rng, monke
     at the first slab whose windows reach it, and the slabs above it are in ``out``
     whole (the last of them read back as the refusal came), equal to the volume without
     the NaN; no plane from that slab on is touched."""
-    monkeypatch.setattr(prepare, "STORE_HOST_SHARE", 0.0)
+    no_store(monkeypatch)
     g = full_circle(n=14, volume=(48, 40, 40), detector=(41, 64), voxel_size=0.6)
     line = np.abs(rng.standard_normal((14, 41, 64))).astype(np.float32) * 0.1
     clean = pybp.fdk(line, g, params=EXACT, device=cl_device)

@@ -929,3 +929,60 @@ def test_a_checkpointed_run_interrupted_resumes_to_the_same_bits(name, geometry,
     np.testing.assert_array_equal(method(*args, device=cl_device, checkpoint=path, **options),
                                   want)
     assert not path.exists()
+
+
+class PeakAllocator:
+    """The methods' allocator (pybp.iterative.methods.allocator), counting the bytes of
+    the arrays alive at once and their peak: a method's working set, as the device
+    holds it (an array is freed when its last reference goes)."""
+
+    def __init__(self, monkeypatch):
+        import weakref
+
+        from pybp.iterative import methods
+        self.live = self.peak = 0
+        made = methods.allocator
+
+        def allocator(queue):
+            allocate = made(queue)
+
+            def counted(shape):
+                array = allocate(shape)
+                self.live += array.nbytes
+                self.peak = max(self.peak, self.live)
+                weakref.finalize(array, self._freed, array.nbytes)
+                return array
+            return counted
+        monkeypatch.setattr(methods, "allocator", allocator)
+
+    def _freed(self, nbytes):
+        self.live -= nbytes
+
+
+WORKING_SET_CASES = {"sirt": {}, "sart": dict(subsets=1), "cgls": {}, "tv": dict(weight=0.1)}
+
+
+@pytest.mark.parametrize("geometry", ["parallel", "cone"])
+@pytest.mark.parametrize("name", WORKING_SET_CASES)
+def test_each_method_holds_the_working_set_of_the_table(cl_device, rng, monkeypatch, name,
+                                                        geometry):
+    """pybp/iterative/table.py's working set is what the method's arrays take at their
+    peak, to the byte (SART of one subset: its subset's arrays are whole sets), for
+    slices and for a whole volume: the memory checks of the API, the stream and the
+    command all read it."""
+    from pybp.iterative import table
+
+    if geometry == "parallel":
+        geometry = pybp.ParallelGeometry(np.linspace(0, np.pi, 12, endpoint=False), 20,
+                                         slice_shape=(16, 18))
+        data, dims = rng.random((12, 3, 20)).astype(np.float32), 2
+        volume = 3 * 16 * 18
+    else:
+        geometry = CONE["circular"]
+        data = rng.random((geometry.n_angles,) + geometry.detector_shape).astype(np.float32)
+        volume, dims = int(np.prod(geometry.volume_shape)), 3
+    counter = PeakAllocator(monkeypatch)
+    getattr(pybp, name)(data, geometry, 2, device=cl_device, progress=False,
+                        **WORKING_SET_CASES[name])
+    volumes, sets = table.TABLE[name].working_set(dims)
+    assert counter.peak == 4 * (volumes * volume + sets * data.size), (name, counter.peak)

@@ -15,7 +15,7 @@ import pybp
 from pybp.cl import codegen
 from pybp.cl.device import describe
 from pybp.cl.kernel import Arg, signature
-from pybp.parallel.prepare import Unit
+from pybp.parallel.prepare import ParallelRecipe
 from pybp.stages.base import Need, Stage
 from pybp.stream import pipeline, sources
 from pybp.stream.executor import Executor, Layout
@@ -263,18 +263,18 @@ class MeanThenFilter(RowMean):
 def row_mean_after_normalise(monkeypatch):
     """Reconstructions of projections run :class:`MeanThenFilter` after normalisation;
     the stages made are listed in the list returned."""
-    made, plain = [], Unit.stages_for
+    made, plain = [], ParallelRecipe.stages_for
 
-    def stages_for(unit, dtype=None, log=True):
+    def stages_for(recipe, dtype=None, log=True):
         if dtype is None:  # sinograms: the references' Backprojector
-            return plain(unit, dtype, log)
-        g = unit.geometry
-        stage = MeanThenFilter(unit.context, unit.device, g.n_angles, g.n_bins, RADIUS)
+            return plain(recipe, dtype, log)
+        g = recipe.geometry
+        stage = MeanThenFilter(recipe.context, recipe.device, g.n_angles, g.n_bins, RADIUS)
         made.append(stage)
-        normalize, *rest = plain(unit, dtype, log)
+        normalize, *rest = plain(recipe, dtype, log)
         return (normalize, stage, *rest)
 
-    monkeypatch.setattr(Unit, "stages_for", stages_for)
+    monkeypatch.setattr(ParallelRecipe, "stages_for", stages_for)
     return made
 
 

@@ -17,7 +17,7 @@ from pathlib import Path
 
 import pytest
 
-from pybp.cl import store
+from pybp.cl import cache
 
 README = Path(__file__).resolve().parents[1] / "README.md"
 INSTALLING = re.compile(r"^(python3? -m (venv|build)|\. \.venv/bin/activate|pip install|pytest)\b")
@@ -46,10 +46,10 @@ def test_every_fence_is_bash_python_or_text():
 
 
 def test_the_readme_runs_in_order(tmp_path):
-    cache = tmp_path / "cache"
-    if store.cache_dir().is_dir():
-        shutil.copytree(store.cache_dir(), cache)
-    env = dict(os.environ, PYBP_CACHE_DIR=str(cache), PYTHONUNBUFFERED="1")
+    folder = tmp_path / "cache"
+    if cache.cache_dir().is_dir():
+        shutil.copytree(cache.cache_dir(), folder)
+    env = dict(os.environ, PYBP_CACHE_DIR=str(folder), PYTHONUNBUFFERED="1")
     work = tmp_path / "work"
     work.mkdir()
     ran = 0

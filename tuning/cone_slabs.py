@@ -82,7 +82,7 @@ def instrumented(probe):
     module = Module()
     module.enqueue_copy, module.CommandQueue = enqueue_copy, queue
     prepare.cl = module
-    cls = getattr(prepare, "SlabBackprojector", None) or prepare.Unit  # older trees: Unit
+    cls = getattr(prepare, "SlabBackprojector", None) or prepare.ParallelRecipe  # older trees: ParallelRecipe
     real_launch = cls._launch
 
     def launch(self, *args, **kwargs):

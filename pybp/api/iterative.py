@@ -11,20 +11,17 @@ import functools
 import numpy as np
 import pyopencl.array as cla
 
-from pybp import __version__, checks
-from pybp.api.projector import Projector, advice_for, check_geometry, fits, scratch_bytes
+from pybp import __version__, checks, registry
+from pybp.api.projector import Projector, fits
 from pybp.cone import run
 from pybp.geometry.volume import VolumeGeometry
-from pybp.iterative import methods, options
+from pybp.iterative import methods, options, table
 from pybp.iterative.checkpoint import Checkpoint, digest
 from pybp.iterative.tv import Variation
 from pybp.iterative.vectors import Vectors
 from pybp.stages.normalize import warn_replaced
 from pybp.stream.progress import Progress
 
-# Volumes and sets of projections each method keeps on the device, beside the
-# projector's own copies (pybp.api.projector.scratch_bytes).
-WORKING_SETS = {"sirt": (4, 3), "cgls": (4, 3), "sart": (4, 5), "tv": (9, 3)}
 # TIGRE's and ASTRA's names for the methods' arguments, and pybp's (refused with it)
 FOREIGN_NAMES = {"niter": "iterations", "init": "x0", "lmbda": "relaxation",
                  "MinConstraint": "nonnegative=True", "ReconstructionMask": "mask",
@@ -94,12 +91,12 @@ class _Run:
     def __init__(self, name, *, projections, geometry, iterations, x0, mask, circle, callback,
                  progress, device, out=None, memory_limit=None, steps_before=0,
                  checkpoint=None, options=None):
-        check_geometry(geometry)
+        kind = registry.kind_of(geometry)
         self.iterations = _iterations(name, iterations)
         if isinstance(projections, cla.Array):  # as the Projector takes them; the method
             projections = projections.get()     # keeps its own copy on its device
         checks.array_like(projections, "projections", (2, 3))
-        cone = isinstance(geometry, VolumeGeometry)  # a whole volume
+        cone = kind.whole  # a whole volume
         single = len(projections.shape) == 2
         if cone:
             expected = (geometry.n_angles,) + tuple(geometry.detector_shape)
@@ -122,11 +119,11 @@ class _Run:
         if not np.isfinite(data).all():
             raise ValueError("projections: contain NaN or Inf")
         self.projector = projector = Projector(geometry, None if cone else data.shape[1], device)
-        volumes, sets = WORKING_SETS[name]
+        volumes, sets = table.held(name, kind.dims)
         fits(projector.device, projector.volume_shape, projector.projection_shape,
              volumes=volumes, projections=sets,
-             scratch=scratch_bytes(geometry, projector.rows), what=name,
-             memory_limit=checks.memory_limit(memory_limit), advice=advice_for(geometry))
+             scratch=kind.scratch_bytes(geometry, projector.rows), what=name,
+             memory_limit=checks.memory_limit(memory_limit), advice=kind.advice)
         shape = projector.volume_shape
         self.out_shape = shape[1:] if single and not cone else shape
         if out is not None:
@@ -247,7 +244,7 @@ def sart(projections, geometry, iterations, subsets=None, x0=None, nonnegative=F
     projections in a random order by default, pybp takes them in that fixed order, so
     that a run is the same every time. Arguments and result as :func:`sirt`'s."""
     relaxation = options.relaxation(relaxation)
-    check_geometry(geometry)
+    registry.kind_of(geometry)
     order = options.subset_order(geometry.n_angles, subsets)
     run = _Run("sart", projections=projections, geometry=geometry, iterations=iterations,
                x0=x0, mask=mask, circle=circle, callback=callback, progress=progress,
@@ -297,9 +294,8 @@ def tv(projections, geometry, iterations, weight, x0=None, nonnegative=False, ma
                steps_before=methods.POWER_ITERATIONS, checkpoint=checkpoint,
                options=dict(weight=weight, nonnegative=bool(nonnegative)))
     projector = run.projector
-    dims = 3 if isinstance(geometry, VolumeGeometry) else 2
     variation = Variation(projector.context, projector.queue, projector.device,
-                          projector.volume_shape, dims)
+                          projector.volume_shape, projector.kind.dims)
     return run.solve(methods.tv, projector.pair, variation, run.vectors, run.b, run.x,
                      iterations=run.iterations, weight=weight, nonnegative=bool(nonnegative),
                      mask=run.mask, report=run.report,
@@ -330,7 +326,7 @@ def cone_method(chosen: dict, projections, geometry: VolumeGeometry, *, flats=No
     them, the projections go to the method as they are. ``checkpoint``: as the methods
     take it (the line integrals are made again on a resumed run: the same bits on the
     same device)."""
-    check_geometry(geometry)
+    registry.kind_of(geometry)
     checks.array_like(projections, "projections", (3,))
     log = flats is not None if log is None else bool(log)
     flats, darks = run.checked_frames(geometry, flats, darks, phase, log)

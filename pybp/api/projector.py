@@ -12,43 +12,19 @@ import numpy as np
 import pyopencl as cl
 import pyopencl.array as cla
 
-from pybp import checks
+from pybp import checks, registry
 from pybp.cl.device import describe, open_device
-from pybp.cone import project as cone_project
-from pybp.cone.project import ConePair
-from pybp.geometry.parallel import Geometry
-from pybp.geometry.volume import VolumeGeometry
-from pybp.parallel import project
 from pybp.stream import memory
 
 FLOAT_BYTES = 4
 ROWS_AXIS = {"volume": 0, "projections": 1}  # dropped for one slice
 
 
-def check_geometry(geometry):
-    if not isinstance(geometry, (Geometry, VolumeGeometry)):
-        raise TypeError(f"geometry: expected a pybp.ParallelGeometry, a pybp.ConeGeometry or a "
-                        f"pybp.ParallelVectorGeometry, got {type(geometry).__name__}")
-
-
-def scratch_bytes(geometry, rows=None) -> int:
-    """Device bytes of the pair's own copies for ``geometry`` (and ``rows`` slices of a
-    parallel beam): parallel beam's stacked volumes and projections
-    (:func:`pybp.parallel.project.scratch_bytes`), cone beam's transposed volume where
-    its forward projection gathers (:func:`pybp.cone.project.scratch_bytes`)."""
-    if isinstance(geometry, VolumeGeometry):
-        return cone_project.scratch_bytes(geometry)
-    return project.scratch_bytes(geometry, rows)
-
-
-ADVICE = {"parallel": "take fewer rows per call, or a device with more memory",
-          "cone": "make the volume or the scan smaller, or take a device with more memory"}
-
-
 def fits(device, volume_shape, projection_shape, *, volumes, projections, scratch, what,
-         memory_limit=None, advice=ADVICE["parallel"]):
+         memory_limit=None, advice):
     """An error naming what it would take, and ``advice``, unless ``volumes`` volumes,
-    ``projections`` sets of projections and ``scratch`` bytes (:func:`scratch_bytes`)
+    ``projections`` sets of projections and ``scratch`` bytes (the pair's copies:
+    :meth:`pybp.registry.Kind.scratch_bytes`)
     fit the device's share, or ``memory_limit`` where that is less
     (:func:`pybp.stream.memory.budget`)."""
     need = FLOAT_BYTES * (volumes * int(np.prod(volume_shape))
@@ -62,12 +38,6 @@ def fits(device, volume_shape, projection_shape, *, volumes, projections, scratc
                           f"float32, with the operators' copies "
                           f"({memory.size_text(scratch)}), take {memory.size_text(need)} on the "
                           f"device, more than the {memory.size_text(have)} {lent}; {advice}")
-
-
-def advice_for(geometry) -> str:
-    """What to do where ``geometry``'s operators do not fit (:func:`fits`): cone beam
-    takes no rows."""
-    return ADVICE["cone" if isinstance(geometry, VolumeGeometry) else "parallel"]
 
 
 class Projector:
@@ -100,9 +70,9 @@ class Projector:
     memory."""
 
     def __init__(self, geometry, slices=None, device=None, *, rows=None):
-        check_geometry(geometry)
+        self.kind = kind = registry.kind_of(geometry)
         self.geometry = geometry
-        cone = isinstance(geometry, VolumeGeometry)  # a whole volume (cone beam's pair)
+        cone = kind.whole  # a whole volume (cone beam's pair)
         if rows is not None:  # the name before pybp.reconstruct's rows, a range, had it
             if slices is not None:
                 raise TypeError("rows: give slices (rows is its old name)")
@@ -118,19 +88,12 @@ class Projector:
         self.rows = self.slices  # (the pair's and the methods' name for them)
         cl_device, self.context, _ = open_device(device)
         self.device = describe(cl_device)
-        if cone:
-            self.volume_shape = tuple(geometry.volume_shape)
-            self.projection_shape = (geometry.n_angles,) + tuple(geometry.detector_shape)
-        else:
-            ny, nx = geometry.slice_shape
-            self.volume_shape = (self.rows, ny, nx)
-            self.projection_shape = (geometry.n_angles, self.rows, geometry.n_bins)
+        self.volume_shape, self.projection_shape = kind.shapes(geometry, self.rows)
         fits(self.device, self.volume_shape, self.projection_shape, volumes=1, projections=1,
-             scratch=scratch_bytes(geometry, self.rows), what="Projector",
-             advice=advice_for(geometry))
+             scratch=kind.scratch_bytes(geometry, self.rows), what="Projector",
+             advice=kind.advice)
         self.queue = cl.CommandQueue(self.context)
-        self.pair = ConePair(geometry, self.context, self.queue, self.device) if cone else \
-            project.ParallelPair(geometry, self.rows, self.context, self.queue, self.device)
+        self.pair = kind.pair(geometry, self.rows, self.context, self.queue, self.device)
         self.shape = (int(np.prod(self.projection_shape)), int(np.prod(self.volume_shape)))
         self._lock = threading.Lock()
         self._closed = False

@@ -11,7 +11,7 @@ import numpy as np
 from pybp import checks
 from pybp.geometry.angles import in_radians
 from pybp.parallel import speed
-from pybp.parallel.prepare import Setup, Unit
+from pybp.parallel.prepare import Setup, ParallelRecipe
 from pybp.stages import halfscale
 
 
@@ -63,7 +63,7 @@ class Backprojector:
     their own case, turn it off.
 
     The parameter set and pieces of every pass width are chosen and checked here
-    (``self.plan``, prepared by :class:`pybp.parallel.prepare.Unit`); a call checks
+    (``self.plan``, prepared by :class:`pybp.parallel.prepare.ParallelRecipe`); a call checks
     its data before it writes anything to ``out``, then streams the stack through
     ``self.executor`` in chunks. ``close()``, or leaving a
     ``with`` block, releases device memory. Calls from several threads take turns (a
@@ -88,14 +88,15 @@ class Backprojector:
                       pixel_size=pixel_size, voxel_size=voxel_size)
         self._closed = True  # until made
         self._lock = threading.Lock()  # one call at a time: they share the device buffers
-        self.unit = Unit(setup, device=device, context=context, queue=queue)
+        self.recipe = ParallelRecipe(setup, device=device, context=context, queue=queue)
         self._closed = False
         self.progress = progress
-        self.geometry, self.plan, self.device = self.unit.geometry, self.unit.plan, self.unit.device
-        self.cl_device, self.context, self.formats = (self.unit.cl_device, self.unit.context,
-                                                      self.unit.formats)
-        self.executor, self.queue = self.unit.executor, self.unit.executor.queue
-        self.slices_per_pass = self.unit.slices_per_pass
+        recipe = self.recipe
+        self.geometry, self.plan, self.device = recipe.geometry, recipe.plan, recipe.device
+        self.cl_device, self.context, self.formats = (self.recipe.cl_device, self.recipe.context,
+                                                      self.recipe.formats)
+        self.executor, self.queue = self.recipe.executor, self.recipe.executor.queue
+        self.slices_per_pass = self.recipe.slices_per_pass
         self.interpolation, self.precision, self.kernel = interpolation, precision, kernel
         self.filter, self.padding = filter, padding
         self.last_kernel_seconds = 0.0  # back-projection launches of the last call
@@ -115,16 +116,16 @@ class Backprojector:
             raise RuntimeError("Backprojector: closed (by close() or its with block); make "
                                "a new one")
         stack, single, peaks = checks.as_sinogram_stack(sinograms, self.geometry)
-        halfscale.check_range(peaks * self.unit.result_bound)
+        halfscale.check_range(peaks * self.recipe.result_bound)
         ny, nx = self.geometry.slice_shape
         n = stack.shape[0]
         shape = (ny, nx) if single else (n, ny, nx)
-        self.unit.memory(n)  # fits, or ValueError before out is touched
+        self.recipe.memory(n)  # fits, or ValueError before out is touched
         if out is None:
             out = np.empty(shape, np.float32)
         else:
             checks.check_output(out, shape, inputs=dict(sinograms=sinograms))
-        self.unit.sinograms(stack, out, single, self.progress)
+        self.recipe.sinograms(stack, out, single, self.progress)
         self.last_kernel_seconds = self.executor.stage_seconds["backproject"]
         self.last_filter_seconds = self.executor.stage_seconds["filter"]
         return out
@@ -134,7 +135,7 @@ class Backprojector:
         after is an error."""
         with self._lock:
             self._closed = True
-            self.unit.close()
+            self.recipe.close()
 
     def __enter__(self):
         return self

@@ -19,16 +19,15 @@ import time
 
 import numpy as np
 
-from pybp import checks, distributed
+from pybp import checks, distributed, registry
 from pybp.api.cone import fdk
 from pybp.api.iterative import cone_method
 from pybp.centre import find_center
 from pybp.geometry.angles import in_radians
-from pybp.geometry.cone import ConeGeometry
 from pybp.geometry.parallel import Geometry
-from pybp.geometry.volume import VolumeGeometry
 from pybp.iterative import options as iterative_options
 from pybp.iterative.options import OPTION_NAMES
+from pybp.iterative.table import TABLE
 from pybp.parallel import speed
 from pybp.parallel.prepare import Setup, team
 from pybp.stages import filters
@@ -109,7 +108,7 @@ def reconstruct(projections, geometry=None, flats=None, darks=None, center=None,
         if geometry is None:
             raise TypeError("geometry: give the scan's geometry (pybp.ParallelGeometry, "
                             "pybp.ConeGeometry) or its angles")
-    if isinstance(geometry, VolumeGeometry):  # a whole volume: cone beam, parallel vectors
+    if registry.is_whole(geometry):  # a whole volume: cone beam, parallel vectors
         parallel_only = dict(center=center, rows=rows, chunk_slices=chunk_slices,
                              angle_unit=angle_unit, stats=stats)
         given = [name for name, value in parallel_only.items() if value is not None]
@@ -225,8 +224,8 @@ class Reconstructor:
         with the slices, and ``--resume`` refuses another."""
         if self._team is None:
             return []
-        return [dict(device=unit.device.identity, name=unit.device.name,
-                     kernels=unit.kernel_keys()) for unit in self._team.members]
+        return [dict(device=recipe.device.identity, name=recipe.device.name,
+                     kernels=recipe.kernel_keys()) for recipe in self._team.members]
 
     def reconstruct(self, projections, flats=None, darks=None, rows=None, out=None, *,
                     log=True, progress=True, chunk_slices=None, stats=None):
@@ -321,7 +320,7 @@ def _cone(projections, geometry, flats, darks, out, *, filter, padding, log, pro
     the iterative method alone."""
     method = options.pop("method", "fbp")
     iterations = options.pop("iterations", None)
-    if method in ("fbp", "fdk") and not isinstance(geometry, ConeGeometry):
+    if method in ("fbp", "fdk") and registry.kind_of(geometry).filtered != "FDK":
         raise ValueError(f"method: {method!r}: pybp has no filtered back-projection of a "
                          f"{type(geometry).__name__} (its rays need not cross one axis at "
                          "right angles); take method='sirt', 'sart', 'cgls' or 'tv'")
@@ -335,7 +334,7 @@ def _cone(projections, geometry, flats, darks, out, *, filter, padding, log, pro
         return fdk(projections, geometry, filter=filter, padding=padding, out=out, flats=flats,
                    darks=darks, progress=progress, devices=devices, client=client, log=log,
                    **targets, **options)
-    checks.choice("method", method, ("fbp", "fdk") + iterative_options.METHODS)
+    checks.choice("method", method, tuple(TABLE) + ("fdk",))
     if filter not in (None, "ramp"):
         raise ValueError(f"filter: FDK's window; {method} takes none")
     for name, value in (("devices", devices), ("client", client), ("context", context),

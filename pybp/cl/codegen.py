@@ -21,7 +21,7 @@ from pathlib import Path
 import mako
 import pyopencl as cl
 
-from pybp.cl import implementations, store
+from pybp.cl import cache, implementations
 from pybp.cl.kernel import Kernel, signature
 
 # pyopencl warns of any compiler output ("Non-empty compiler output"; Intel's runtime
@@ -83,17 +83,17 @@ def render(template: str, kernels=None, **values) -> str:
                            + _fingerprint()).hexdigest()
     except (pickle.PicklingError, TypeError, AttributeError):
         key = None  # a value that cannot be pickled: rendered each time
-    path = store.cache_dir() / "sources" / f"{key}.cl"
+    path = cache.cache_dir() / "sources" / f"{key}.cl"
     if key is not None:
         try:
-            return path.read_text()  # written whole or not at all (store.write_text_new)
+            return path.read_text()  # written whole or not at all (cache.write_text_new)
         except OSError:
             pass
     source = _lookup().get_template(template).render(**values)
     if key is not None:
         try:
             path.parent.mkdir(parents=True, exist_ok=True)
-            store.write_text_new(path, source, overwrite=True)
+            cache.write_text_new(path, source, overwrite=True)
         except OSError:
             pass  # an unwritable cache: rendered again next time
     return source
@@ -179,7 +179,7 @@ def _cached(context, source, options) -> cl.Program:
     identity = "|".join([platform.name, platform.version, device.name, device.version,
                          device.driver_version, cl.VERSION_TEXT])
     key = hashlib.sha1("\0".join([source, " ".join(options), identity]).encode()).hexdigest()
-    path = store.cache_dir() / "binaries" / f"{key}.bin"
+    path = cache.cache_dir() / "binaries" / f"{key}.bin"
     try:
         return cl.Program(context, [device], [path.read_bytes()]).build(options=list(options))
     except (OSError, cl.Error):
@@ -188,7 +188,7 @@ def _cached(context, source, options) -> cl.Program:
     _make_binary(program)
     try:
         path.parent.mkdir(parents=True, exist_ok=True)
-        store.write_bytes_new(path, program.get_info(cl.program_info.BINARIES)[0])
+        cache.write_bytes_new(path, program.get_info(cl.program_info.BINARIES)[0])
     except OSError:
         pass  # an unwritable cache: built again next time
     return program
@@ -307,7 +307,7 @@ def interruptible(work, cl_device):
             _NOTICED.set()
             if sys.stderr is not None and os.environ.get(NOTICE_VARIABLE) != "0":
                 print(f"pybp: building the OpenCL kernels for {cl_device.name.strip()} "
-                      f"(the first time only: they are kept in {store.cache_dir()})",
+                      f"(the first time only: they are kept in {cache.cache_dir()})",
                       file=sys.stderr, flush=True)
     if "error" in outcome:
         raise outcome["error"]

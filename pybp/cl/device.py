@@ -18,14 +18,14 @@ from dataclasses import dataclass
 import numpy as np
 import pyopencl as cl
 
-from pybp.cl import codegen, implementations, profiles, store
+from pybp.cl import cache, codegen, implementations, profiles
 
 ENV_DEVICE = "PYBP_DEVICE"
 
 @functools.lru_cache(maxsize=1)
 def _register_pip_runtimes():
     """Once, before the ICD loader's first look: the CPU runtime pip installed here."""
-    return implementations.register_pip_runtimes(store.cache_dir() / "icd")
+    return implementations.register_pip_runtimes(cache.cache_dir() / "icd")
 
 
 def keep_ctrl_c():

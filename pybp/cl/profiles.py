@@ -15,7 +15,7 @@ import hashlib
 import json
 from pathlib import Path
 
-from pybp.cl.store import cache_dir, write_text_new
+from pybp.cl.cache import cache_dir, write_text_new
 
 FORMAT_VERSION = 1
 

@@ -11,13 +11,12 @@ from pathlib import Path
 
 import numpy as np
 
-from pybp import __version__, checks, distributed, phantoms
+from pybp import __version__, checks, distributed, phantoms, registry
 from pybp.api.cone import ConeBackprojector
-from pybp.cl import store
+from pybp.cl import cache
 from pybp.cl.device import describe, select_device
 from pybp.api import iterative as api_iterative
-from pybp.api.iterative import WORKING_SETS
-from pybp.api.projector import fits, scratch_bytes
+from pybp.api.projector import fits
 from pybp.cli import methods, preprocessing, scans, writing
 from pybp.cli.preview import sections
 from pybp.cli.scans import say
@@ -29,6 +28,7 @@ from pybp.cone.profiler import default_params
 from pybp.geometry.cone import ConeGeometry
 from pybp.io.cone import read_geometry, write_circular
 from pybp.parallel import speed
+from pybp.iterative import table
 from pybp.io.demo import cone_circular, cone_scan, write_dxchange
 from pybp.io.images import SLICE_SUFFIXES, write_png, write_slice
 from pybp.io.readers import HDF5_SUFFIXES, open_scan
@@ -202,11 +202,11 @@ class _Iterative:
         self.args, self.scan, self.geometry, self.device = args, scan, geometry, device
         self.method, self.flats, self.darks, self.steps = dict(method), flats, darks, steps
         self._volume = None
-        n_angles, n_rows, n_cols = scan.shape
-        volumes, sets = WORKING_SETS[method["method"]]
+        kind = registry.kind_of(geometry)
+        volumes, sets = table.held(method["method"], kind.dims)
         try:  # the working set is checked before the output is made
-            fits(describe(device), geometry.volume_shape, (n_angles, n_rows, n_cols),
-                 volumes=volumes, projections=sets, scratch=scratch_bytes(geometry),
+            fits(describe(device), *kind.shapes(geometry), volumes=volumes, projections=sets,
+                 scratch=kind.scratch_bytes(geometry),
                  what=f"--method {method['method']}", memory_limit=args.memory_limit,
                  advice="choose a device with more memory (--device), or a smaller volume "
                         "(volume_shape in the geometry file)")
@@ -359,6 +359,6 @@ def render(args):
     if args.output in (None, "-"):
         sys.stdout.write(source)
         return 0
-    path = store.write_text_new(args.output, source, overwrite=args.overwrite)
+    path = cache.write_text_new(args.output, source, overwrite=args.overwrite)
     print(f"wrote {path} ({params.key()})")
     return 0

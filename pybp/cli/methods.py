@@ -5,27 +5,35 @@ checks their options)."""
 from __future__ import annotations
 
 from pybp.iterative import options
+from pybp.iterative.table import TABLE
 
-METHODS = ("fbp",) + options.METHODS
+METHODS = tuple(TABLE)
+
+
+def _takers(option) -> str:
+    """The methods that take ``option``, as the help names them."""
+    return ", ".join(name for name, method in TABLE.items() if option in method.options)
 
 
 def add_options(parser):
     group = parser.add_argument_group("method")
     group.add_argument("--method", choices=METHODS, default="fbp",
-                       help="fbp: filtered back-projection (FDK with --geometry); sirt, sart, "
-                            "cgls: ASTRA's iterative methods; tv: least squares with total "
-                            "variation (--weight); each slice its own problem in parallel "
-                            "beam, the whole volume on one device in cone beam")
+                       help="; ".join(f"{m.name}: {m.summary}" for m in TABLE.values())
+                       + "; the iterative methods take each slice as its own problem in "
+                         "parallel beam, the whole volume on one device in cone beam")
     group.add_argument("--iterations", type=int, metavar="N",
                        help="iterations of an iterative --method (needed by them; no default)")
     group.add_argument("--nonnegative", action="store_true",
-                       help="sirt, sart, tv: keep the values at zero or above")
+                       help=f"{_takers('nonnegative')}: keep the values at zero or above")
     group.add_argument("--relaxation", type=float,
-                       help="sirt, sart: the step's factor, in (0, 2) (default: 1)")
+                       help=f"{_takers('relaxation')}: the step's factor, in (0, 2) "
+                            f"(default: {TABLE['sirt'].options['relaxation']:g})")
     group.add_argument("--subsets", type=int,
-                       help="sart: subsets of the angles (default: one projection each)")
+                       help=f"{_takers('subsets')}: subsets of the angles (default: one "
+                            "projection each)")
     group.add_argument("--weight", type=float,
-                       help="tv: the weight of the total variation (needed by tv; no default)")
+                       help=f"{_takers('weight')}: the weight of the total variation (needed; "
+                            "no default)")
 
 
 def chosen(args) -> dict:
@@ -41,9 +49,7 @@ def chosen(args) -> dict:
         return {}
     if args.iterations is None:
         raise ValueError(f"--iterations: needed by --method {args.method}")
-    fbp_only = dict(filter="ramp", padding="zero", interpolation="linear", precision="float",
-                    slices_per_pass="auto")
-    for name, default in fbp_only.items():
+    for name, default in TABLE["fbp"].options.items():
         if getattr(args, name, default) != default:
             raise ValueError(f"--{name.replace('_', '-')}: an option of FBP; --method "
                              f"{args.method} takes none")

@@ -16,7 +16,7 @@ from pybp import checks, phantoms
 from pybp.api.sinograms import Backprojector
 from pybp.bench import cone as bench_cone, iterative as bench_iterative, kernels as bench
 from pybp.bench import volume as bench_pipeline
-from pybp.cl import store
+from pybp.cl import cache
 from pybp.cl.device import select_device
 from pybp.cli import cone as cone_cli
 from pybp.cli.writing import EXIT_INTERRUPTED
@@ -121,7 +121,7 @@ def cmd_render(args):
         sys.stdout.write(source)
         return 0
     try:
-        path = store.write_text_new(args.output, source, overwrite=args.overwrite)
+        path = cache.write_text_new(args.output, source, overwrite=args.overwrite)
     except FileExistsError as exc:
         print(f"pybp render: {exc} (--overwrite)", file=sys.stderr)
         return 2

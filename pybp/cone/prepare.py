@@ -41,7 +41,6 @@ from pybp.stream import memory
 from pybp.stream.sources import copy_blocks, frame_mean, put_rows
 
 PREWEIGHT_GROUP = (64, 4, 1)
-STORE_HOST_SHARE = 0.5  # of the host's memory, the most a page-locked store may take
 
 
 def _round_up(n, step):
@@ -236,7 +235,7 @@ class SlabBackprojector:
         """The slab plan, and where the filtered projections are kept between slabs:
         None (one slab, or no store fits: each slab filters its windows), ``"device"``
         (where the store and slabs fit the budget together: the tallest such slabs) or
-        ``"host"`` (page-locked, within :data:`STORE_HOST_SHARE` of the host's memory)."""
+        ``"host"`` (page-locked, within :func:`pybp.checks.within_host_share`)."""
         d = self.device
         budget = memory.budget(d, memory_limit)
 
@@ -256,7 +255,7 @@ class SlabBackprojector:
                 return plan(budget - store), "device"
             except ValueError:
                 pass  # no slab fits beside the store
-        if store <= STORE_HOST_SHARE * checks.host_memory():
+        if checks.within_host_share(store):
             return whole, "host"
         return whole, None
 
@@ -497,9 +496,9 @@ class SlabBackprojector:
     def from_store(self, stored, out, take, pool=None, progress=None, first_row=0, stop=None):
         """Back-project slabs from ``stored``, filtered line integrals ``(n_angles,
         even rows, n_cols)`` float32 in host memory of the detector's rows from
-        ``first_row`` (a ``filtered`` unit: filled by the stream, pybp/cone/run.py),
+        ``first_row`` (a ``filtered`` back-projector: filled by the stream, pybp/cone/run.py),
         each slab that ``take()`` gives (None: no more; with several devices, each takes
-        the next) into ``out`` (the planes of this unit's ``planes``), as
+        the next) into ``out`` (the planes of this back-projector's ``planes``), as
         :meth:`backproject` does; a set ``stop`` (``threading.Event``) ends it between
         launches with :class:`pybp.cl.pacing.Stopped`."""
         self._stored, self._store_rows = stored, (first_row, stored.shape[1])

@@ -23,7 +23,7 @@ from pybp.cl.device import open_device
 from pybp.cl.staging import Staging
 from pybp.cone import slabs
 from pybp.cone.filtering import ROW_ALIGN, Filtering
-from pybp.cone.prepare import STORE_HOST_SHARE, SlabBackprojector, plane_range
+from pybp.cone.prepare import SlabBackprojector, plane_range
 from pybp.geometry.cone import ConeGeometry
 from pybp.stream.executor import WRITES
 from pybp.stream.progress import Progress
@@ -104,12 +104,12 @@ def reconstruct(projections, geometry: ConeGeometry, out, targets, *, filter="ra
 def _store_shape(geometry, count, what) -> tuple:
     """``(n_angles, rows, n_cols)`` of a store of ``count`` rows in host memory, the rows
     made even (the filter's pairs of rows), refused where it would take over
-    :data:`STORE_HOST_SHARE` of the host's memory."""
+    :data:`pybp.checks.HOST_MEMORY_SHARE` of the host's memory."""
     shape = (geometry.n_angles, slabs.even(count), geometry.detector_shape[1])
     size = 4 * int(np.prod(shape))
-    if size > STORE_HOST_SHARE * checks.host_memory():
+    if not checks.within_host_share(size):
         raise ValueError(f"projections: their {what} ({size / 2**30:.3g} GiB) are kept in "
-                         f"host memory, over {STORE_HOST_SHARE:.0%} of this machine's "
+                         f"host memory, over {checks.HOST_MEMORY_SHARE:.0%} of this machine's "
                          f"{checks.host_memory() / 2**30:.3g} GiB")
     return shape
 
@@ -174,15 +174,15 @@ def line_integrals(projections, geometry: ConeGeometry, targets, *, flats=None, 
 def _back_project(store, first_row, geometry, out, targets, filter, params, memory_limit,
                   planes, progress):
     """Every slab of ``planes`` from ``store`` into ``out``, each device taking the next."""
-    units = []
+    made = []
     try:
         for target in targets:  # one parameter set: the same passes on every device
-            units.append(SlabBackprojector(
-                geometry, params or (units[0].params if units else None), filter=filter,
+            made.append(SlabBackprojector(
+                geometry, params or (made[0].params if made else None), filter=filter,
                 memory_limit=memory_limit, planes=(planes.start, planes.stop), filtered=True,
                 **target))
         # The shortest slabs fit every device (its slab buffer, its windows' rows).
-        plan = min((unit.plan for unit in units), key=lambda p: p.slab_planes)
+        plan = min((bp.plan for bp in made), key=lambda p: p.slab_planes)
         _, ny, nx = geometry.volume_shape
         passes = len(plan.slabs) * len(plan.passes)
         bar = Progress(passes, len(planes) * ny * nx * geometry.n_angles / passes, progress,
@@ -193,21 +193,21 @@ def _back_project(store, first_row, geometry, out, targets, filter, params, memo
             with lock:
                 return None if stop.is_set() else next(left, None)
 
-        def runs(unit):
+        def runs(bp):
             def run():
                 with copy_pools() as (reading, _):
-                    unit.from_store(store, out, take, reading, lambda _: bar.update(1),
+                    bp.from_store(store, out, take, reading, lambda _: bar.update(1),
                                     first_row, stop)
             return run
 
         try:
-            if len(units) == 1:
-                runs(units[0])()
+            if len(made) == 1:
+                runs(made[0])()
             else:  # an error or Ctrl-C sets stop: every device ends between launches
-                join_all([runs(unit) for unit in units], stop)
+                join_all([runs(bp) for bp in made], stop)
         finally:
             bar.close()
     finally:
         # Each device's queues are finished before the store they read goes.
-        for unit in units:
-            unit.close()
+        for bp in made:
+            bp.close()

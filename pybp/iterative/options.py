@@ -7,12 +7,10 @@ from __future__ import annotations
 import numpy as np
 
 from pybp import checks
+from pybp.iterative.table import ITERATIVE as METHODS
+from pybp.iterative.table import OPTION_NAMES, TABLE
 
-METHODS = ("sirt", "sart", "cgls", "tv")
-OPTIONS = {"sirt": ("nonnegative", "relaxation"),
-           "sart": ("nonnegative", "relaxation", "subsets"),
-           "cgls": (), "tv": ("weight", "nonnegative")}
-OPTION_NAMES = ("nonnegative", "relaxation", "subsets", "weight")
+__all__ = ["METHODS", "OPTION_NAMES", "check_options", "relaxation", "subset_order", "weight"]
 
 
 def relaxation(value) -> float:
@@ -48,19 +46,18 @@ def check_options(method: str, iterations, options) -> dict:
     defaults; an option the method does not take is named."""
     checks.choice("method", method, METHODS)
     checks.positive_int(iterations, "iterations")
-    options = dict(options or {})
+    options, defaults = dict(options or {}), TABLE[method].options
     for name in options:
-        if name not in OPTIONS[method]:
+        if name not in defaults:
             raise ValueError(f"{name}: not an option of {method} (its options: "
-                             f"{', '.join(OPTIONS[method]) or 'none'})")
-    out = {}
-    if "nonnegative" in OPTIONS[method]:
-        out["nonnegative"] = bool(options.get("nonnegative", False))
-    if "relaxation" in OPTIONS[method]:
-        out["relaxation"] = relaxation(options.get("relaxation", 1.0))
-    if method == "sart":
-        subsets = options.get("subsets")
-        out["subsets"] = None if subsets is None else checks.positive_int(subsets, "subsets")
-    if method == "tv":
-        out["weight"] = weight(options.get("weight"))
-    return out
+                             f"{', '.join(defaults) or 'none'})")
+    given = {name: options.get(name, default) for name, default in defaults.items()}
+    return {name: CHECKS[name](value) for name, value in given.items()}
+
+
+def _subsets(value):
+    return None if value is None else checks.positive_int(value, "subsets")
+
+
+# Each option's check, by name (the table gives which method takes it, and its default)
+CHECKS = {"nonnegative": bool, "relaxation": relaxation, "subsets": _subsets, "weight": weight}

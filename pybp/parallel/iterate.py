@@ -12,18 +12,17 @@ import pyopencl.array as cla
 
 from pybp.cl import pacing
 from pybp.geometry.parallel import Geometry
-from pybp.iterative import methods
+from pybp.iterative import methods, table
 from pybp.iterative.options import check_options, subset_order
 from pybp.iterative.tv import Variation
 from pybp.iterative.vectors import Vectors
 from pybp.parallel import project
 from pybp.stages.base import Need, Stage
 
-# Volumes and sets of projections of each method's working set, per slice, beside the
-# chunk's sinograms and slices and the pair's own copies (project.scratch_bytes); the
-# projections in the pair's layout are one of the sets (tests/test_iterative_files.py
-# counts what a chunk allocates).
-WORKING_SETS = {"sirt": (3, 4), "cgls": (2, 3), "sart": (3, 5), "tv": (7, 4)}
+# Sets of projections a chunk holds beside its method's working set
+# (pybp/iterative/table.py), the chunk's sinograms and slices and the pair's own copies
+# (project.scratch_bytes): the data in the pair's layout (SART's, in its subsets).
+DATA_SETS = 1
 # A chunk is one call of its method: nothing of it is written or shown before its last
 # iteration. Its rows are bounded so that one takes about CHUNK_SECONDS at a rate guessed
 # from the device, UNIT_RATES updates a second per compute unit, below what the pair ran
@@ -57,7 +56,8 @@ class Iterate(Stage):
             self.order = subset_order(geometry.n_angles, self.options["subsets"])
         ny, nx = geometry.slice_shape
         volume, projections = ny * nx * 4, geometry.n_angles * geometry.n_bins * 4
-        volumes, sets = WORKING_SETS[method]
+        volumes, sets = table.TABLE[method].working_set(2)
+        sets += DATA_SETS
         # the working set: counted by the memory plan, allocated here per chunk; the pair's
         # copies hold up to a whole group of rows more than the chunk's
         copies = project.scratch_bytes(geometry, 1)
@@ -91,6 +91,7 @@ class Iterate(Stage):
         elif self.method == "sart":
             parts = [pair.restricted(angles) for angles in self.order]
             b_parts = [self._subset(q, b, angles, work, n) for angles in self.order]
+            b = None  # the subsets hold the data: one set, not two, through the method
             methods.sart(parts, vectors, b_parts, x, **common,
                          **{k: v for k, v in self.options.items() if k != "subsets"})
         else:

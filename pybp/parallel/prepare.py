@@ -1,8 +1,9 @@
 """One device prepared for a parallel-beam geometry: the :class:`Setup` (every option
-of a reconstruction, checked once), and the :class:`Unit` made of it: the geometry,
-the verified plan, the stages and an executor. The sinogram API
-(:class:`pybp.Backprojector`), the volume API (:func:`pybp.reconstruct`), the team of
-several devices and the Dask workers all run a Unit; nothing above it builds stages.
+of a reconstruction, checked once), and the :class:`ParallelRecipe` made of it (the
+stream's recipe, pybp/stream/recipe.py): the geometry, the verified plan, the stages
+and an executor. The sinogram API (:class:`pybp.Backprojector`), the volume API
+(:func:`pybp.reconstruct`), the team of several devices and the Dask workers all run
+one; nothing above it builds stages.
 """
 
 from __future__ import annotations
@@ -21,6 +22,7 @@ from pybp.cl.device import describe, open_device
 from pybp.cl.images import usable_image_formats
 from pybp.geometry.parallel import Geometry
 from pybp.iterative import options
+from pybp.iterative.table import TABLE
 from pybp.parallel import iterate, kernels, profiler, project, verify
 from pybp.parallel.backproject import Backproject, Circle
 from pybp.parallel.params import INTERPOLATIONS, KERNELS, SLICES_PER_PASS, STORAGES
@@ -71,7 +73,7 @@ class Setup:
 
     def __post_init__(self):
         object.__setattr__(self, "memory_limit", checks.memory_limit(self.memory_limit))
-        checks.choice("method", self.method, ("fbp",) + options.METHODS)
+        checks.choice("method", self.method, tuple(TABLE))
         if self.method == "fbp":
             given = (["iterations"] if self.iterations is not None else []) + \
                 list(self.method_options or ())
@@ -104,12 +106,12 @@ class Setup:
                                self.voxel_size)
 
     def key(self) -> str:
-        """What tells two setups apart (Dask workers keep a Unit per key)."""
+        """What tells two setups apart (Dask workers keep a ParallelRecipe per key)."""
         return repr([(f.name, np.asarray(v).tobytes() if isinstance(v, np.ndarray) else v)
                      for f in dataclasses.fields(self) for v in [getattr(self, f.name)]])
 
 
-class Unit(Recipe):
+class ParallelRecipe(Recipe):
     """``setup`` on one device (``device``, ``context`` or ``queue``): the plan of every
     pass width (checked, and verified on its first use on the device: see
     :class:`pybp.Backprojector`), the filter, half-scaling, back-projection and circle
@@ -301,30 +303,30 @@ class Unit(Recipe):
         return plan
 
 
-def unit(options) -> Unit:
-    """A Unit of ``options``: the keywords of :class:`pybp.Backprojector` less
+def recipe(options) -> ParallelRecipe:
+    """A ParallelRecipe of ``options``: the keywords of :class:`pybp.Backprojector` less
     ``progress``."""
     targets = {k: options.pop(k) for k in ("device", "context", "queue") if k in options}
-    return Unit(Setup(**options), **targets)
+    return ParallelRecipe(Setup(**options), **targets)
 
 
 def check(options, case: verify.Case = verify.CHECK):
     """Run a parameter set (:class:`pybp.Backprojector` options) on ``case``
-    (pybp.parallel.verify) and judge it by the one rule. Returns ``(verdict, unit)``.
+    (pybp.parallel.verify) and judge it by the one rule. Returns ``(verdict, recipe)``.
     Oversampling, an approximation, is judged on the FBP of the Shepp-Logan phantom
     instead of random data (``pybp tune``, ``pybp bench`` and the first use of a
     parameter set)."""
     options = dict(options)
     if options.get("overrides", {}).get("cache") == "oversample":
         geometry = Geometry.create(255, np.linspace(0, np.pi, 256, endpoint=False))
-        small = unit(dict(options, n_bins=255, angles=geometry.angles, filter="ramp"))
+        small = recipe(dict(options, n_bins=255, angles=geometry.angles, filter="ramp"))
         data = np.repeat(phantoms.shepp_logan_radon(geometry).astype(np.float32)[None],
                          small.slices_per_pass, 0)
         got = small.sinograms(data, np.empty((len(data),) + geometry.slice_shape, np.float32))
         return verify.judge(got, data, geometry, small.params, filter="ramp"), small
     rng = np.random.default_rng(1)
     angles = np.sort(rng.uniform(0, np.pi, case.n_angles))
-    small = unit(dict(options, n_bins=case.n_bins, angles=angles,
+    small = recipe(dict(options, n_bins=case.n_bins, angles=angles,
                       center=(case.n_bins - 1) / 2 + case.center_shift,
                       slice_shape=case.slice_shape))
     data = rng.standard_normal((small.slices_per_pass, case.n_angles, case.n_bins)).astype(np.float32)
@@ -333,11 +335,11 @@ def check(options, case: verify.Case = verify.CHECK):
 
 
 def _unit(setup, geometry, target):
-    return Unit(setup, geometry=geometry, **target)
+    return ParallelRecipe(setup, geometry=geometry, **target)
 
 
 def team(setup: Setup, targets, geometry=None) -> Pipelines:
     """The pipelines of ``setup`` on each of ``targets`` (dicts of ``device``,
-    ``context`` or ``queue``): a :class:`pybp.parallel.prepare.Unit` each."""
+    ``context`` or ``queue``): a :class:`pybp.parallel.prepare.ParallelRecipe` each."""
     return Pipelines(partial(_unit, setup, geometry or setup.geometry()), targets,
                      align=max(SLICES_PER_PASS))

@@ -18,7 +18,7 @@ import numpy as np
 
 from pybp.cl.device import (ENV_DEVICE, device_type_name, probe, record_speed,
                             usable_devices)
-from pybp.parallel.prepare import Setup, Unit
+from pybp.parallel.prepare import Setup, ParallelRecipe
 
 SIZE = 256  # bins, angles and slice width of the case timed
 REPEATS = 3
@@ -45,15 +45,15 @@ def timed(device) -> float:
     the fastest of ``REPEATS`` calls after one."""
     angles = np.linspace(0, np.pi, SIZE, endpoint=False)
     data = np.random.default_rng(0).random((1, SIZE, SIZE)).astype(np.float32)
-    unit = Unit(Setup(SIZE, angles, slices_per_pass=1, verify=False), device=device)
+    recipe = ParallelRecipe(Setup(SIZE, angles, slices_per_pass=1, verify=False), device=device)
     try:
         out = np.empty((1, SIZE, SIZE), np.float32)
         best = float("inf")
         for k in range(REPEATS + 1):
-            unit.executor.stage_seconds.clear()
-            unit.sinograms(data, out)
+            recipe.executor.stage_seconds.clear()
+            recipe.sinograms(data, out)
             if k:
-                best = min(best, unit.executor.stage_seconds["backproject"])
+                best = min(best, recipe.executor.stage_seconds["backproject"])
         return SIZE ** 3 / best * 1e-9
     finally:
-        unit.close()
+        recipe.close()

@@ -63,7 +63,7 @@ class Rows:
     With ``grid``, chunks are those of a grid of ``grid`` rows fixed by the detector
     (row 0 here is its row ``origin``), cut to the rows asked for, each read with its
     grid chunk's rows: whatever rows a run takes, a stage that reaches across rows sees
-    the chunks of the whole detector (:class:`pybp.parallel.prepare.Unit.chunk_grid`)."""
+    the chunks of the whole detector (:class:`pybp.stream.recipe.Recipe.chunk_grid`)."""
 
     def __init__(self, n_slices, align=1, before=0, after=0, origin=0, grid=None, keep=None):
         self.n_slices, self.align = n_slices, align

@@ -1,11 +1,11 @@
-"""One team of pipelines: a prepared unit per device (a geometry's recipe,
-pybp/stream/recipe.py), kept for any number of jobs (:class:`Job`: rows of a scan
+"""One team of pipelines: a geometry's recipe (pybp/stream/recipe.py) prepared on each
+device, kept for any number of jobs (:class:`Job`: rows of a scan
 into an output) of one scan geometry, every device streaming its chunks of rows from
 one shared schedule (:class:`Pipelines`). :func:`pybp.reconstruct` and
 :class:`pybp.Reconstructor` run one in this process; Dask workers run one each
 (pybp/distributed.py).
 
-A unit is what the team asks of a geometry: ``prepare(n_slices, dtype, log,
+A recipe is what the team asks of a geometry: ``prepare(n_slices, dtype, log,
 chunk_slices, writes, preferred)`` returns its executor with stages and slots reserved,
 ``chunk_grid(dtype, log, chunk_slices, preferred)`` the rows of a chunk grid fixed by the
 detector (or None), ``updates_per_slice()`` counts GU/s, ``device`` names it,
@@ -60,7 +60,7 @@ def _check_flats_above_darks(flats, darks, first, stop):
 
 
 class Pipelines:
-    """One unit per device, made by ``make(target)`` for each of ``targets`` (dicts of
+    """One recipe per device, made by ``make(target)`` for each of ``targets`` (dicts of
     ``device``, ``context`` or ``queue``), kept for any number of :meth:`run` calls over
     slabs of one scan geometry; ``close()`` (or leaving a ``with`` block) releases them.
     Chunks of rows start at multiples of ``align`` (the widest pass of the geometry's
@@ -84,7 +84,7 @@ class Pipelines:
 
     @property
     def members(self):
-        """The units (waits for those still being made)."""
+        """The recipes (waits for those still being made)."""
         return [future.result() for future in self._builds]
 
     def run(self, job: Job) -> int:
@@ -104,10 +104,10 @@ class Pipelines:
             job = dataclasses.replace(job, chunk_slices=grid)
         job = self._aligned(job)
 
-        def prepare(unit):
+        def prepare(recipe):
             """On the device's own thread: its stages, memory plan and staging (on a
             grid, for whole grid chunks, however few rows the job has)."""
-            return unit.prepare(max(job.stop - job.first, grid or 0), job.projections.dtype,
+            return recipe.prepare(max(job.stop - job.first, grid or 0), job.projections.dtype,
                                 job.log, job.chunk_slices, writes, preferred)
 
         return _stream(self._builds, prepare, job, self.align, grid)
@@ -130,17 +130,17 @@ class Pipelines:
 
     def _grid(self, job: Job, preferred):
         """Rows per chunk of a grid fixed by the detector's rows, where a stage reaches
-        across rows (``unit.chunk_grid``: phase retrieval, whose values depend on where
+        across rows (``recipe.chunk_grid``: phase retrieval, whose values depend on where
         a chunk starts and ends): the least any device's memory fits, so that several
         devices cut the same chunks, and a run of any rows, resumed or not, cuts the
         chunks of the whole run. None where no stage does."""
-        def grid(unit):
-            return unit.chunk_grid(job.projections.dtype, job.log, job.chunk_slices,
+        def grid(recipe):
+            return recipe.chunk_grid(job.projections.dtype, job.log, job.chunk_slices,
                                    preferred)
 
-        if grid(self._builds[0].result()) is None:  # (every unit has the same stages)
+        if grid(self._builds[0].result()) is None:  # (every recipe has the same stages)
             return None
-        return min(grid(unit) for unit in self.members)
+        return min(grid(recipe) for recipe in self.members)
 
     def close(self, wait=True):
         """Release every device's memory and staging (at once, on threads); with
@@ -186,7 +186,7 @@ def _on_threads(calls):
 
 
 def _stream(builds, prepare, job: Job, align: int, grid=None):
-    """Each device (``builds``: futures of units) prepares (``prepare(unit)`` returns
+    """Each device (``builds``: futures of recipes) prepares (``prepare(recipe)`` returns
     its executor, slots reserved) and streams on a thread of its own, taking rows as
     soon as it is ready; ``grid``: chunks of the detector's rows (see
     :meth:`Pipelines._grid`)."""
@@ -241,14 +241,14 @@ def _stream(builds, prepare, job: Job, align: int, grid=None):
 
         def run():
             nonlocal reading, writing
-            unit = build.result()
+            recipe = build.result()
             host["built"] = time.perf_counter() - tick
             with bar_lock:
                 if bar[0] is None:
-                    bar[0] = Progress(n, unit.updates_per_slice(), job.progress,
-                                      **unit.progress_labels)
+                    bar[0] = Progress(n, recipe.updates_per_slice(), job.progress,
+                                      **recipe.progress_labels)
             with prepare_lock:  # pinning ran one device at a time anyway: first come first
-                executor = host["executor"] = prepare(unit)  # served, so one starts early
+                executor = host["executor"] = prepare(recipe)  # served, so one starts early
             executor.stage_seconds.clear()
             began = time.perf_counter()
             host["prepare"] = began - tick

@@ -70,19 +70,20 @@ def verify(params, queue) -> tuple:
 def kernel_seconds(g, params, queue, repeats, distance_weight=True) -> float:
     """Device seconds of the back-projection kernel alone over the volume (median of
     ``repeats`` after a warm-up)."""
-    unit = SlabBackprojector(g, params, queue=queue, filter="ramp" if distance_weight else None)
+    backprojector = SlabBackprojector(g, params, queue=queue,
+                                      filter="ramp" if distance_weight else None)
     try:
         images = np.random.default_rng(0).standard_normal(
-            (params.projections_per_pass, unit.plan.row_stride, g.detector_shape[1]))
-        if len(unit.plan.slabs) > 1:
+            (params.projections_per_pass, backprojector.plan.row_stride, g.detector_shape[1]))
+        if len(backprojector.plan.slabs) > 1:
             raise ValueError("the bench's volume does not fit the device in one piece")
         times = []
         for _ in range(repeats + 1):
-            events = unit.kernel_events(images)
+            events = backprojector.kernel_events(images)
             times.append(sum((e.profile.end - e.profile.start) * 1e-9 for e in events))
         return float(np.median(times[1:]))
     finally:
-        unit.close()
+        backprojector.close()
 
 
 
