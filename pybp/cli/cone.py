@@ -92,63 +92,15 @@ def reconstruct(args):
                   f"{nz} x {ny} x {nx} voxels of {geometry.voxel_text()}")
         if args.resume:
             stored_metadata(args.output)  # an output pybp did not make is refused here
-        # Everything that changes a voxel's value: the volume's grid (voxel_size and
-        # volume_offset are not in the matrices), the matrices, the kernels and the steps.
-        metadata = dict(input=str(Path(args.input).resolve()), input_sha1=scan.fingerprint(),
-                        geometry=str(Path(args.geometry).resolve()),
-                        voxel_size=np.asarray(geometry.voxel_size).tolist(),
-                        volume_offset=[float(v) for v in geometry.volume_offset],
-                        matrices_sha1=writing.sha1(geometry.matrices),
-                        **(method or dict(filter=args.filter, padding=args.padding)),
-                        log=not args.no_log, command=args.command_line,
-                        devices=[dict(device=d.identity, name=d.name,
-                                      kernels=[f"{method['method']}-cone-pair-boxes" if method
-                                               else params.key()])
-                                 for d in described] or "dask workers",
-                        pybp=__version__, source=scan.source,
-                        **{key: value for key, value in steps.items() if value is not None})
-        flats, darks = scan.flats, scan.darks
-        if flats is None and not args.no_log:  # transmissions: -log of the values
-            flats, darks = np.ones((n_rows, n_cols), np.float32), None
-        options = dict(filter=args.filter, padding=args.padding, params=params,
-                       memory_limit=args.memory_limit, **steps)
-        streamed = len(devices) != 1 or any(value is not None for value in steps.values())
-        # The passes' kernels, buffers and slabs of the whole volume are made before the
-        # output is: a volume the device cannot take is one line, and nothing is made.
-        whole = None if streamed or method else _backprojector(
-            args, geometry, flats, darks, devices[0], (0, nz), options)
-        if method:
-            iterative = _Iterative(args, scan, geometry, devices[0], method, flats, darks,
-                                   steps)
-        client = None
+        metadata = _metadata(args, scan, geometry, method, steps, described, params)
+        # The passes' kernels, buffers and slabs of the whole volume (or the iterative
+        # method's working set) are made before the output is: a volume the device
+        # cannot take is one line, and nothing is made.
+        runner = _Planes(args, scan, geometry, method, devices, params, steps)
         try:
-            client = scans.cluster(args)
+            runner.client = scans.cluster(args)
             output = open_output(args.output, geometry.volume_shape, args.dtype, metadata,
                                  overwrite=args.overwrite, resume=args.resume, inputs=inputs)
-
-            def planes(a, b):
-                """Planes ``[a, b)`` of the output, the way this command runs them."""
-                nonlocal whole
-                if method:
-                    output.view(a, b)[0:b - a] = iterative.volume()[a:b]
-                elif client is not None:
-                    _checked(distributed.cone_on_cluster, client, None, geometry,
-                             output.writer(), (a, b), scan=scan.opened_with,
-                             log=not args.no_log, offset=a, progress=not args.quiet,
-                             **options)
-                elif streamed:
-                    replaced = _checked(run.reconstruct, scan.projections, geometry,
-                                        output.view(a, b), [dict(device=d) for d in devices],
-                                        flats=flats, darks=darks, planes=(a, b),
-                                        progress=not args.quiet, **options)
-                    warn_replaced(replaced, int(np.prod(scan.shape)))
-                else:
-                    if (a, b) != (0, nz):  # a resumed volume's runs: one back-projector each
-                        whole.close()
-                        whole = _backprojector(args, geometry, flats, darks, devices[0], (a, b),
-                                               options)
-                    with whole as bp:
-                        bp(scan.projections, out=output.view(a, b))
 
             def work():
                 done_before = int(output.done.sum())
@@ -158,25 +110,105 @@ def reconstruct(args):
                 tick = time.perf_counter()
                 runs = output.remaining(align=PLANE_ALIGN)
                 for a, b in runs:
-                    planes(a, b)
+                    runner(output, a, b)
                 output.finish()
                 return sum(b - a for a, b in runs), time.perf_counter() - tick
 
             result, code = writing.into(output, nz, "plane", work)
         finally:
-            if whole is not None:
-                whole.close()
-            scans.close_cluster(args, client)
+            runner.close()
         if code is not None:
             return code
-        todo, seconds = result
+    _report(args, geometry, method, *result)
+    return 0
+
+
+def _metadata(args, scan, geometry, method, steps, described, params) -> dict:
+    """What the output keeps of the run: everything that changes a voxel's value (the
+    volume's grid, as voxel_size and volume_offset are not in the matrices; the
+    matrices, the kernels and the steps), for ``--resume`` to check."""
+    return dict(input=str(Path(args.input).resolve()), input_sha1=scan.fingerprint(),
+                geometry=str(Path(args.geometry).resolve()),
+                voxel_size=np.asarray(geometry.voxel_size).tolist(),
+                volume_offset=[float(v) for v in geometry.volume_offset],
+                matrices_sha1=writing.sha1(geometry.matrices),
+                **(method or dict(filter=args.filter, padding=args.padding)),
+                log=not args.no_log, command=args.command_line,
+                devices=[dict(device=d.identity, name=d.name,
+                              kernels=[f"{method['method']}-cone-pair-boxes" if method
+                                       else params.key()])
+                         for d in described] or "dask workers",
+                pybp=__version__, source=scan.source,
+                **{key: value for key, value in steps.items() if value is not None})
+
+
+class _Planes:
+    """Planes ``[a, b)`` of the output (a call), the way this command runs them: the
+    iterative method's volume, the workers of ``--scheduler`` (:attr:`client`, set
+    once the cluster is up), the stream (several devices, rings, phase) or the passes
+    of one device."""
+
+    def __init__(self, args, scan, geometry, method, devices, params, steps):
+        self.args, self.scan, self.geometry, self.method = args, scan, geometry, method
+        self.devices, self.client, self.whole, self.iterative = devices, None, None, None
+        self.flats, self.darks = scan.flats, scan.darks
+        if self.flats is None and not args.no_log:  # transmissions: -log of the values
+            self.flats, self.darks = np.ones(scan.shape[1:], np.float32), None
+        self.options = dict(filter=args.filter, padding=args.padding, params=params,
+                            memory_limit=args.memory_limit, **steps)
+        self.streamed = len(devices) != 1 or any(value is not None for value in steps.values())
+        if method:
+            self.iterative = _Iterative(args, scan, geometry, devices[0], method, self.flats,
+                                        self.darks, steps)
+        elif not self.streamed:
+            self.whole = self._backprojector((0, geometry.volume_shape[0]))
+
+    def __call__(self, output, a, b):
+        args, scan, geometry = self.args, self.scan, self.geometry
+        if self.method:
+            output.view(a, b)[0:b - a] = self.iterative.volume()[a:b]
+        elif self.client is not None:
+            _checked(distributed.cone_on_cluster, self.client, None, geometry, output.writer(),
+                     (a, b), scan=scan.opened_with, log=not args.no_log, offset=a,
+                     progress=not args.quiet, **self.options)
+        elif self.streamed:
+            replaced = _checked(run.reconstruct, scan.projections, geometry, output.view(a, b),
+                                [dict(device=d) for d in self.devices], flats=self.flats,
+                                darks=self.darks, planes=(a, b), progress=not args.quiet,
+                                **self.options)
+            warn_replaced(replaced, int(np.prod(scan.shape)))
+        else:
+            if (a, b) != (0, geometry.volume_shape[0]):  # a resumed volume's runs: one each
+                self.whole.close()
+                self.whole = self._backprojector((a, b))
+            with self.whole as bp:
+                bp(scan.projections, out=output.view(a, b))
+
+    def _backprojector(self, planes):
+        """The command's :class:`ConeBackprojector` of z ``planes``."""
+        passes = {k: v for k, v in self.options.items()
+                  if k in ("filter", "padding", "memory_limit")}
+        return _checked(ConeBackprojector, self.geometry, self.options["params"], planes=planes,
+                        flats=self.flats, darks=self.darks, device=self.devices[0],
+                        progress=not self.args.quiet, **passes)
+
+    def close(self):
+        if self.whole is not None:
+            self.whole.close()
+        scans.close_cluster(self.args, self.client)
+
+
+def _report(args, geometry, method, todo, seconds):
+    """The run's last line: planes, method, seconds and GUPS (of the operators, for an
+    iterative method: 2 applications an iteration, of every plane)."""
+    nz, ny, nx = geometry.volume_shape
     how = f"{method['method'].upper()}, {method['iterations']} iterations" if method else "FDK"
-    applications = 2 * method["iterations"] if method else 1  # of A or A^T, of all planes
-    gups = (nz if method else todo) * ny * nx * n_angles * applications / max(seconds, 1e-9) * 1e-9
+    applications = 2 * method["iterations"] if method else 1
+    gups = (nz if method else todo) * ny * nx * geometry.n_angles * applications \
+        / max(seconds, 1e-9) * 1e-9
     scans.report(args, todo, nz, "planes",
                  f"{todo} planes of {ny} x {nx} by {how} in {seconds:.1f} s ({gups:.3g} GUPS"
                  f"{' of the operators' if method else ''})")
-    return 0
 
 
 def _check_iterative(args, devices):
@@ -250,13 +282,6 @@ def _checked(call, *args, **kwargs):
         return call(*args, **kwargs)
     except ValueError as exc:
         raise _as_options(exc) from exc
-
-
-def _backprojector(args, geometry, flats, darks, device, planes, options):
-    """The command's :class:`ConeBackprojector` of z ``planes``."""
-    passes = {k: v for k, v in options.items() if k in ("filter", "padding", "memory_limit")}
-    return _checked(ConeBackprojector, geometry, options["params"], planes=planes, flats=flats,
-                    darks=darks, device=device, progress=not args.quiet, **passes)
 
 
 def demo(args):
