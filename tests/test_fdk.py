@@ -8,7 +8,7 @@ import pytest
 
 import pybp
 from pybp import phantoms
-from pybp.cone import prepare, reference, slabs
+from pybp.cone import reference, slabs
 from pybp.geometry import cone_weights as weights
 from pybp.cone.params import ConeParams
 from pybp.geometry.cone import ConeGeometry
@@ -17,12 +17,6 @@ from pybp.tune.cone import geometry
 
 EXACT = ConeParams(family="exact", voxels_per_item=4, projections_per_pass=8, group=(16, 8))
 EXACT_RTOL = 1e-5  # relative RMS (the issue's bound for the exact family)
-
-
-def no_store(monkeypatch):
-    """Filtered projections that fit neither the device nor the host's share: each
-    slab reads and filters its own windows of rows."""
-    monkeypatch.setattr(prepare.SlabBackprojector, "_store_bytes", lambda self: 1 << 62)
 
 
 def relative_rms(got, want):
@@ -188,27 +182,21 @@ def test_three_constructors_give_one_volume(cl_device, rng):
 
 
 # ---- slabs ----------------------------------------------------------------------------------
-@pytest.mark.parametrize("store", ["host", "device", None])
 @pytest.mark.parametrize("family", ["exact", "texture"])
-def test_slabs_and_row_windows_equal_one_pass_bit_for_bit(cl_device, rng, family, store,
-                                                          tmp_path, monkeypatch):
-    """A memory limit a quarter of the volume: at least 4 slabs, each reading only
-    its detector rows, into a float64 array and a memmap, FDK and the plain
-    back-projection alike; odd detector rows (the FFT's pairs at the last row). The
-    projections filtered once into a store in host memory, or on the device (the limit
-    a quarter of the volume and the store), or (no store fits) filtered again per slab."""
+def test_slabs_and_row_windows_equal_one_pass_bit_for_bit(cl_device, rng, family, tmp_path):
+    """A memory limit a quarter of the volume: at least 4 slabs, each reading,
+    pre-weighting and filtering only its detector rows, into a float64 array and a
+    memmap, FDK and the plain back-projection alike; odd detector rows (the FFT's pairs
+    at the last row)."""
     g = full_circle(n=14, volume=(48, 40, 40), detector=(41, 64), voxel_size=0.6)
     projections = rng.standard_normal((14, 41, 64)).astype(np.float32)
     params = ConeParams(family=family, voxels_per_item=4, projections_per_pass=2, group=(8, 4))
-    volume_bytes = 48 * 40 * 40 * 4
-    limit = volume_bytes // 4 + (14 * 42 * 64 * 4 if store == "device" else 0)
-    if store is None:
-        no_store(monkeypatch)
+    limit = 48 * 40 * 40 * 4 // 4
     for filter in ("ramp", None):
         one = pybp.ConeBackprojector(g, params, filter=filter, device=cl_device)(projections)
         with pybp.ConeBackprojector(g, params, filter=filter, memory_limit=limit,
                                     device=cl_device) as bp:
-            assert len(bp.plan.slabs) >= 4 and bp.store == store
+            assert len(bp.plan.slabs) >= 4
             windows = [w for slab in bp.plan.slabs for w in slab.windows]
             assert max(rows for _, rows in windows) < 41  # rows left out
             out = np.lib.format.open_memmap(tmp_path / f"v{filter}.npy", "w+", np.float32,
@@ -220,17 +208,18 @@ def test_slabs_and_row_windows_equal_one_pass_bit_for_bit(cl_device, rng, family
 
 
 def test_slabs_from_counts_and_their_nan_are_one_volume_or_refused(cl_device, rng):
-    """Counts with flats and darks normalised once into the store give the volume of
+    """Counts with flats and darks normalised by each slab's passes give the volume of
     one piece; line integrals with a NaN are refused before any slab is written."""
     g = full_circle(n=14, volume=(48, 40, 40), detector=(41, 64), voxel_size=0.6)
     line = np.abs(rng.standard_normal((14, 41, 64))).astype(np.float32) * 0.1
     counts, flats, darks = phantoms.detector_counts(line, 3)
     one = pybp.fdk(counts, g, flats=flats, darks=darks, params=EXACT, device=cl_device)
+    # (the flats' and darks' means take 42 KiB of the limit)
     with pybp.ConeBackprojector(g, EXACT, filter="ramp", flats=flats, darks=darks,
-                                memory_limit=48 * 40 * 40, device=cl_device) as bp:
-        assert len(bp.plan.slabs) >= 4 and bp.store == "host"
+                                memory_limit=2 * 48 * 40 * 40, device=cl_device) as bp:
+        assert len(bp.plan.slabs) >= 4
         assert np.array_equal(bp(counts), one)
-    line[3, 20, 30] = np.nan
+    line[3, 2, 30] = np.nan  # in the first slab's windows
     out = np.full(g.volume_shape, 7.0, np.float32)
     with pybp.ConeBackprojector(g, EXACT, filter="ramp", memory_limit=48 * 40 * 40,
                                 device=cl_device) as bp:
@@ -239,12 +228,10 @@ def test_slabs_from_counts_and_their_nan_are_one_volume_or_refused(cl_device, rn
     assert (out == 7.0).all()  # no slab written
 
 
-def test_slabs_refused_at_a_nan_leave_those_above_it_whole(cl_device, rng, monkeypatch):
-    """Slabs that filter their own windows (no store) refuse line integrals with a NaN
-    at the first slab whose windows reach it, and the slabs above it are in ``out``
-    whole (the last of them read back as the refusal came), equal to the volume without
-    the NaN; no plane from that slab on is touched."""
-    no_store(monkeypatch)
+def test_slabs_refused_at_a_nan_leave_those_above_it_whole(cl_device, rng):
+    """Slabs, each filtering its own windows, refuse line integrals with a NaN at the
+    first slab whose windows reach it, and the slabs above it are in ``out`` whole,
+    equal to the volume without the NaN; no plane from that slab on is touched."""
     g = full_circle(n=14, volume=(48, 40, 40), detector=(41, 64), voxel_size=0.6)
     line = np.abs(rng.standard_normal((14, 41, 64))).astype(np.float32) * 0.1
     clean = pybp.fdk(line, g, params=EXACT, device=cl_device)
@@ -252,7 +239,7 @@ def test_slabs_refused_at_a_nan_leave_those_above_it_whole(cl_device, rng, monke
     out = np.full(g.volume_shape, 7.0)  # float64: each slab is put in after its read-back
     with pybp.ConeBackprojector(g, EXACT, filter="ramp", memory_limit=48 * 40 * 40,
                                 device=cl_device) as bp:
-        assert bp.store is None and len(bp.plan.slabs) >= 4
+        assert len(bp.plan.slabs) >= 4
         with pytest.raises(ValueError, match="^projections: 1 values are NaN or Inf"):
             bp(line, out=out)
         written = next(slab for slab in bp.plan.slabs
@@ -264,16 +251,14 @@ def test_slabs_refused_at_a_nan_leave_those_above_it_whole(cl_device, rng, monke
 def test_slabs_whose_windows_skip_rows_equal_one_piece(cl_device, rng):
     """A detector much taller than the volume's shadow (the toy case of ``pybp bench
     --cone``): the first slabs read its top rows, the last its bottom ones, and the
-    rows between none; through the host store, the volume of one piece bit for bit.
-    (A store filled in bands as the slabs go, tried, once ran a band past its pass
-    buffer here: docs/benchmarks.md.)"""
+    rows between none; the volume of one piece bit for bit."""
     g = geometry(32, 8, (24, 48))  # pybp bench --cone --size 32 --detector 24x48
     projections = rng.standard_normal((8, 24, 48)).astype(np.float32)
     params = ConeParams(family="exact", voxels_per_item=4, projections_per_pass=8, group=(32, 8))
     one = pybp.ConeBackprojector(g, params, filter="ramp", device=cl_device)(projections)
     with pybp.ConeBackprojector(g, params, filter="ramp", memory_limit=32 ** 3,
                                 device=cl_device) as bp:
-        assert bp.store == "host" and len(bp.plan.slabs) >= 4
+        assert len(bp.plan.slabs) >= 4
         read = np.zeros(24, bool)
         for slab in bp.plan.slabs:
             first_row, n_rows = slab.windows[0]
@@ -294,3 +279,26 @@ def test_windows_hold_every_row_a_slab_reads(rng):
             assert first % 2 == 0 and ((first + n_rows) % 2 == 0 or first + n_rows == 61)
             assert rows.min() >= first + 1 or first == 0
             assert np.floor(rows.max()) + 1 < first + n_rows or first + n_rows == 61
+
+
+def test_several_devices_each_take_a_slab_of_their_share(cl_device, rng):
+    """With several devices a volume that one device holds whole is cut into slabs of
+    at most each device's share of the planes (from multiples of 16), so that every
+    device has one; the volume is one device's bit for bit."""
+    from pybp.cone.backproject import SlabRecipe
+
+    g = full_circle(n=16, volume=(48, 24, 24), detector=(40, 48), voxel_size=0.8)
+    params = ConeParams(family="exact", voxels_per_item=4, projections_per_pass=4, group=(8, 4))
+    alone = SlabRecipe(g, params, filter="ramp", device=cl_device)
+    shared = SlabRecipe(g, params, filter="ramp", device=cl_device, devices=2)
+    try:
+        assert len(alone.plan.slabs) == 1
+        assert [s.n_planes for s in shared.plan.slabs] == [32, 16]
+    finally:
+        alone.close()
+        shared.close()
+    projections = rng.standard_normal((16, 40, 48)).astype(np.float32)
+    one = pybp.fdk(projections, g, params=params, device=cl_device, progress=False)
+    two = pybp.fdk(projections, g, params=params, devices=[cl_device, cl_device],
+                   progress=False)
+    assert np.array_equal(one, two)

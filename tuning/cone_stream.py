@@ -1,14 +1,13 @@
 #!/usr/bin/env python3
-"""Cone-beam FDK through the stream (pybp/cone/run.py) beside the passes of
-pybp.ConeBackprojector, host memory to host memory, on detector counts with flats:
+"""Cone-beam FDK with the rows' stream first (pybp/cone/run.py: ring removal, phase
+retrieval) beside the slabs' passes alone (pybp.ConeBackprojector), host memory to host
+memory, on detector counts with flats:
 
     python3 tuning/cone_stream.py [--size 512] [--repeats 3] [--device NAME]
 
-Rows: the passes; the stream on one device (its two phases timed apart: the rows
-filtered into the store, with the stream's host and device times, and the slabs from
-it), its store in page-locked and in pageable memory; with ring removal; with phase
-retrieval. Each the median of ``--repeats`` calls
-after a warm-up, and whether the stream's volume equals the passes' bit for bit.
+Rows: the passes; with ring removal; with phase retrieval (the two phases timed apart:
+the rows filtered into the store, with the stream's host and device times, and the
+slabs from it). Each the median of ``--repeats`` calls after a warm-up.
 """
 
 from __future__ import annotations
@@ -65,11 +64,9 @@ def main():
     wall, want = timed(lambda: pybp.fdk(counts, g, flats=flats, darks=darks, out=out,
                                         device=device, progress=False).copy(), args.repeats)
     print(f"| passes (ConeBackprojector) | {wall:.3f} | | | | |", flush=True)
-    for name, options in (("stream, one device", {}), ("stream, store in pageable memory", {}),
-                          ("stream, --rings fw", dict(rings="fw")),
+    for name, options in (("stream, --rings fw", dict(rings="fw")),
                           ("stream, --phase paganin", dict(phase=PHASE))):
         stats = {}
-        run.PINNED_STORE = "pageable" not in name
 
         def call():
             stats.clear()
@@ -77,8 +74,7 @@ def main():
                             progress=False, stats=stats, **options)
             return out
         wall, got = timed(call, args.repeats)
-        same = "yes" if np.array_equal(got, want) else "no (other steps)" if options else "NO"
-        run.PINNED_STORE = True
+        same = "yes" if np.array_equal(got, want) else "no (other steps)"
         stages = ", ".join(f"{k[len('device_'):]} {v:.3f}" for k, v in stats.items()
                            if k.startswith("device_"))
         print(f"| {name} | {wall:.3f} | {stats['rows_seconds']:.3f} | "

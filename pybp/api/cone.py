@@ -10,12 +10,12 @@ import numpy as np
 
 from pybp import checks, distributed
 from pybp.cone import run
-from pybp.cone.prepare import SlabBackprojector, plane_range
+from pybp.cone.backproject import SlabRecipe, SlabRun, plane_range
 from pybp.geometry.cone import ConeGeometry
 from pybp.parallel import speed
 from pybp.stages.normalize import warn_replaced
 from pybp.stream.progress import Progress
-from pybp.stream.sources import copy_pools
+from pybp.stream.slabs import Parts, accumulate
 
 
 def _check_geometry(geometry):
@@ -49,19 +49,16 @@ class ConeBackprojector:
     ``filter`` (``"ramp"``, ``"shepp-logan"``, ``"cosine"``, ``"hamming"``, ``"hann"``):
     FDK instead (:func:`fdk`), with ``padding`` and ``short_scan`` as there.
     ``params``: a :class:`pybp.cone.params.ConeParams` (None: the device's);
-    ``memory_limit``: bytes of device memory for the volume, the projections in flight
-    and their store (None: 75% of the device's, as for parallel beam): a larger volume
-    is reconstructed in slabs of z planes, each from the detector rows it projects onto,
-    with the same result bit for bit; the projections are then pre-weighted and
-    filtered once, into a store that ``store`` names (``"device"`` where it fits the
-    limit beside a slab, else ``"host"``: page-locked memory the size of the
-    projections as float32, kept with the back-projector; None where neither fits, and
-    each slab filters its rows again). ``planes``: ``(first, stop)``, the z planes to
+    ``memory_limit``: bytes of device memory for the volume and the projections in
+    flight (None: 75% of the device's, as for parallel beam): a larger volume is
+    reconstructed in slabs of z planes, each from the window of detector rows it
+    projects onto, read, pre-weighted and filtered for each slab, with the same result
+    bit for bit. ``planes``: ``(first, stop)``, the z planes to
     reconstruct (None: all; from a multiple of 16 they equal the whole volume's bit for
     bit). ``flats`` and ``darks`` (frames or their means), with a filter: the
     projections are detector counts, normalised and ``-log`` taken on the device.
     ``device``, ``context`` or ``queue`` as for :class:`pybp.Backprojector`.
-    ``progress``: a progress line (passes done, GUPS, time left) on standard error for
+    ``progress``: a progress line (projections done, GUPS, time left) on standard error for
     calls longer than 2 s.
 
     Line integrals with NaN or Inf are refused (``ValueError``, before the slab they
@@ -75,53 +72,50 @@ class ConeBackprojector:
         self.geometry, self.progress = geometry, progress
         if device is None and context is None and queue is None:
             speed.choose_cpu_runtime()  # where several CPU runtimes work: the fastest here
-        self._unit = SlabBackprojector(
+        self._recipe = SlabRecipe(
             geometry, params, device=device, context=context, queue=queue, filter=filter,
             padding=padding, short_scan=short_scan, memory_limit=memory_limit, planes=planes,
             flats=flats, darks=darks)
         self._lock = threading.Lock()  # one call at a time: they share the device buffers
-        self.shape = (len(self._unit.planes),) + geometry.volume_shape[1:]
-        self.params, self.device, self.plan = self._unit.params, self._unit.device, self._unit.plan
-        self.store = self._unit.store
+        recipe = self._recipe
+        self.shape = (len(recipe.planes),) + geometry.volume_shape[1:]
+        self.params, self.device, self.plan = recipe.params, recipe.device, recipe.plan
 
     def __call__(self, projections, out=None, progress=None):
         """The volume ``(nz, ny, nx)`` (or its ``planes``) of ``projections`` ``(n_angles,
         n_rows, n_cols)`` (any real dtype; an array, a memmap, an h5py dataset or
         anything sliced ``[projections, rows]`` that gives arrays); ``out``: an array, a
         memmap or a dataset for it (default: a new float32 array, if this machine's
-        memory holds it); ``progress``: called with the voxel updates of each pass done
-        (None: the progress line, where the ConeBackprojector was made with one)."""
+        memory holds it); ``progress``: whether this call shows the progress line (None:
+        where the ConeBackprojector was made with one)."""
         with self._lock:
             return self._call(projections, out, progress)
 
     def _call(self, projections, out, progress):
-        if self._unit is None:
+        if self._recipe is None:
             raise RuntimeError("ConeBackprojector: closed; make a new one")
-        g = self.geometry
+        g, plan = self.geometry, self._recipe.plan
         out = _checked_volume(projections, g, self.shape, out)
-        bar = None
-        if progress is None and self.progress:
-            plan = self._unit.plan
-            passes = len(plan.slabs) * len(plan.passes)
-            bar = Progress(passes, int(np.prod(self.shape)) * g.n_angles / passes,
-                           what="passes", rate="GUPS")
-            progress = lambda _: bar.update(1)  # noqa: E731
+        steps = len(plan.slabs) * g.n_angles
+        bar = Progress(steps, int(np.prod(self.shape)) * g.n_angles / steps,
+                       self.progress if progress is None else bool(progress),
+                       what="projections", rate="GUPS")
+        stop = threading.Event()
         try:
-            with copy_pools() as (reading, _):
-                self._unit.backproject(projections, out, reading, progress)
+            replaced = accumulate([SlabRun(self._recipe, projections, out)],
+                                  Parts(plan.slabs, stop), bar, stop)
         finally:
-            if bar is not None:
-                bar.close()
+            bar.close()
         # Counts only: line integrals with NaN or Inf were refused.
-        warn_replaced(self._unit.replaced, int(np.prod(np.shape(projections))), stacklevel=2)
+        warn_replaced(replaced, int(np.prod(np.shape(projections))), stacklevel=2)
         return out
 
     def close(self):
         """Free device memory now (also on leaving a ``with`` block)."""
         with self._lock:
-            if self._unit is not None:
-                self._unit.close()
-                self._unit = None
+            if self._recipe is not None:
+                self._recipe.close()
+                self._recipe = None
 
     def __enter__(self):
         return self
@@ -183,8 +177,7 @@ def fdk(projections, geometry: ConeGeometry, filter="ramp", padding="zero", shor
 
     ``log``: whether ``-log`` is taken (default: where ``flats`` are given; True without
     flats: the projections are normalised transmissions, as :func:`pybp.reconstruct`
-    takes them; False with flats: the normalised values as they are). Other than the
-    default, through the stream."""
+    takes them; False with flats: the normalised values as they are)."""
     if filter is None:
         raise ValueError("filter: FDK needs a filter; use pybp.cone_backproject for none")
     if "method" in options:
@@ -193,25 +186,22 @@ def fdk(projections, geometry: ConeGeometry, filter="ramp", padding="zero", shor
                         "and pybp.sirt(projections, geometry, iterations), pybp.sart, "
                         "pybp.cgls and pybp.tv")
     log = flats is not None if log is None else bool(log)
-    if (rings, ring_options, phase, devices, client) != (None,) * 5 or log != (flats is not None):
-        return _streamed(projections, geometry, filter, padding, short_scan, out, flats, darks,
-                         progress, dict(rings=rings, ring_options=ring_options, phase=phase),
-                         devices, client, options, log)
-    with ConeBackprojector(geometry, filter=filter, padding=padding, short_scan=short_scan,
-                           flats=flats, darks=darks, progress=progress, **options) as bp:
-        return bp(projections, out)
+    return _fdk(projections, geometry, filter, padding, short_scan, out, flats, darks, progress,
+                dict(rings=rings, ring_options=ring_options, phase=phase), devices, client,
+                options, log)
 
 
-STREAM_OPTIONS = ("params", "memory_limit", "planes", "device", "context", "queue")
+OPTIONS = ("params", "memory_limit", "planes", "device", "context", "queue")
 
 
-def _streamed(projections, geometry, filter, padding, short_scan, out, flats, darks, progress,
-              steps, devices, client, options, log):
-    """:func:`fdk` through the stream (pybp/cone/run.py), its arguments checked first."""
+def _fdk(projections, geometry, filter, padding, short_scan, out, flats, darks, progress,
+         steps, devices, client, options, log):
+    """:func:`fdk`, on one device or several, or on the workers of ``client``
+    (pybp/cone/run.py), its arguments checked first."""
     _check_geometry(geometry)
-    unknown = sorted(set(options) - set(STREAM_OPTIONS))
+    unknown = sorted(set(options) - set(OPTIONS))
     if unknown:
-        raise TypeError(f"{unknown[0]}: not an option of pybp.fdk with rings, phase or devices")
+        raise TypeError(f"{unknown[0]}: not an option of pybp.fdk")
     targets = {k: options.pop(k) for k in ("device", "context", "queue") if k in options}
     if any(v is not None for v in targets.values()):
         for name, given in (("client", client), ("devices", devices)):

@@ -55,6 +55,8 @@ def preweight_args(flat_field: bool, weighted: bool = True, real: str = "float")
         Arg("images", "__global float *", "the pass's images, row_stride x n_cols each, in place"),
         *means, *weights,
         *ints("n_rows", "row_stride", "n_cols"),
+        Arg("counted_first", "const int", "the window's first row whose replaced values are counted"),
+        Arg("counted_stop", "const int", "and its row after the last (rows an earlier slab counted: none)"),
         Arg("replaced_count", "volatile __global uint *", "values replaced (not positive, not finite)"),
     )
 

@@ -1,11 +1,14 @@
-"""FDK through the stream, on one device or several: the projections' rows that the
-planes project onto go through the stream (pybp/cone/filtering.py: normalisation, phase
-retrieval, ring removal, FDK's weights and the filter; chunks of rows shared out among
-the devices as parallel beam's are) into a store of filtered projections in host
-memory; then each device takes the next slab of planes and back-projects it from the
-store (pybp/cone/prepare.py, ``SlabBackprojector.from_store``). A row is filtered to
-the same bits on any device, in any chunk, and a slab's voxels do not depend on the
-device that made it: the volume is the same bit for bit on one device
+"""FDK on one device or several, by the one stream: each device takes the next slab of
+the volume and adds every projection's pass into it (pybp/cone/backproject.py's stages:
+pre-weighting from counts or line integrals, the row filter, the back-projection;
+pybp/stream/slabs.py's schedule), reading each pass's window of rows from the
+projections itself. Where ring removal or phase retrieval asks for whole rows or whole
+projections first, the rows the planes project onto go through the rows' stream
+(pybp/cone/filtering.py: normalisation, phase retrieval, ring removal, FDK's weights and
+the filter; chunks of rows shared out among the devices as parallel beam's are) into a
+store of filtered projections in host memory, which the slabs then read. A row is
+filtered to the same bits on any device, in any chunk, and a slab's voxels do not
+depend on the device that made it: the volume is the same bit for bit on one device
 or several, and equals :class:`pybp.ConeBackprojector`'s.
 """
 
@@ -16,26 +19,18 @@ import time
 from concurrent.futures import ThreadPoolExecutor
 
 import numpy as np
-import pyopencl as cl
 
 from pybp import checks
 from pybp.cl.device import open_device
-from pybp.cl.staging import Staging
 from pybp.cone import slabs
+from pybp.cone.backproject import SlabRecipe, SlabRun, plane_range
 from pybp.cone.filtering import ROW_ALIGN, Filtering
-from pybp.cone.prepare import SlabBackprojector, plane_range
 from pybp.geometry.cone import ConeGeometry
 from pybp.stream.executor import WRITES
 from pybp.stream.progress import Progress
-from pybp.stream.sources import COPY_THREADS, copy_blocks, copy_pools
-from pybp.stream.team import Job, Pipelines, join_all
-
-
-# The store in page-locked memory (DMA straight from it to the slabs' passes), or in
-# pageable memory: for the 512^3 case's 2.4 GB on the H100, 0.72 s the whole call from
-# pageable memory against 1.58 s page-locked, whose pinning and release took longer
-# than both phases together (tuning/cone_stream.py times both).
-PINNED_STORE = False
+from pybp.stream.slabs import Parts, accumulate
+from pybp.stream.sources import COPY_THREADS, copy_blocks
+from pybp.stream.team import Job, Pipelines
 
 
 class _StoreRows:
@@ -59,45 +54,43 @@ def reconstruct(projections, geometry: ConeGeometry, out, targets, *, filter="ra
     ``out`` (the volume, or its ``planes``) on ``targets`` (dicts of ``device``,
     ``context`` or ``queue``), with ``rings``/``ring_options`` and ``phase`` as for
     :func:`pybp.reconstruct`; returns how many values the flat-field rule replaced.
-    ``stats`` (a dict): the rows' stream's (as :class:`pybp.stream.team.Job` has
-    them), and the seconds of each phase (``rows_seconds``, ``slabs_seconds``)."""
+    ``stats`` (a dict): the seconds of each phase (``rows_seconds``, with rings or
+    phase; ``slabs_seconds``), and the rows' stream's (as :class:`pybp.stream.team.Job`
+    has them)."""
     wanted = plane_range(planes, geometry.volume_shape[0])
+    opened = _opened(targets)
+    log, darks = _flat_field(geometry, flats, darks, log)
+    options = dict(filter=filter, padding=padding, short_scan=short_scan,
+                   memory_limit=memory_limit, planes=(wanted.start, wanted.stop))
+    tick = time.perf_counter()
+    if rings is None and phase is None and log == (flats is not None):
+        # the passes normalise, weight and filter their windows themselves
+        replaced = back_project(projections, geometry, out, opened, params, progress,
+                                flats=flats, darks=darks, **options)
+        if stats is not None:
+            stats.update(slabs_seconds=time.perf_counter() - tick)
+        return replaced
     # The rows the planes project onto (all of them for the whole volume), from an even
     # row, and a zero row after an odd last one (the FFT pairs it with zeros).
     first_row, count = slabs.window(geometry, wanted, range(geometry.n_angles))
-    shape = _store_shape(geometry, count, "filtered line integrals")
-    size = 4 * int(np.prod(shape))
-    opened = _opened(targets)
-    log, darks = _flat_field(geometry, flats, darks, log)
-    staging = None
-    if PINNED_STORE:
-        first = opened[0]
-        staging = Staging(first.get("queue") or cl.CommandQueue(first["context"]))
-    try:
-        store = staging.array(size // 4, np.float32).reshape(shape) if staging else \
-            np.empty(shape, np.float32)
-        if count % 2:
-            store[:, count:] = 0
+    store = np.empty(_store_shape(geometry, count, "filtered line integrals"), np.float32)
+    if count % 2:
+        store[:, count:] = 0
 
-        def filtering(target):
-            return Filtering(geometry, filter, padding, short_scan, rings, ring_options, phase,
-                             memory_limit, **target)
+    def filtering(target):
+        return Filtering(geometry, filter, padding, short_scan, rings, ring_options, phase,
+                         memory_limit, **target)
 
-        tick = time.perf_counter()
-        with Pipelines(filtering, opened, align=ROW_ALIGN) as team, \
-                ThreadPoolExecutor(COPY_THREADS * WRITES, thread_name_prefix="pybp-store") as pool:
-            replaced = team.run(Job(projections, flats, darks, first_row, first_row + count,
-                                     _StoreRows(store, pool), offset=0, log=log,
-                                     progress=progress, stats=stats))
-        filtered = time.perf_counter()
-        _back_project(store, first_row, geometry, out, opened, filter, params, memory_limit,
-                      wanted, progress)
-        if stats is not None:
-            stats.update(rows_seconds=filtered - tick,
-                         slabs_seconds=time.perf_counter() - filtered)
-    finally:
-        if staging is not None:
-            staging.release()
+    with Pipelines(filtering, opened, align=ROW_ALIGN) as team, \
+            ThreadPoolExecutor(COPY_THREADS * WRITES, thread_name_prefix="pybp-store") as pool:
+        replaced = team.run(Job(projections, flats, darks, first_row, first_row + count,
+                                 _StoreRows(store, pool), offset=0, log=log,
+                                 progress=progress, stats=stats))
+    filtered = time.perf_counter()
+    back_project(store, geometry, out, opened, params, progress, first_row=first_row,
+                 filtered=True, **options)
+    if stats is not None:
+        stats.update(rows_seconds=filtered - tick, slabs_seconds=time.perf_counter() - filtered)
     return replaced
 
 
@@ -171,43 +164,32 @@ def line_integrals(projections, geometry: ConeGeometry, targets, *, flats=None, 
     return store[:, :n_rows], replaced
 
 
-def _back_project(store, first_row, geometry, out, targets, filter, params, memory_limit,
-                  planes, progress):
-    """Every slab of ``planes`` from ``store`` into ``out``, each device taking the next."""
-    made = []
+def back_project(source, geometry, out, targets, params=None, progress=True, first_row=0,
+                 **options) -> int:
+    """Every slab of the ``planes`` in ``options`` from ``source`` (projections, or a
+    store of filtered rows from the detector's ``first_row`` with ``filtered=True``)
+    into ``out``, each device of ``targets`` taking the next (with several, slabs of at
+    most a device's share of the planes, so that each has one); returns the values the
+    flat-field rule replaced. ``options``: :class:`pybp.cone.backproject.SlabRecipe`'s."""
+    recipes, runs = [], []
     try:
-        for target in targets:  # one parameter set: the same passes on every device
-            made.append(SlabBackprojector(
-                geometry, params or (made[0].params if made else None), filter=filter,
-                memory_limit=memory_limit, planes=(planes.start, planes.stop), filtered=True,
-                **target))
-        # The shortest slabs fit every device (its slab buffer, its windows' rows).
-        plan = min((bp.plan for bp in made), key=lambda p: p.slab_planes)
+        for target in targets:  # one parameter set and one plan: the same passes everywhere
+            first = recipes[0] if recipes else None
+            recipes.append(SlabRecipe(
+                geometry, params or (first.params if first else None), **target, **options,
+                devices=len(targets), plan=first.plan if first else None))
+        runs = [SlabRun(recipe, source, out, first_row) for recipe in recipes]
+        plan = recipes[0].plan
         _, ny, nx = geometry.volume_shape
-        passes = len(plan.slabs) * len(plan.passes)
-        bar = Progress(passes, len(planes) * ny * nx * geometry.n_angles / passes, progress,
-                       what="passes", rate="GUPS")
-        left, lock, stop = iter(plan.slabs), threading.Lock(), threading.Event()
-
-        def take():
-            with lock:
-                return None if stop.is_set() else next(left, None)
-
-        def runs(bp):
-            def run():
-                with copy_pools() as (reading, _):
-                    bp.from_store(store, out, take, reading, lambda _: bar.update(1),
-                                    first_row, stop)
-            return run
-
+        planes = sum(slab.n_planes for slab in plan.slabs)
+        bar = Progress(len(plan.slabs) * geometry.n_angles, planes * ny * nx / len(plan.slabs),
+                       progress, what="projections", rate="GUPS")
+        stop = threading.Event()
         try:
-            if len(made) == 1:
-                runs(made[0])()
-            else:  # an error or Ctrl-C sets stop: every device ends between launches
-                join_all([runs(bp) for bp in made], stop)
+            return accumulate(runs, Parts(plan.slabs, stop), bar, stop)
         finally:
             bar.close()
     finally:
-        # Each device's queues are finished before the store they read goes.
-        for bp in made:
-            bp.close()
+        # Each device's queues are finished before the source they read goes.
+        for recipe in recipes:
+            recipe.close()

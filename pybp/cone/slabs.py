@@ -92,13 +92,14 @@ def _slabs(geometry, passes, planes_per_slab, planes):
 
 
 def plan(geometry: ConeGeometry, projections_per_pass: int, voxels_per_item: int,
-         budget: int, volume_limit: int, pass_buffers: int = 2, planes: range | None = None
-         ) -> SlabPlan:
+         budget: int, volume_limit: int, pass_buffers: int = 2, planes: range | None = None,
+         most_planes: int | None = None) -> SlabPlan:
     """The tallest slabs of z ``planes`` (None: all; a multiple of ``voxels_per_item``
     planes, so that where ``planes`` starts on such a multiple a slab's columns of
     voxels are those of one pass) whose volume (at most ``volume_limit`` bytes, one
-    buffer) and ``pass_buffers`` pass buffers fit ``budget`` bytes; ``ValueError``
-    naming ``memory_limit`` where not even one column of planes fits."""
+    buffer) and ``pass_buffers`` pass buffers fit ``budget`` bytes, of at most
+    ``most_planes`` planes (None: no bound); ``ValueError`` naming ``memory_limit``
+    where not even one column of planes fits."""
     _, ny, nx = geometry.volume_shape
     planes = range(geometry.volume_shape[0]) if planes is None else planes
     nz = len(planes)
@@ -114,6 +115,8 @@ def plan(geometry: ConeGeometry, projections_per_pass: int, voxels_per_item: int
 
     def fits(p: SlabPlan):
         volume = p.slab_planes * plane_bytes
+        if most_planes is not None and p.slab_planes > max(most_planes, voxels_per_item):
+            return False
         return volume <= volume_limit and \
             volume + pass_buffers * p.pass_bytes(n_cols, projections_per_pass) <= budget
 

@@ -396,30 +396,34 @@ def device_filter(context, device, name, n_bins, weights, padding="zero", method
 
 
 class Filter(Stage):
-    """The FBP filter over a chunk's sinogram rows, in blocks paced by the executor's
-    pacer (and no longer than the global FFT's scratch holds). The FFTs filter in place; direct convolution reads whole rows that other
+    """The FBP filter over a chunk's rows (``len(weights)`` of them a slice, each of
+    ``n_bins``, in buffer ``buffer``: sinograms, or cone beam's projections; or as many
+    as ``rows(chunk)`` says), in blocks
+    paced by the executor's pacer (and no longer than the global FFT's scratch holds).
+    The FFTs filter in place; direct convolution reads whole rows that other
     work-groups write, so it writes a block into scratch memory, copied back after."""
 
     name = "filter"
 
     def __init__(self, context, device, name, n_bins, weights, padding="zero", method="auto",
-                 pair_stride=1):
+                 pair_stride=1, buffer="sinograms", rows=None):
         self.rows = device_filter(context, device, name, n_bins, weights, padding, method,
                                   pair_stride)
-        self.context, self.n_bins = context, n_bins
-        self.needs = (Need("sinograms", len(weights) * n_bins * 4),)
+        self.context, self.n_bins, self.buffer = context, n_bins, buffer
+        self.rows_of = rows or (lambda chunk: chunk.count * self.rows.n_angles)
+        self.needs = (Need(buffer, len(weights) * n_bins * 4),)
         self._scratch = None  # rows filtered by direct convolution, before they go back
 
     def enqueue(self, chunk):
         f, q, pacer, n_bins = self.rows, chunk.queue, chunk.pacer, self.n_bins
-        sinograms, stages, most = chunk.buffers["sinograms"], [], getattr(f, "max_rows", None)
+        sinograms, stages, most = chunk.buffers[self.buffer], [], getattr(f, "max_rows", None)
         if not f.in_place:  # blocks of at most the scratch's rows, sized for any chunk
             most = min(max(1, SCRATCH_BYTES // (4 * n_bins)),
                        chunk.memory.chunk_slices * f.n_angles)
             if self._scratch is None or self._scratch.size < most * n_bins * 4:
                 self._scratch = cl.Buffer(self.context, cl.mem_flags.READ_WRITE,
                                           most * n_bins * 4)
-        for first, rows in pacer.blocks("filter", chunk.count * f.n_angles, f.row_cost,
+        for first, rows in pacer.blocks("filter", self.rows_of(chunk), f.row_cost,
                                         f.row_step, most):
             pacer.admit("filter", rows * f.row_cost, chunk.stop)
             target = sinograms if f.in_place else self._scratch

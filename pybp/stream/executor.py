@@ -51,8 +51,11 @@ WRITES = 3
 class Layout:
     """How one chunk's data travel: the host fills the stages' buffer ``input`` with
     ``count`` rows of ``input_row`` values of ``input_dtype``, the rows along axis
-    ``row_axis`` (1: projections ``(angle, row, bin)``; 0: sinograms), and gets back
-    buffer ``output``: ``count`` planes of ``output_row`` float32 values."""
+    ``row_axis`` (1: projections ``(angle, row, bin)``; 0: sinograms, or cone beam's
+    projections ``(projection, row, column)``), and gets back buffer ``output``:
+    ``count`` planes of ``output_row`` float32 values; or, with ``output`` None,
+    nothing: the stages add the chunks into a buffer of their own, which
+    :meth:`Executor.read_work` reads once the last chunk is done."""
 
     input: str
     input_dtype: np.dtype
@@ -188,7 +191,10 @@ class Executor:
         self._needs, self._staging = None, None
         self.pieces_in = self.pieces_out = None
         self.stage_seconds = defaultdict(float)  # device time per stage, since reset
-        self.pacer = pacing.Pacer(device.type, device.timers)
+        # Device time from the events where the timers tell the truth and the compute
+        # queue profiles (a caller's queue may not)
+        self.timers = device.timers and bool(self.queue.properties & profiling)
+        self.pacer = pacing.Pacer(device.type, self.timers)
         # Whether the pipeline may enqueue from several threads (pybp.cl.implementations).
         self.threads = implementations.named(device.implementation).threads
         self._wall_seconds = {}  # stage's last event -> its wall time, where timers lie
@@ -221,8 +227,9 @@ class Executor:
         rows_in = memory.chunk_slices + 2 * memory.margin
         self._staging = Staging(self.upload_queue)
         self.pieces_in = Pieces(self._staging, layout.input_shape(rows_in), layout.input_dtype)
-        self.pieces_out = Pieces(self._staging, layout.output_shape(memory.chunk_slices),
-                                 np.float32, count=writes + 1)
+        if layout.output is not None:
+            self.pieces_out = Pieces(self._staging, layout.output_shape(memory.chunk_slices),
+                                     np.float32, count=writes + 1)
 
     @property
     def margin(self) -> int:
@@ -296,7 +303,7 @@ class Executor:
         """The stages ``enqueue()`` launches. Where the device's profiling timers cannot
         be trusted (:func:`pybp.cl.device.probe`), they run alone on the compute queue
         and their wall time stands for their device time."""
-        if self.device.timers:
+        if self.timers:
             return enqueue()
         pacing.finish(self.queue, stop)
         start = time.perf_counter()
@@ -322,6 +329,8 @@ class Executor:
             pacing.wait(last, stop)
         waited = time.perf_counter() - tick
         reported = self.reported(slot)
+        if self.layout.output is None:  # the stages keep what they make (read_work)
+            return [], waited, reported
         shape, source = self.layout.output_shape(count), s.buffers[self.layout.output]
         per = int(np.prod(shape[1:])) * 4
         stages, pending = [], None
@@ -347,6 +356,15 @@ class Executor:
         self.pieces_out.handed(index, self._writes.submit(write, a, b, slices))
         return waited
 
+    def read_work(self, name: str, out: np.ndarray, stop=None):
+        """Read the stages' buffer ``name`` (one for all slots: ``MemoryPlan.work``) into
+        ``out`` once the compute queue's work is done (interruptibly)."""
+        pacing.finish(self.queue, stop)
+        event = cl.enqueue_copy(self.download_queue, out, self.slots[0].buffers[name],
+                                is_blocking=False)
+        self.download_queue.flush()
+        pacing.wait(event, stop)
+
     def written(self, stop=None):
         """Wait until every downloaded piece is written; the first error of a write
         is raised here (or by the next :meth:`download`)."""
@@ -359,7 +377,7 @@ class Executor:
         then count nothing)."""
         with self._lock:
             for name, event in stages:
-                if self.device.timers:
+                if self.timers:
                     self.stage_seconds[name] += (event.profile.end - event.profile.start) * 1e-9
                 else:
                     self.stage_seconds[name] += self._wall_seconds.pop(event, 0.0)

@@ -25,7 +25,7 @@ CHUNK_SLICES = 4
 FILE_CHUNK_SLICES = 16
 # Of the device's global memory, the most a run keeps there unless ``memory_limit`` says
 # less: the chunks in flight of parallel beam, the slab, pass buffers and store of cone
-# beam (pybp/cone/prepare.py). One rule for both geometries.
+# beam (pybp/cone/backproject.py). One rule for both geometries.
 MEMORY_SHARE = 0.75
 
 

@@ -236,9 +236,9 @@ def _threaded(executor, rows, read, write, progress, timings, stop, copy) -> int
             span = rows.span(start, count, executor.margin)
             block, references = read(span)
             event, stages = executor.upload(slot, block, references, copy, stop)
-            wait(event, stop)
-            executor.record(stages)
-            _put(ready, (i, span), stop)
+            # The calling thread waits for the upload before it enqueues the chunk's
+            # stages; this one goes on to copy the next chunk meanwhile.
+            _put(ready, (i, span, event, stages), stop)
             i += 1
 
     @guarded
@@ -274,8 +274,10 @@ def _threaded(executor, rows, read, write, progress, timings, stop, copy) -> int
             if item is None:
                 _put(done, None, stop)
                 break
-            i, span = item
+            i, span, uploaded, stages = item
             slot = i % slots
+            wait(uploaded, stop)
+            executor.record(stages)
             _acquire(output_free[slot], stop)  # the slot's last slices are downloaded
             computed, stages = executor.compute(slot, span, stop)
             input_free[slot].release()

@@ -27,7 +27,7 @@ from pybp.cl import profiles
 from pybp.cl.device import describe, open_device
 from pybp.cone import reference
 from pybp.cone.params import ConeParams
-from pybp.cone.prepare import SlabBackprojector
+from pybp.cone.backproject import SlabRecipe
 from pybp.cone.profiler import KEY, RECORD, default_params
 from pybp.geometry.cone import ConeGeometry
 from pybp.parallel.verify import TOLERANCES
@@ -70,8 +70,7 @@ def verify(params, queue) -> tuple:
 def kernel_seconds(g, params, queue, repeats, distance_weight=True) -> float:
     """Device seconds of the back-projection kernel alone over the volume (median of
     ``repeats`` after a warm-up)."""
-    backprojector = SlabBackprojector(g, params, queue=queue,
-                                      filter="ramp" if distance_weight else None)
+    backprojector = SlabRecipe(g, params, queue=queue, filter="ramp" if distance_weight else None)
     try:
         images = np.random.default_rng(0).standard_normal(
             (params.projections_per_pass, backprojector.plan.row_stride, g.detector_shape[1]))

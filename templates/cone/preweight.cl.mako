@@ -59,7 +59,7 @@ ${args['cone_preweight']}
     // before a slab is written.
     const float sample = given(images[at], &replaced);
 % endif
-    if (replaced)
+    if (replaced && row >= counted_first && row < counted_stop)  // each pixel in one slab
         atomic_inc(replaced_count);
 % if weighted:
     images[at] = sample * fdk_weight(frames, column_weights, first_projection + q,

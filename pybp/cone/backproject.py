@@ -1,0 +1,479 @@
+"""Cone beam's back-projection as stages of the stream (docs/design.md, section 8): a
+chunk is a pass of projections, the window of detector rows a slab of the volume
+projects onto; its stages pre-weight it (from counts, with the flats and darks; FDK's
+weights), filter its rows and add it into the slab, which stays on the device until
+the last pass is in (pybp/stream/slabs.py runs the slabs, on one device or several).
+
+:class:`SlabRecipe` is one device prepared for a geometry: its parameter set, the
+stages and the slab plan (pybp/cone/slabs.py), and the executor
+(pybp/stream/executor.py) whose queues, page-locked staging and pacer run them.
+Each pass of a slab is pre-weighted, filtered and back-projected as the whole
+volume's pass is, so slabs equal one piece bit for bit; where the projections went
+through the rows' stream first (rings, phase: pybp/cone/run.py) the recipe is
+``filtered``: the back-projection alone, of the filtered rows it is given.
+"""
+
+from __future__ import annotations
+
+import operator
+
+import numpy as np
+import pyopencl as cl
+
+from pybp import checks
+from pybp.cl import codegen, pacing
+from pybp.cl.device import describe, open_device
+from pybp.cone import kernels, slabs
+from pybp.cone.params import ConeParams
+from pybp.cone.profiler import default_params
+from pybp.geometry import cone_weights as weights
+from pybp.geometry.cone import ConeGeometry
+from pybp.stages.base import Chunk, Need, Stage, Zeros
+from pybp.stages.filters import FILTERS, PADDINGS, Filter
+from pybp.stages.normalize import FLOOR_TRANSMISSION
+from pybp.stream import memory, pipeline
+from pybp.stream.executor import Executor, Layout
+from pybp.stream.memory import MemoryPlan
+from pybp.stream.sources import copy_blocks, frame_mean, put_rows
+
+PREWEIGHT_GROUP = (64, 4, 1)
+ROWS = "projections"  # the chunk's buffer: its projections' windows of rows, in place
+SLAB = "slab"  # the slab of the volume the passes add into
+
+
+def _round_up(n, step):
+    return -(-n // step) * step
+
+
+def plane_range(planes, nz) -> range:
+    """``planes`` ``(first, stop)`` of ``nz`` checked, as a range (None: all)."""
+    if planes is None:
+        return range(nz)
+    try:
+        first, stop = (operator.index(v) for v in planes)
+    except (TypeError, ValueError):
+        raise TypeError(f"planes: expected (first, stop), two integers, got {planes!r}") \
+            from None
+    if not 0 <= first < stop <= nz:
+        raise ValueError(f"planes: expected 0 <= first < stop <= {nz}, got {planes!r}")
+    return range(first, stop)
+
+
+class Preweight(Stage):
+    """A pass's rows made FDK's: from counts (the flats' and darks' means of the whole
+    detector, kept on the device) to line integrals, times the cosine of each ray and
+    the projection's column weights (``weighted``); values that are not positive
+    transmissions, or not finite, are counted (``replaced``). Unweighted, on line
+    integrals: the check alone (the plain back-projection's)."""
+
+    name = "preweight"
+    reports = ("replaced",)
+
+    def __init__(self, recipe, short_scan, flats, darks):
+        g, d, context = recipe.geometry, recipe.device, recipe.context
+        self.recipe, self.counts = recipe, flats is not None
+        self.weighted = recipe.filter is not None
+        flags = cl.mem_flags.READ_ONLY | cl.mem_flags.COPY_HOST_PTR
+        self.frames = self.columns = self.flat = self.dark = None
+        real = "double" if "cl_khr_fp64" in d.extensions else "float"
+        if self.weighted:
+            as_float = lambda values: np.ascontiguousarray(values, np.float32)  # noqa: E731
+            self.frames = cl.Buffer(context, flags, hostbuf=as_float(weights.frames(g).packed()))
+            self.columns = cl.Buffer(context, flags,
+                                     hostbuf=as_float(weights.column_weights(g, short_scan)))
+        if self.counts:  # the means in ``real``, as parallel beam's normalisation has them
+            as_real = lambda values: np.ascontiguousarray(  # noqa: E731
+                values, np.float64 if real == "double" else np.float32)
+            self.flat = cl.Buffer(context, flags, hostbuf=as_real(
+                frame_mean(checks.frames(flats, "flats", tuple(g.detector_shape)))))
+            self.dark = cl.Buffer(context, flags, hostbuf=as_real(
+                frame_mean(checks.frames(darks, "darks", tuple(g.detector_shape)))))
+        self.shared_bytes = sum(b.size for b in (self.frames, self.columns, self.flat, self.dark)
+                                if b is not None)
+        self.kernel = codegen.declared(
+            context, d, kernels.preweight_source(self.counts, real, FLOOR_TRANSMISSION,
+                                                 weighted=self.weighted),
+            "cone_preweight", kernels.preweight_args(self.counts, self.weighted, real))
+        self.needs = (Need(ROWS, recipe.image_bytes),
+                      Need("replaced", fixed=4, host=np.dtype(np.uint32)))
+        self._zeros = Zeros()
+
+    def enqueue(self, chunk):
+        r, q, b = self.recipe, chunk.queue, chunk.buffers
+        n_cols = r.geometry.detector_shape[1]
+        events = [(self.name, cl.enqueue_copy(q, b["replaced"], self._zeros(1),
+                                              is_blocking=False))]
+        first, count, (first_row, n_rows) = r.pass_of(chunk)
+        stride = slabs.even(n_rows)
+        extra = {}
+        if self.weighted:
+            extra = dict(frames=self.frames, column_weights=self.columns,
+                         first_projection=first, first_row=first_row)
+        if self.counts:
+            extra.update(flat=self.flat, dark=self.dark)
+        grid = (_round_up(n_cols, PREWEIGHT_GROUP[0]), _round_up(n_rows, PREWEIGHT_GROUP[1]),
+                count)
+        counted = r.counted_rows(first // r.params.projections_per_pass)
+        events.append((self.name, self.kernel(
+            q, grid, PREWEIGHT_GROUP, images=b[ROWS], n_rows=n_rows, row_stride=stride,
+            n_cols=n_cols, counted_first=counted[0] - first_row, counted_stop=counted[1] - first_row,
+            replaced_count=b["replaced"], **extra)))
+        return events
+
+    def reported(self, counts):
+        """Values replaced (counts); line integrals with NaN or Inf are refused before
+        the slab they would spread into is written, as every entry point of pybp does
+        (docs/design.md, section 1)."""
+        count = counts["replaced"]
+        if count and not self.counts:
+            raise ValueError(f"projections: {count} values are NaN or Inf; they would spread "
+                             "over the volume: replace them first (numpy.nan_to_num), or give "
+                             "flats (and darks) if these are detector counts")
+        return count
+
+    def close(self):
+        self.frames = self.columns = self.flat = self.dark = None
+
+
+class Backproject(Stage):
+    """A chunk's passes added into the slab (:data:`SLAB`; the chunk with the slab's
+    first projection writes it), in launches of about ``pacing.LAUNCH_SECONDS``
+    (blocks of columns of voxels, each computed as in one launch: Ctrl-C stays prompt
+    on a CPU). The texture family reads each pass through an image array of its own,
+    filled from the rows on the compute queue. With FDK, the row after an odd window's
+    last is zeroed first: the FFT pairs it with that row and writes its rounding there,
+    and the detector is zero beyond its rows."""
+
+    name = "backproject"
+    uploads = ("matrices",)
+
+    def __init__(self, recipe):
+        r, d = recipe, recipe.device
+        self.recipe, p = recipe, recipe.params
+        self.kernel = codegen.declared(
+            r.context, d, kernels.backproject_source(p, r.filter is not None,
+                                                     r.geometry.column_shared()),
+            "cone_backproject", kernels.backproject_args(p))
+        n_cols, stride = r.geometry.detector_shape[1], r.plan.row_stride
+        self.images = None
+        if p.family == "texture":
+            self.images = cl.create_image(
+                r.context, cl.mem_flags.READ_ONLY,
+                cl.ImageFormat(cl.channel_order.R, cl.channel_type.FLOAT),
+                shape=(n_cols, stride, p.projections_per_pass), is_array=True)
+            self.shared_bytes = n_cols * stride * p.projections_per_pass * 4
+        _, ny, nx = r.geometry.volume_shape
+        self.needs = (Need(ROWS, r.image_bytes),
+                      Need("matrices", kernels.MATRIX_VALUES * r.matrices.itemsize,
+                           host=r.matrices.dtype),
+                      Need(SLAB, fixed=r.plan.slab_planes * ny * nx * 4))
+        self._zeros = cl.Buffer(r.context, cl.mem_flags.READ_ONLY | cl.mem_flags.COPY_HOST_PTR,
+                                hostbuf=np.zeros(p.projections_per_pass * n_cols, np.float32))
+
+    def enqueue(self, chunk):
+        r, q, b = self.recipe, chunk.queue, chunk.buffers
+        n_cols = r.geometry.detector_shape[1]
+        row, events = n_cols * 4, []
+        first, count, window = r.pass_of(chunk)
+        stride = slabs.even(window[1])
+        if r.filter is not None and window[1] % 2 and not r.filtered:
+            events.append((self.name, cl.enqueue_copy(
+                q, b[ROWS], self._zeros, src_origin=(0, 0, 0), dst_origin=(0, window[1], 0),
+                region=(row, 1, count), src_pitches=(row, row), dst_pitches=(row, stride * row))))
+        source = b[ROWS]
+        if self.images is not None:
+            events.append((self.name, cl.enqueue_copy(
+                q, self.images, b[ROWS], offset=0, origin=(0, 0, 0),
+                region=(n_cols, stride, count))))
+            if stride < r.plan.row_stride:
+                # The sampler reads zeros past the image's rows, and so past the
+                # window's: the rows below it (a longer window's, before) are cleared.
+                events.append((self.name, cl.enqueue_fill_image(
+                    q, self.images, np.zeros(4, np.float32), origin=(0, stride, 0),
+                    region=(n_cols, r.plan.row_stride - stride, count))))
+            source = self.images
+        return events + self.launch(chunk, source, b["matrices"], first, count, window, stride)
+
+    def launch(self, chunk, source, matrices, first, count, window, stride):
+        """The back-projection of ``count`` images (of ``stride`` rows) from projection
+        ``first`` into the slab, in paced launches; their events."""
+        r = self.recipe
+        _, ny, nx = r.geometry.volume_shape
+        slab = r.slab
+        gx, gy, columns = r.global_size(slab.n_planes)
+        cost = gx * gy * r.params.voxels_per_item * count
+        events, pacer = [], chunk.pacer
+        for start, n in pacer.blocks(self.name, columns, cost):
+            pacer.admit(self.name, n * cost, chunk.stop)
+            event = self.kernel(
+                chunk.queue, (gx, gy, n), r.params.group + (1,), None, (0, 0, start),
+                projections=source, matrices=matrices, n_projections=count,
+                first_row=window[0], n_rows=window[1], row_stride=stride,
+                n_cols=r.geometry.detector_shape[1], nx=nx, ny=ny,
+                first_plane=slab.first_plane, n_planes=slab.n_planes,
+                accumulate=int(first > 0), volume=chunk.buffers[SLAB])
+            chunk.queue.flush()
+            pacer.launched(event, self.name, n * cost)
+            events.append((self.name, event))
+        return events
+
+    def close(self):
+        self.images = self._zeros = None
+
+
+class SlabRecipe:
+    """``geometry`` on one device (``device``, ``context`` or ``queue``) with ``params``
+    (None: :func:`pybp.cone.profiler.default_params`). ``filter`` (a name of
+    :data:`pybp.stages.filters.FILTERS`): FDK with that filter, ``padding`` and
+    ``short_scan`` (:func:`pybp.geometry.cone_weights.column_weights`); None: the plain
+    back-projection. ``memory_limit``: bytes of device memory for the slab and the
+    passes in flight (None: :data:`pybp.stream.memory.MEMORY_SHARE` of the device's,
+    the rule of both geometries); larger volumes go in slabs. ``planes``: the z planes
+    ``(first, stop)`` to reconstruct (None: all); starting on a multiple of 16, they
+    equal those of the whole volume bit for bit. ``flats`` and ``darks`` (frames or
+    their means; darks None: zero), with FDK: the projections are counts, made
+    ``-log((p - dark) / (flat - dark))`` on the device; values that are not positive
+    become ``FLOOR_TRANSMISSION`` and are counted, as are NaN and Inf in line integrals
+    (refused). ``filtered``: the rows given are FDK's filtered line integrals already
+    (the back-projection alone). ``devices``: how many devices share the slabs (each
+    then at most its share of the planes); ``plan``: another device's slab plan, kept
+    (every device of a run takes the same slabs)."""
+
+    def __init__(self, geometry: ConeGeometry, params: ConeParams | None = None, device=None,
+                 context=None, queue=None, filter=None, padding="zero", short_scan=None,
+                 memory_limit=None, planes=None, flats=None, darks=None, filtered=False,
+                 devices=1, plan=None):
+        self.geometry = geometry
+        self.cl_device, self.context, queue = open_device(device, context, queue)
+        self.device = d = describe(self.cl_device)
+        self.params = p = self._checked_params(params, d)
+        if filter is not None and filter not in FILTERS:
+            raise ValueError(f"filter: expected one of {', '.join(FILTERS)} or None; got {filter!r}")
+        if padding not in PADDINGS:
+            raise ValueError(f"padding: expected one of {', '.join(PADDINGS)}; got {padding!r}")
+        self.filter, self.filtered = filter, filtered
+        flats, darks = checks.flat_field_frames(flats, darks, geometry.detector_shape)
+        if filter is None and flats is not None:
+            raise ValueError("flats: counts are normalised as FDK's first step; give a filter "
+                             "(pybp.fdk), or line integrals to the plain back-projection")
+        if filtered and (filter is None or flats is not None):
+            raise ValueError("filtered: the rows given are FDK's filtered line integrals; "
+                             "give a filter and no flats")
+        self.counts = flats is not None
+        real = np.float64 if p.positions == "double" else np.float32
+        self.matrices = np.ascontiguousarray(geometry.voxel_matrices(), real).reshape(
+            geometry.n_angles, kernels.MATRIX_VALUES)
+        matrix_bytes = p.projections_per_pass * self.matrices.itemsize * kernels.MATRIX_VALUES
+        if matrix_bytes > d.constant_memory:
+            raise ValueError(f"params: the matrices of {p.projections_per_pass} projections per "
+                             f"pass take {matrix_bytes} bytes, over {d.name}'s "
+                             f"{d.constant_memory} of constant memory: use fewer "
+                             "projections_per_pass")
+        n_rows, n_cols = geometry.detector_shape
+        self.planes = plane_range(planes, geometry.volume_shape[0])
+        self.memory_limit = memory_limit
+        # The slab, the passes in flight (two) and the texture's images (the filter's
+        # FFTs work in place), beside what the passes keep: FDK's weights, the flats' and
+        # darks' means, each pass's matrices and counter. With several devices, slabs of
+        # at most each one's share of the planes.
+        real_bytes = 8 if "cl_khr_fp64" in d.extensions else 4
+        kept = (filter is not None and not filtered) * 4 * geometry.n_angles * (
+            weights.FRAME_VALUES + n_cols) + self.counts * 2 * n_rows * n_cols * real_bytes \
+            + 2 * (matrix_bytes + 4)
+        share = None if devices == 1 else \
+            -(-len(self.planes) // devices // slabs.PLANE_ALIGN) * slabs.PLANE_ALIGN
+        self.plan = plan or slabs.plan(geometry, p.projections_per_pass, p.voxels_per_item,
+                                       memory.budget(d, memory_limit) - kept, d.max_allocation,
+                                       2 + (p.family == "texture"), self.planes, share)
+        stride = self.plan.row_stride
+        self.image_bytes = stride * n_cols * 4  # one projection's window of rows
+        pass_bytes = self.plan.pass_bytes(n_cols, p.projections_per_pass)
+        if pass_bytes > d.max_allocation:
+            raise ValueError(f"params: {p.projections_per_pass} projections per pass take "
+                             f"{pass_bytes / 2**30:.2f} GiB, over {d.name}'s largest buffer: "
+                             "use fewer projections_per_pass")
+        if p.family == "texture" and (n_cols > d.image2d_max_width or
+                                      stride > d.image2d_max_height):
+            raise ValueError(f"params: {stride} x {n_cols} images exceed {d.name}'s largest "
+                             f"image ({d.image2d_max_height} x {d.image2d_max_width}); use "
+                             "family='exact'")
+        self.slab = self.plan.slabs[0]  # the slab the stages add into (start)
+        stages = []
+        if not filtered:
+            stages.append(Preweight(self, short_scan, flats, darks))
+            if filter is not None:  # at unit weight: the column weights carry the scale
+                stages.append(Filter(self.context, d, filter, n_cols, np.ones(stride), padding,
+                                     buffer=ROWS, rows=self.chunk_rows))
+        stages.append(Backproject(self))
+        self.stages = tuple(stages)
+        self.executor = Executor(d, self.context, queue)
+        self.layout = Layout(ROWS, np.dtype(np.float32), (stride, n_cols), 0, None, ())
+        self.memory = MemoryPlan.create(
+            self.stages, d, geometry.n_angles, widths=(p.projections_per_pass,),
+            chunk_slices=p.projections_per_pass, slots=2, own=(ROWS,),
+            preferred=p.projections_per_pass, memory_limit=memory_limit,
+            subject=f"params: a pass of {p.projections_per_pass} projections",
+            advice="use fewer projections_per_pass, or allow more memory (memory_limit)")
+
+    @staticmethod
+    def _checked_params(params, d) -> ConeParams:
+        if params is not None and not isinstance(params, ConeParams):
+            raise TypeError(f"params: expected a pybp.cone.params.ConeParams, got "
+                            f"{type(params).__name__}")
+        p = params or default_params(d)
+        if p.positions == "double" and "cl_khr_fp64" not in d.extensions:
+            raise ValueError(f"params: positions='double' needs doubles, which "
+                             f"{d.name} does not have; use positions='float'")
+        if p.family == "texture" and not d.image_support:
+            raise ValueError(f"params: the texture family needs images, which {d.name} does "
+                             "not have; use family='exact'")
+        return p
+
+    def reserve(self) -> Executor:
+        """The executor, its stages and slots reserved (kept from the last call)."""
+        self.executor.reserve(self.stages, self.layout, self.memory)
+        return self.executor
+
+    def global_size(self, n_planes) -> tuple:
+        _, ny, nx = self.geometry.volume_shape
+        (gx, gy), vpi = self.params.group, self.params.voxels_per_item
+        return (_round_up(nx, gx), _round_up(ny, gy), -(-n_planes // vpi))
+
+    def counted_rows(self, index) -> tuple:
+        """``(first, stop)``: the detector rows of pass ``index``'s window in the current
+        slab whose replaced values are counted: those no earlier slab's window of the
+        pass holds, so that each pixel is counted once however the volume is cut (exact
+        where windows move one way along the slabs, as they do: the rows a slab projects
+        onto follow its planes)."""
+        first, n = self.slab.windows[index]
+        a, b = first, first + n
+        for slab in self.plan.slabs:
+            if slab.first_plane >= self.slab.first_plane:
+                continue
+            c, d = slab.windows[index][0], sum(slab.windows[index])
+            if c <= a < d:
+                a = min(d, b)
+            if c < b <= d:
+                b = max(c, a)
+        return a, b
+
+    def chunk_rows(self, chunk) -> int:
+        """Rows of ``chunk``'s images: its pass's window, made even (the FFT's pairs)."""
+        return chunk.count * slabs.even(self.pass_of(chunk)[2][1])
+
+    def pass_of(self, chunk) -> tuple:
+        """``(first, count, window)`` of ``chunk``, one pass (projections from its
+        ``first_row``), in the current slab."""
+        index = chunk.first_row // self.params.projections_per_pass
+        first, count = self.plan.passes[index]
+        return first, count, self.slab.windows[index]
+
+    def read(self, source, slab, first_row=0):
+        """``read(span)`` of the stream for ``slab``: the window of each pass of the
+        span's projections from ``source`` (projections, or filtered rows whose row 0 is
+        the detector's ``first_row``), as :class:`Window`."""
+        ppp = self.params.projections_per_pass
+
+        def read(span):
+            window = slab.windows[span.start // ppp]
+            rows = slice(window[0] - first_row, window[0] - first_row + window[1])
+            return Window(source, span.start, span.count, rows), \
+                dict(matrices=self.matrices[span.start:span.start + span.count])
+        return read
+
+    def kernel_events(self, images) -> list:
+        """For timing: the back-projection kernel alone over the first slab, every pass
+        with its own matrices and the same ``images`` (a pass of them, row_stride x
+        n_cols each; their values do not change the time). The kernels' events (their
+        device time, on a profiling queue)."""
+        q, stage, slab = self.executor.queue, self.stages[-1], self.plan.slabs[0]
+        _, ny, nx = self.geometry.volume_shape
+        rw, flags = cl.mem_flags.READ_WRITE, cl.mem_flags.READ_ONLY | cl.mem_flags.COPY_HOST_PTR
+        rows = cl.Buffer(self.context, flags, hostbuf=np.ascontiguousarray(images, np.float32))
+        volume = cl.Buffer(self.context, rw, slab.n_planes * ny * nx * 4)
+        source, count = rows, min(self.params.projections_per_pass, self.geometry.n_angles)
+        if stage.images is not None:
+            cl.enqueue_copy(q, stage.images, rows, offset=0, origin=(0, 0, 0),
+                            region=(self.geometry.detector_shape[1], self.plan.row_stride, count))
+            source = stage.images
+        matrices = cl.Buffer(self.context, cl.mem_flags.READ_ONLY,
+                             count * kernels.MATRIX_VALUES * self.matrices.itemsize)
+        self.slab, events = slab, []
+        for (first, count), window in zip(self.plan.passes, slab.windows):
+            cl.enqueue_copy(q, matrices, self.matrices[first:first + count])
+            chunk = Chunk({SLAB: volume}, count, q, self.executor.pacer, None, first_row=first)
+            events += [event for _, event in stage.launch(chunk, source, matrices, first, count,
+                                                          window, self.plan.row_stride)]
+        pacing.wait(events[-1])
+        self.executor.pacer.clear()
+        return events
+
+    def close(self):
+        self.executor.close()
+        for stage in self.stages:
+            stage.close()
+
+
+class Window:
+    """A pass's window of rows of ``source`` (projections ``first`` to ``first +
+    count``, rows ``rows``: ``n_rows`` of them), shaped as a chunk's images (the rows
+    made even: the FFT pairs an odd last row with a zero row after it), which is what
+    goes up: the device's images of a pass hold its window's rows and no more. Sliced,
+    a window of fewer projections; read (``numpy.asarray``) in blocks of projections on
+    the copy threads, in parallel where the source releases the GIL (an h5py dataset, a
+    scan's files); :func:`copier` puts the zero row after an odd window."""
+
+    def __init__(self, source, first, count, rows):
+        self.source, self.first, self.count, self.rows = source, first, count, rows
+        self.n_rows = len(range(*rows.indices(source.shape[1])))
+        self.shape = (count, slabs.even(self.n_rows), source.shape[2])
+
+    def __len__(self):
+        return self.count
+
+    def __getitem__(self, key):
+        a, b, _ = key.indices(self.count)
+        return Window(self.source, self.first + a, b - a, self.rows)
+
+    def __array__(self, dtype=None, copy=None):
+        rows = self.source[self.first:self.first + self.count, self.rows]
+        return np.asarray(rows, dtype)
+
+
+def copier(pool):
+    """``copy(destination, window)`` for the stream: a :class:`Window`'s rows into
+    staging over ``pool`` (converted to float32), zeros after them."""
+    def copy(destination, window):
+        n = window.n_rows
+        copy_blocks(pool, destination[:, :n], window)
+        if n < destination.shape[1]:
+            destination[:, n:] = 0
+    return copy
+
+
+class SlabRun:
+    """One device's part of a run (pybp/stream/slabs.py): for each slab it takes, the
+    passes of ``source`` (projections, or with a ``filtered`` recipe the filtered rows
+    whose row 0 is the detector's ``first_row``) through ``recipe``'s stages, then the
+    slab read back into ``out`` (the planes of the recipe's ``planes``)."""
+
+    def __init__(self, recipe: SlabRecipe, source, out, first_row=0):
+        self.recipe, self.source, self.out, self.first_row = recipe, source, out, first_row
+        self.executor = recipe.reserve()
+        self.direct = isinstance(out, np.ndarray) and out.dtype == np.float32 and \
+            out.flags.c_contiguous
+
+    def begin(self, slab, pool):
+        r = self.recipe
+        r.slab = slab
+        rows = pipeline.Rows(r.geometry.n_angles, align=r.params.projections_per_pass)
+        return rows, r.read(self.source, slab, self.first_row), copier(pool)
+
+    def end(self, slab, pool, stop):
+        _, ny, nx = self.recipe.geometry.volume_shape
+        at = slab.first_plane - self.recipe.planes.start
+        target = self.out[at:at + slab.n_planes] if self.direct else \
+            np.empty((slab.n_planes, ny, nx), np.float32)
+        self.executor.read_work(SLAB, target, stop)
+        if not self.direct:
+            put_rows(pool, self.out, at, target)
