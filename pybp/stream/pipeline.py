@@ -202,100 +202,123 @@ def stream(executor, rows, read, write, progress=None, timings=None, stop=None,
 
 def _threaded(executor, rows, read, write, progress, timings, stop, copy) -> int:
     """:func:`stream` on a reader, the calling and a writer thread."""
-    chunk, slots = executor.memory.chunk_slices, len(executor.slots)
-    ready, done = queue.Queue(maxsize=slots), queue.Queue(maxsize=slots)
-    input_free = [threading.Semaphore(1) for _ in range(slots)]
-    output_free = [threading.Semaphore(1) for _ in range(slots)]
-    stop = stop if stop is not None else threading.Event()
-    errors, clipped = [], [0]
-    spent = dict(wait_device=0.0, slices=0)
+    return _Threads(executor, rows, read, write, progress, stop, copy).run(timings)
 
-    def guarded(work):
+
+class _Threads:
+    """One stream's three threads and what they hand each other: ``ready`` (chunks
+    uploaded, for the calling thread to compute), ``done`` (chunks computed, for the
+    writer), and per slot a semaphore for its input (free once its chunk's stages are
+    enqueued) and one for its output (free once its slices are down)."""
+
+    def __init__(self, executor, rows, read, write, progress, stop, copy):
+        self.executor, self.rows, self.read, self.write = executor, rows, read, write
+        self.progress, self.copy = progress, copy
+        self.slots = len(executor.slots)
+        self.ready = queue.Queue(maxsize=self.slots)
+        self.done = queue.Queue(maxsize=self.slots)
+        self.input_free = [threading.Semaphore(1) for _ in range(self.slots)]
+        self.output_free = [threading.Semaphore(1) for _ in range(self.slots)]
+        self.stop = stop if stop is not None else threading.Event()
+        self.errors, self.clipped = [], 0
+        self.spent = dict(wait_device=0.0, slices=0)
+
+    def guarded(self, work):
+        """``work`` on a thread: an error is handed to the calling thread and stops
+        the others."""
         def run():
             try:
                 work()
             except Stopped:
                 pass
             except BaseException as exc:  # handed to the calling thread
-                errors.append(exc)
-                stop.set()
+                self.errors.append(exc)
+                self.stop.set()
         return run
 
-    @guarded
-    def reader():
-        i = 0
+    def reader(self):
+        executor, stop, i = self.executor, self.stop, 0
         while True:
-            slot = i % slots
-            _acquire(input_free[slot], stop)  # the slot's last chunk was enqueued ...
-            executor.input_free(slot, stop)   # ... and computed: only now take rows
-            taken = rows.take(chunk)
+            slot = i % self.slots
+            _acquire(self.input_free[slot], stop)  # the slot's last chunk was enqueued ...
+            executor.input_free(slot, stop)        # ... and computed: only now take rows
+            taken = self.rows.take(executor.memory.chunk_slices)
             if taken is None:
-                _put(ready, None, stop)
+                _put(self.ready, None, stop)
                 return
             start, count = taken
-            span = rows.span(start, count, executor.margin)
-            block, references = read(span)
-            event, stages = executor.upload(slot, block, references, copy, stop)
+            span = self.rows.span(start, count, executor.margin)
+            block, references = self.read(span)
+            event, stages = executor.upload(slot, block, references, self.copy, stop)
             # The calling thread waits for the upload before it enqueues the chunk's
             # stages; this one goes on to copy the next chunk meanwhile.
-            _put(ready, (i, span, event, stages), stop)
+            _put(self.ready, (i, span, event, stages), stop)
             i += 1
 
-    @guarded
-    def writer():
+    def writer(self):
+        executor, stop, spent = self.executor, self.stop, self.spent
         while True:
-            item = _get(done, stop)
+            item = _get(self.done, stop)
             if item is None:
                 executor.written(stop)  # the last pieces' writes, and their errors
                 return
             i, start, count, computed, stages = item
-            slot = i % slots
+            slot = i % self.slots
             tick = time.perf_counter()
             wait(computed, stop)
             spent["wait_device"] += time.perf_counter() - tick
             downloaded, waited, reported = executor.download(slot, count,
-                                                             _writer(write, start), stop)
+                                                             _writer(self.write, start), stop)
             spent["wait_device"] += waited
             executor.record(stages + downloaded)
-            clipped[0] += reported
-            output_free[slot].release()
+            self.clipped += reported
+            self.output_free[slot].release()
             spent["slices"] += count
-            if progress is not None:
-                progress.update(count)
+            if self.progress is not None:
+                self.progress.update(count)
 
-    threads = [threading.Thread(target=reader, name="pybp-reader", daemon=True),
-               threading.Thread(target=writer, name="pybp-writer", daemon=True)]
-    for thread in threads:
-        thread.start()
-    finished = False
-    try:
+    def compute(self):
+        """The calling thread's part: each uploaded chunk's stages, once its upload is
+        done and its slot's last slices are down."""
+        executor, stop = self.executor, self.stop
         while True:
-            item = _get(ready, stop)
+            item = _get(self.ready, stop)
             if item is None:
-                _put(done, None, stop)
-                break
+                _put(self.done, None, stop)
+                return
             i, span, uploaded, stages = item
-            slot = i % slots
+            slot = i % self.slots
             wait(uploaded, stop)
             executor.record(stages)
-            _acquire(output_free[slot], stop)  # the slot's last slices are downloaded
+            _acquire(self.output_free[slot], stop)  # the slot's last slices are downloaded
             computed, stages = executor.compute(slot, span, stop)
-            input_free[slot].release()
-            _put(done, (i, span.start, span.count, computed, stages), stop)
-        threads[1].join()
-        finished = not errors
-    except Stopped:
-        pass
-    finally:
-        if not finished:  # failed, interrupted or stopped elsewhere: stop the others
-            stop.set()
+            self.input_free[slot].release()
+            _put(self.done, (i, span.start, span.count, computed, stages), stop)
+
+    def run(self, timings) -> int:
+        threads = [threading.Thread(target=self.guarded(self.reader), name="pybp-reader",
+                                    daemon=True),
+                   threading.Thread(target=self.guarded(self.writer), name="pybp-writer",
+                                    daemon=True)]
         for thread in threads:
-            thread.join()
-        executor.finish()  # what is in flight: at most a fraction of a second (pacing)
-        if progress is not None and not finished:
-            progress.close()
-    if timings is not None:
-        timings.update(spent)
-    if errors:
-        raise errors[0]
-    return clipped[0]
+            thread.start()
+        finished = False
+        try:
+            self.compute()
+            threads[1].join()
+            finished = not self.errors
+        except Stopped:
+            pass
+        finally:
+            if not finished:  # failed, interrupted or stopped elsewhere: stop the others
+                self.stop.set()
+            for thread in threads:
+                thread.join()
+            self.executor.finish()  # what is in flight: at most a fraction of a second
+            if self.progress is not None and not finished:
+                self.progress.close()
+        if timings is not None:
+            timings.update(self.spent)
+        if self.errors:
+            raise self.errors[0]
+        return self.clipped

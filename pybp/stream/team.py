@@ -269,26 +269,32 @@ def _stream(builds, prepare, job: Job, align: int, grid=None):
     finally:
         for reader in blocks + field:
             reader.close()
-    wall = time.perf_counter() - tick
     if stats is not None:
-        ready = min(h["prepare"] for h in members)
-        executors = [h["executor"] for h in members]
-        total = {}
-        for executor in executors:
-            for k, v in executor.stage_seconds.items():
-                total[f"device_{k}"] = total.get(f"device_{k}", 0.0) + v
-        stats.update(setup_staging=ready, setup_stream=wall - ready,
-                     wall=wall - ready, chunk_slices=executors[0].memory.chunk_slices,
-                     slots=len(executors[0].slots),
-                     **{f"host_{k}": sum(h[k] for h in members)
-                        for k in ("read", "write", "wait_device")}, **total)
-        if len(executors) > 1:
-            stats["devices"] = [dict(name=h["executor"].device.name, slices=h["slices"],
-                                     built=h["built"], prepare=h["prepare"], wall=h["wall"],
-                                     **{f"device_{k}": v for k, v in
-                                        h["executor"].stage_seconds.items()})
-                                for h in members]
+        _add_stats(stats, members, time.perf_counter() - tick)
     return sum(h["clipped"] for h in members)
+
+
+def _add_stats(stats: dict, members: list, wall: float):
+    """A run's timings into ``stats``: the setup before the first device streamed, the
+    wall time after it, the host's copies and waits summed over the devices, each
+    stage's device time; with several devices, each one's."""
+    ready = min(h["prepare"] for h in members)
+    executors = [h["executor"] for h in members]
+    total = {}
+    for executor in executors:
+        for k, v in executor.stage_seconds.items():
+            total[f"device_{k}"] = total.get(f"device_{k}", 0.0) + v
+    stats.update(setup_staging=ready, setup_stream=wall - ready,
+                 wall=wall - ready, chunk_slices=executors[0].memory.chunk_slices,
+                 slots=len(executors[0].slots),
+                 **{f"host_{k}": sum(h[k] for h in members)
+                    for k in ("read", "write", "wait_device")}, **total)
+    if len(executors) > 1:
+        stats["devices"] = [dict(name=h["executor"].device.name, slices=h["slices"],
+                                 built=h["built"], prepare=h["prepare"], wall=h["wall"],
+                                 **{f"device_{k}": v for k, v in
+                                    h["executor"].stage_seconds.items()})
+                            for h in members]
 
 
 def join_all(runs, stop):
