@@ -269,22 +269,10 @@ class SlabRecipe:
                              f"pass take {matrix_bytes} bytes, over {d.name}'s "
                              f"{d.constant_memory} of constant memory: use fewer "
                              "projections_per_pass")
-        n_rows, n_cols = geometry.detector_shape
+        n_cols = geometry.detector_shape[1]
         self.planes = plane_range(planes, geometry.volume_shape[0])
         self.memory_limit = memory_limit
-        # The slab, the passes in flight (two) and the texture's images (the filter's
-        # FFTs work in place), beside what the passes keep: FDK's weights, the flats' and
-        # darks' means, each pass's matrices and counter. With several devices, slabs of
-        # at most each one's share of the planes.
-        real_bytes = 8 if "cl_khr_fp64" in d.extensions else 4
-        kept = (filter is not None and not filtered) * 4 * geometry.n_angles * (
-            weights.FRAME_VALUES + n_cols) + self.counts * 2 * n_rows * n_cols * real_bytes \
-            + 2 * (matrix_bytes + 4)
-        share = None if devices == 1 else \
-            -(-len(self.planes) // devices // slabs.PLANE_ALIGN) * slabs.PLANE_ALIGN
-        self.plan = plan or slabs.plan(geometry, p.projections_per_pass, p.voxels_per_item,
-                                       memory.budget(d, memory_limit) - kept, d.max_allocation,
-                                       2 + (p.family == "texture"), self.planes, share)
+        self.plan = plan or self._plan(memory_limit, devices, matrix_bytes)
         stride = self.plan.row_stride
         self.image_bytes = stride * n_cols * 4  # one projection's window of rows
         pass_bytes = self.plan.pass_bytes(n_cols, p.projections_per_pass)
@@ -314,6 +302,23 @@ class SlabRecipe:
             preferred=p.projections_per_pass, memory_limit=memory_limit,
             subject=f"params: a pass of {p.projections_per_pass} projections",
             advice="use fewer projections_per_pass, or allow more memory (memory_limit)")
+
+    def _plan(self, memory_limit, devices, matrix_bytes) -> slabs.SlabPlan:
+        """The slabs: each with the passes in flight (two) and the texture's images (the
+        filter's FFTs work in place) within the budget, beside what the passes keep
+        (FDK's weights, the flats' and darks' means, each pass's matrices and counter);
+        with several devices, of at most each one's share of the planes."""
+        g, d, p = self.geometry, self.device, self.params
+        n_rows, n_cols = g.detector_shape
+        real_bytes = 8 if "cl_khr_fp64" in d.extensions else 4
+        kept = (self.filter is not None and not self.filtered) * 4 * g.n_angles * (
+            weights.FRAME_VALUES + n_cols) + self.counts * 2 * n_rows * n_cols * real_bytes \
+            + 2 * (matrix_bytes + 4)
+        share = None if devices == 1 else \
+            -(-len(self.planes) // devices // slabs.PLANE_ALIGN) * slabs.PLANE_ALIGN
+        return slabs.plan(g, p.projections_per_pass, p.voxels_per_item,
+                          memory.budget(d, memory_limit) - kept, d.max_allocation,
+                          2 + (p.family == "texture"), self.planes, share)
 
     @staticmethod
     def _checked_params(params, d) -> ConeParams:
