@@ -302,3 +302,29 @@ def test_several_devices_each_take_a_slab_of_their_share(cl_device, rng):
     two = pybp.fdk(projections, g, params=params, devices=[cl_device, cl_device],
                    progress=False)
     assert np.array_equal(one, two)
+
+
+def test_no_slab_of_rows_with_a_nan_is_written_whatever_slab_comes_first(cl_device, rng,
+                                                                       monkeypatch):
+    """Line integrals with a NaN in rows that two slabs share: the call is refused
+    before either slab is written, in whatever order the slabs come (several devices
+    take them as they are free: here the last first, which holds the NaN's row). Each
+    slab checks all its rows, not only those no earlier slab of the plan reads."""
+    from pybp.cone import run
+    from pybp.stream.slabs import Parts
+
+    monkeypatch.setattr(run, "Parts", lambda parts, stop: Parts(parts[::-1], stop))
+    g = full_circle(n=14, volume=(48, 40, 40), detector=(41, 64), voxel_size=0.6)
+    line = np.abs(rng.standard_normal((14, 41, 64))).astype(np.float32) * 0.1
+    out = np.full(g.volume_shape, 7.0, np.float32)
+    with pybp.ConeBackprojector(g, EXACT, filter="ramp", memory_limit=2 * 48 * 40 * 40,
+                                device=cl_device) as bp:
+        last, before = bp.plan.slabs[-1], bp.plan.slabs[-2]
+        top, bottom = last.windows[0][0], sum(before.windows[0])
+        assert bottom - top >= 4  # rows both read in the first pass (margins at the ends)
+        shared = (top + bottom) // 2
+    line[0, shared, 30] = np.nan
+    with pytest.raises(ValueError, match="^projections: 1 values are NaN or Inf"):
+        pybp.fdk(line, g, params=EXACT, device=cl_device, out=out,
+                 memory_limit=2 * 48 * 40 * 40, progress=False)
+    assert (out == 7.0).all()  # (the NaN itself becomes 1 on the device: it never spreads)

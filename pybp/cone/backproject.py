@@ -113,7 +113,11 @@ class Preweight(Stage):
             extra.update(flat=self.flat, dark=self.dark)
         grid = (_round_up(n_cols, PREWEIGHT_GROUP[0]), _round_up(n_rows, PREWEIGHT_GROUP[1]),
                 count)
-        counted = r.counted_rows(first // r.params.projections_per_pass)
+        # Counts: each replaced pixel counted once, by the first slab whose windows hold
+        # it. Line integrals: every slab checks all its rows, so that with several
+        # devices none writes a slab a NaN spread into while another refuses it.
+        counted = r.counted_rows(first // r.params.projections_per_pass) if self.counts \
+            else (first_row, first_row + n_rows)
         events.append((self.name, self.kernel(
             q, grid, PREWEIGHT_GROUP, images=b[ROWS], n_rows=n_rows, row_stride=stride,
             n_cols=n_cols, counted_first=counted[0] - first_row, counted_stop=counted[1] - first_row,
