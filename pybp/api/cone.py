@@ -10,12 +10,10 @@ import numpy as np
 
 from pybp import checks, distributed
 from pybp.cone import run
-from pybp.cone.backproject import SlabRecipe, SlabRun, plane_range
+from pybp.cone.backproject import SlabRecipe, plane_range
 from pybp.geometry.cone import ConeGeometry
 from pybp.parallel import speed
 from pybp.stages.normalize import warn_replaced
-from pybp.stream.progress import Progress
-from pybp.stream.slabs import Parts, accumulate
 
 
 def _check_geometry(geometry):
@@ -94,18 +92,9 @@ class ConeBackprojector:
     def _call(self, projections, out, progress):
         if self._recipe is None:
             raise RuntimeError("ConeBackprojector: closed; make a new one")
-        g, plan = self.geometry, self._recipe.plan
-        out = _checked_volume(projections, g, self.shape, out)
-        steps = len(plan.slabs) * g.n_angles
-        bar = Progress(steps, int(np.prod(self.shape)) * g.n_angles / steps,
-                       self.progress if progress is None else bool(progress),
-                       what="projections", rate="GUPS")
-        stop = threading.Event()
-        try:
-            replaced = accumulate([SlabRun(self._recipe, projections, out)],
-                                  Parts(plan.slabs, stop), bar, stop)
-        finally:
-            bar.close()
+        out = _checked_volume(projections, self.geometry, self.shape, out)
+        replaced = run.slabs_of([self._recipe], projections, out,
+                                self.progress if progress is None else bool(progress))
         # Counts only: line integrals with NaN or Inf were refused.
         warn_replaced(replaced, int(np.prod(np.shape(projections))), stacklevel=2)
         return out

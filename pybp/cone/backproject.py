@@ -275,7 +275,6 @@ class SlabRecipe:
                              "projections_per_pass")
         n_cols = geometry.detector_shape[1]
         self.planes = plane_range(planes, geometry.volume_shape[0])
-        self.memory_limit = memory_limit
         self.plan = plan or self._plan(memory_limit, devices, matrix_bytes)
         stride = self.plan.row_stride
         self.image_bytes = stride * n_cols * 4  # one projection's window of rows

@@ -171,25 +171,32 @@ def back_project(source, geometry, out, targets, params=None, progress=True, fir
     into ``out``, each device of ``targets`` taking the next (with several, slabs of at
     most a device's share of the planes, so that each has one); returns the values the
     flat-field rule replaced. ``options``: :class:`pybp.cone.backproject.SlabRecipe`'s."""
-    recipes, runs = [], []
+    recipes = []
     try:
         for target in targets:  # one parameter set and one plan: the same passes everywhere
             first = recipes[0] if recipes else None
             recipes.append(SlabRecipe(
                 geometry, params or (first.params if first else None), **target, **options,
                 devices=len(targets), plan=first.plan if first else None))
-        runs = [SlabRun(recipe, source, out, first_row) for recipe in recipes]
-        plan = recipes[0].plan
-        _, ny, nx = geometry.volume_shape
-        planes = sum(slab.n_planes for slab in plan.slabs)
-        bar = Progress(len(plan.slabs) * geometry.n_angles, planes * ny * nx / len(plan.slabs),
-                       progress, what="projections", rate="GUPS")
-        stop = threading.Event()
-        try:
-            return accumulate(runs, Parts(plan.slabs, stop), bar, stop)
-        finally:
-            bar.close()
+        return slabs_of(recipes, source, out, progress, first_row)
     finally:
         # Each device's queues are finished before the source they read goes.
         for recipe in recipes:
             recipe.close()
+
+
+def slabs_of(recipes, source, out, progress=True, first_row=0) -> int:
+    """Every slab of the ``recipes``' plan (one per device, one plan) from ``source``
+    into ``out``, each device taking the next, with a progress line (projections
+    done, GUPS) where ``progress``; returns the values the flat-field rule replaced."""
+    geometry, plan = recipes[0].geometry, recipes[0].plan
+    _, ny, nx = geometry.volume_shape
+    planes = sum(slab.n_planes for slab in plan.slabs)
+    bar = Progress(len(plan.slabs) * geometry.n_angles, planes * ny * nx / len(plan.slabs),
+                   progress, what="projections", rate="GUPS")
+    stop = threading.Event()
+    try:
+        return accumulate([SlabRun(recipe, source, out, first_row) for recipe in recipes],
+                          Parts(plan.slabs, stop), bar, stop)
+    finally:
+        bar.close()
