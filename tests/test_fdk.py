@@ -182,21 +182,33 @@ def test_three_constructors_give_one_volume(cl_device, rng):
 
 
 # ---- slabs ----------------------------------------------------------------------------------
+def _no_store(monkeypatch):
+    """Kept back-projectors without a store: each slab filters its windows again."""
+    from pybp.cone import store
+
+    monkeypatch.setattr(store, "stored", lambda *args, **options: None)
+
+
+@pytest.mark.parametrize("stored", [True, False], ids=["store", "no-store"])
 @pytest.mark.parametrize("family", ["exact", "texture"])
-def test_slabs_and_row_windows_equal_one_pass_bit_for_bit(cl_device, rng, family, tmp_path):
-    """A memory limit a quarter of the volume: at least 4 slabs, each reading,
-    pre-weighting and filtering only its detector rows, into a float64 array and a
-    memmap, FDK and the plain back-projection alike; odd detector rows (the FFT's pairs
-    at the last row)."""
+def test_slabs_and_row_windows_equal_one_pass_bit_for_bit(cl_device, rng, family, tmp_path,
+                                                          stored, monkeypatch):
+    """A memory limit a quarter of the volume: at least 4 slabs, each reading only its
+    detector rows (from the store of filtered projections, or pre-weighting and
+    filtering them again), into a float64 array and a memmap, FDK and the plain
+    back-projection alike; odd detector rows (the FFT's pairs at the last row)."""
     g = full_circle(n=14, volume=(48, 40, 40), detector=(41, 64), voxel_size=0.6)
     projections = rng.standard_normal((14, 41, 64)).astype(np.float32)
     params = ConeParams(family=family, voxels_per_item=4, projections_per_pass=2, group=(8, 4))
     limit = 48 * 40 * 40 * 4 // 4
+    if not stored:
+        _no_store(monkeypatch)
     for filter in ("ramp", None):
         one = pybp.ConeBackprojector(g, params, filter=filter, device=cl_device)(projections)
         with pybp.ConeBackprojector(g, params, filter=filter, memory_limit=limit,
                                     device=cl_device) as bp:
             assert len(bp.plan.slabs) >= 4
+            assert bp.store_bytes == (14 * 41 * 64 * 4 if stored else 0)
             windows = [w for slab in bp.plan.slabs for w in slab.windows]
             assert max(rows for _, rows in windows) < 41  # rows left out
             out = np.lib.format.open_memmap(tmp_path / f"v{filter}.npy", "w+", np.float32,
@@ -228,10 +240,11 @@ def test_slabs_from_counts_and_their_nan_are_one_volume_or_refused(cl_device, rn
     assert (out == 7.0).all()  # no slab written
 
 
-def test_slabs_refused_at_a_nan_leave_those_above_it_whole(cl_device, rng):
+def test_slabs_refused_at_a_nan_leave_those_above_it_whole(cl_device, rng, monkeypatch):
     """Slabs, each filtering its own windows, refuse line integrals with a NaN at the
     first slab whose windows reach it, and the slabs above it are in ``out`` whole,
     equal to the volume without the NaN; no plane from that slab on is touched."""
+    _no_store(monkeypatch)
     g = full_circle(n=14, volume=(48, 40, 40), detector=(41, 64), voxel_size=0.6)
     line = np.abs(rng.standard_normal((14, 41, 64))).astype(np.float32) * 0.1
     clean = pybp.fdk(line, g, params=EXACT, device=cl_device)
@@ -328,3 +341,41 @@ def test_no_slab_of_rows_with_a_nan_is_written_whatever_slab_comes_first(cl_devi
         pybp.fdk(line, g, params=EXACT, device=cl_device, out=out,
                  memory_limit=2 * 48 * 40 * 40, progress=False)
     assert (out == 7.0).all()  # (the NaN itself becomes 1 on the device: it never spreads)
+
+
+def test_a_kept_store_of_filtered_projections_gives_one_piece_and_refuses_first(cl_device,
+                                                                              rng):
+    """A kept back-projector in slabs pre-weights and filters the projections once into
+    page-locked memory, chunks of a pass in two slots (each used again) going down by DMA into
+    the rows they came up from (the next chunk waits for them), and each slab takes
+    its windows from there: counts with flats and darks give one piece's volume and
+    count, call after call; the rows kept are those the planes project onto; line
+    integrals with a NaN are refused before any slab is written."""
+    g = full_circle(n=14, volume=(48, 40, 40), detector=(41, 64), voxel_size=0.6)
+    line = np.abs(rng.standard_normal((14, 41, 64))).astype(np.float32) * 0.1
+    counts, flats, darks = phantoms.detector_counts(line, 3)
+    counts[2, 5, 7] = 0  # no transmission: floored and counted once
+    params = ConeParams(family="exact", voxels_per_item=4, projections_per_pass=4, group=(8, 4))
+    options = dict(filter="ramp", flats=flats, darks=darks, device=cl_device)
+    with pytest.warns(RuntimeWarning, match="normalised values had no transmission") as warned:
+        one = pybp.ConeBackprojector(g, params, **options)(counts)
+        with pybp.ConeBackprojector(g, params, memory_limit=400_000, **options) as bp:
+            fill = bp._fill
+            assert len(bp.plan.slabs) >= 2 and bp.store_bytes == 14 * 41 * 64 * 4
+            assert fill.memory.slots == 2 and 14 / fill.memory.chunk_slices > 2
+            assert np.array_equal(bp(counts), one)
+            assert np.array_equal(bp(counts), one)
+    assert len({str(w.message) for w in warned}) == 1  # the same count each time
+    planes = (16, 32)  # rows the other planes project onto are neither kept nor read
+    part = pybp.ConeBackprojector(g, params, filter="ramp", planes=planes, device=cl_device)
+    with pybp.ConeBackprojector(g, params, filter="ramp", planes=planes,
+                                memory_limit=100_000, device=cl_device) as bp:
+        assert bp.store_bytes and bp._fill.shape[1] < 41
+        line[0, 0, 0] = np.nan  # in no window
+        assert np.array_equal(bp(line), part(line))
+        line[3, 20, 30] = np.nan
+        out = np.full((16, 40, 40), 7.0, np.float32)
+        with pytest.raises(ValueError, match="^projections: 1 values are NaN or Inf"):
+            bp(line, out=out)
+        assert (out == 7.0).all()
+    part.close()

@@ -169,6 +169,35 @@ def test_chunked_margins_equal_one_pass(cl_device, rng, chunk, threads, rows, sh
         assert np.abs(seams - want).max() > 100 * STREAM_RTOL * np.abs(want).max()
 
 
+def test_released_memory_is_made_again_and_the_staging_kept(cl_device, rng):
+    """``release_memory`` frees the slots' device buffers between runs (another phase
+    may use the memory) and keeps the page-locked staging; the next reserve makes
+    new buffers, in the pieces pinned before, and streams the same values."""
+    n_rows, width = 23, 50
+    data = rng.uniform(-1, 1, (n_rows, width)).astype(np.float32)
+    device, context = describe(cl_device), cl.Context([cl_device])
+    stages = chain(context, device, width)
+    memory = MemoryPlan.create(stages, device, n_rows, chunk_slices=4, own=("a", "e"))
+    layout = Layout("a", np.dtype(np.float32), (width,), 0, "e", (width,))
+    runs = []
+    with Executor(device, context) as executor:
+        for _ in range(2):
+            executor.reserve(stages, layout, memory)
+            slots, out = executor.slots, np.empty_like(data)
+
+            def write(start, count, slices):
+                out[start:start + count] = slices
+            pipeline.stream(executor, n_rows, lambda span: (
+                data[span.first:span.first + span.rows], None), write)
+            runs.append((slots, executor.pieces_in.arrays, out))  # (pinned when first used)
+            executor.release_memory()
+            assert executor.slots == [] and executor.memory is None
+    (slots, pieces, first), (slots_again, pieces_again, second) = runs
+    assert slots_again is not slots and pieces_again is pieces and len(pieces) == 2
+    assert np.array_equal(first, second)
+    assert np.abs(first - chain_reference(data)).max() < STREAM_RTOL
+
+
 def test_shared_work_buffers_make_chunks_larger(cl_device):
     """With margins, every chunk pays for its margin rows: the slots sharing the
     buffers only the stages touch leaves room for larger chunks, within the same

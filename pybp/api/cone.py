@@ -9,7 +9,7 @@ import threading
 import numpy as np
 
 from pybp import checks, distributed
-from pybp.cone import run
+from pybp.cone import run, store
 from pybp.cone.backproject import SlabRecipe, plane_range
 from pybp.geometry.cone import ConeGeometry
 from pybp.parallel import speed
@@ -50,8 +50,12 @@ class ConeBackprojector:
     ``memory_limit``: bytes of device memory for the volume and the projections in
     flight (None: 75% of the device's, as for parallel beam): a larger volume is
     reconstructed in slabs of z planes, each from the window of detector rows it
-    projects onto, read, pre-weighted and filtered for each slab, with the same result
-    bit for bit. ``planes``: ``(first, stop)``, the z planes to
+    projects onto, with the same result bit for bit. The projections are then
+    pre-weighted and filtered once into page-locked host memory (``store_bytes`` of
+    it, pinned on the first call and kept until :meth:`close`), from which each slab
+    takes its windows by DMA; where that store would take over half the host's
+    memory, each slab reads and filters its windows again (slower: docs/benchmarks.md).
+    ``planes``: ``(first, stop)``, the z planes to
     reconstruct (None: all; from a multiple of 16 they equal the whole volume's bit for
     bit). ``flats`` and ``darks`` (frames or their means), with a filter: the
     projections are detector counts, normalised and ``-log`` taken on the device.
@@ -59,9 +63,10 @@ class ConeBackprojector:
     ``progress``: a progress line (projections done, GUPS, time left) on standard error for
     calls longer than 2 s.
 
-    Line integrals with NaN or Inf are refused (``ValueError``, before the slab they
-    would spread into is written); counts with no transmission are floored and counted
-    in one warning: the rule of every pybp call (docs/design.md, section 1)."""
+    Line integrals with NaN or Inf are refused (``ValueError``, before the slab they would
+    spread into is written; with a store, before any slab); counts with no transmission are
+    floored and counted in one warning: the rule of every pybp call (docs/design.md, section
+    1)."""
 
     def __init__(self, geometry: ConeGeometry, params=None, filter=None, padding="zero",
                  short_scan=None, memory_limit=None, planes=None, flats=None, darks=None,
@@ -74,10 +79,19 @@ class ConeBackprojector:
             geometry, params, device=device, context=context, queue=queue, filter=filter,
             padding=padding, short_scan=short_scan, memory_limit=memory_limit, planes=planes,
             flats=flats, darks=darks)
+        self._fill = None  # in several slabs: the filtered projections kept between them
+        kept = store.stored(self._recipe, padding, short_scan, flats, darks, memory_limit,
+                            queue)
+        if kept is not None:
+            self._recipe.close()
+            self._fill, self._recipe = kept
         self._lock = threading.Lock()  # one call at a time: they share the device buffers
         recipe = self._recipe
         self.shape = (len(recipe.planes),) + geometry.volume_shape[1:]
         self.params, self.device, self.plan = recipe.params, recipe.device, recipe.plan
+        # Page-locked host memory the filtered projections take between slabs (pinned
+        # on the first call; 0: none, each slab filters its windows of rows).
+        self.store_bytes = self._fill.store_bytes if self._fill is not None else 0
 
     def __call__(self, projections, out=None, progress=None):
         """The volume ``(nz, ny, nx)`` (or its ``planes``) of ``projections`` ``(n_angles,
@@ -94,7 +108,8 @@ class ConeBackprojector:
             raise RuntimeError("ConeBackprojector: closed; make a new one")
         out = _checked_volume(projections, self.geometry, self.shape, out)
         replaced = run.slabs_of([self._recipe], projections, out,
-                                self.progress if progress is None else bool(progress))
+                                self.progress if progress is None else bool(progress),
+                                fill=self._fill)
         # Counts only: line integrals with NaN or Inf were refused.
         warn_replaced(replaced, int(np.prod(np.shape(projections))), stacklevel=2)
         return out
@@ -105,6 +120,9 @@ class ConeBackprojector:
             if self._recipe is not None:
                 self._recipe.close()
                 self._recipe = None
+            if self._fill is not None:
+                self._fill.close()
+                self._fill = None
 
     def __enter__(self):
         return self

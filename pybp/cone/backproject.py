@@ -39,6 +39,10 @@ from pybp.stream.sources import copy_blocks, frame_mean, put_rows
 PREWEIGHT_GROUP = (64, 4, 1)
 ROWS = "projections"  # the chunk's buffer: its projections' windows of rows, in place
 SLAB = "slab"  # the slab of the volume the passes add into
+# Passes in flight: one going up while the one before is back-projected. Three, at a
+# memory limit of a quarter of 512^3, made thinner slabs and a slower volume (H200: 16
+# slabs, 0.54 s against 11 and 0.45 s: tuning/cone_slab_copies.py --slots).
+PASS_SLOTS = 2
 
 
 def _round_up(n, step):
@@ -144,9 +148,10 @@ class Backproject(Stage):
     first projection writes it), in launches of about ``pacing.LAUNCH_SECONDS``
     (blocks of columns of voxels, each computed as in one launch: Ctrl-C stays prompt
     on a CPU). The texture family reads each pass through an image array of its own,
-    filled from the rows on the compute queue. With FDK, the row after an odd window's
-    last is zeroed first: the FFT pairs it with that row and writes its rounding there,
-    and the detector is zero beyond its rows."""
+    filled from the rows on the compute queue. The row after an odd window's last (the
+    detector's last row) is zeroed first: the FFT pairs it with that row and writes its
+    rounding there, a window from a store comes without it, and the detector is zero
+    beyond its rows."""
 
     name = "backproject"
     uploads = ("matrices",)
@@ -180,7 +185,7 @@ class Backproject(Stage):
         row, events = n_cols * 4, []
         first, count, window = r.pass_of(chunk)
         stride = slabs.even(window[1])
-        if r.filter is not None and window[1] % 2 and not r.filtered:
+        if window[1] % 2:
             events.append((self.name, cl.enqueue_copy(
                 q, b[ROWS], self._zeros, src_origin=(0, 0, 0), dst_origin=(0, window[1], 0),
                 region=(row, 1, count), src_pitches=(row, row), dst_pitches=(row, stride * row))))
@@ -238,10 +243,10 @@ class SlabRecipe:
     their means; darks None: zero), with FDK: the projections are counts, made
     ``-log((p - dark) / (flat - dark))`` on the device; values that are not positive
     become ``FLOOR_TRANSMISSION`` and are counted, as are NaN and Inf in line integrals
-    (refused). ``filtered``: the rows given are FDK's filtered line integrals already
-    (the back-projection alone). ``devices``: how many devices share the slabs (each
-    then at most its share of the planes); ``plan``: another device's slab plan, kept
-    (every device of a run takes the same slabs)."""
+    (refused). ``filtered``: the rows given are ready (with a filter, FDK's filtered line
+    integrals; without, checked line integrals): the back-projection alone. ``devices``: how
+    many devices share the slabs (each then at most its share of the planes); ``plan``:
+    another device's slab plan, kept (every device of a run takes the same slabs)."""
 
     def __init__(self, geometry: ConeGeometry, params: ConeParams | None = None, device=None,
                  context=None, queue=None, filter=None, padding="zero", short_scan=None,
@@ -260,9 +265,9 @@ class SlabRecipe:
         if filter is None and flats is not None:
             raise ValueError("flats: counts are normalised as FDK's first step; give a filter "
                              "(pybp.fdk), or line integrals to the plain back-projection")
-        if filtered and (filter is None or flats is not None):
-            raise ValueError("filtered: the rows given are FDK's filtered line integrals; "
-                             "give a filter and no flats")
+        if filtered and flats is not None:
+            raise ValueError("filtered: the rows given are ready for the back-projection "
+                             "(FDK's filtered line integrals, with a filter); give no flats")
         self.counts = flats is not None
         real = np.float64 if p.positions == "double" else np.float32
         self.matrices = np.ascontiguousarray(geometry.voxel_matrices(), real).reshape(
@@ -301,7 +306,7 @@ class SlabRecipe:
         self.layout = Layout(ROWS, np.dtype(np.float32), (stride, n_cols), 0, None, ())
         self.memory = MemoryPlan.create(
             self.stages, d, geometry.n_angles, widths=(p.projections_per_pass,),
-            chunk_slices=p.projections_per_pass, slots=2, own=(ROWS,),
+            chunk_slices=p.projections_per_pass, slots=PASS_SLOTS, own=(ROWS,),
             preferred=p.projections_per_pass, memory_limit=memory_limit,
             subject=f"params: a pass of {p.projections_per_pass} projections",
             advice="use fewer projections_per_pass, or allow more memory (memory_limit)")
@@ -321,7 +326,7 @@ class SlabRecipe:
             -(-len(self.planes) // devices // slabs.PLANE_ALIGN) * slabs.PLANE_ALIGN
         return slabs.plan(g, p.projections_per_pass, p.voxels_per_item,
                           memory.budget(d, memory_limit) - kept, d.max_allocation,
-                          2 + (p.family == "texture"), self.planes, share)
+                          PASS_SLOTS + (p.family == "texture"), self.planes, share)
 
     @staticmethod
     def _checked_params(params, d) -> ConeParams:
@@ -447,6 +452,14 @@ class Window:
         rows = self.source[self.first:self.first + self.count, self.rows]
         return np.asarray(rows, dtype)
 
+    def upload(self, queue, buffer):
+        """The rows into ``buffer`` by one DMA where the source is in page-locked
+        memory (:class:`pybp.cone.store.Store`), its event; None otherwise (the copy
+        threads then fill the executor's staging)."""
+        direct = getattr(self.source, "dma_upload", None)
+        return None if direct is None else direct(queue, buffer, self.first, self.count,
+                                                 self.rows)
+
 
 def copier(pool):
     """``copy(destination, window)`` for the stream: a :class:`Window`'s rows into
@@ -468,8 +481,6 @@ class SlabRun:
     def __init__(self, recipe: SlabRecipe, source, out, first_row=0):
         self.recipe, self.source, self.out, self.first_row = recipe, source, out, first_row
         self.executor = recipe.reserve()
-        self.direct = isinstance(out, np.ndarray) and out.dtype == np.float32 and \
-            out.flags.c_contiguous
 
     def begin(self, slab, pool):
         r = self.recipe
@@ -480,8 +491,5 @@ class SlabRun:
     def end(self, slab, pool, stop):
         _, ny, nx = self.recipe.geometry.volume_shape
         at = slab.first_plane - self.recipe.planes.start
-        target = self.out[at:at + slab.n_planes] if self.direct else \
-            np.empty((slab.n_planes, ny, nx), np.float32)
-        self.executor.read_work(SLAB, target, stop)
-        if not self.direct:
-            put_rows(pool, self.out, at, target)
+        self.executor.read_work(SLAB, (slab.n_planes, ny, nx), lambda a, b, planes: put_rows(
+            pool, self.out, at + a, planes), stop)

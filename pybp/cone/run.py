@@ -185,18 +185,29 @@ def back_project(source, geometry, out, targets, params=None, progress=True, fir
             recipe.close()
 
 
-def slabs_of(recipes, source, out, progress=True, first_row=0) -> int:
+def slabs_of(recipes, source, out, progress=True, first_row=0, fill=None) -> int:
     """Every slab of the ``recipes``' plan (one per device, one plan) from ``source``
     into ``out``, each device taking the next, with a progress line (projections
-    done, GUPS) where ``progress``; returns the values the flat-field rule replaced."""
+    done, GUPS) where ``progress``; returns the values the flat-field rule replaced.
+    ``fill`` (a :class:`pybp.cone.store.StoreFill`, with ``filtered`` recipes): the
+    projections are pre-weighted and filtered into its store first, which the slabs
+    then read."""
     geometry, plan = recipes[0].geometry, recipes[0].plan
     _, ny, nx = geometry.volume_shape
     planes = sum(slab.n_planes for slab in plan.slabs)
-    bar = Progress(len(plan.slabs) * geometry.n_angles, planes * ny * nx / len(plan.slabs),
-                   progress, what="projections", rate="GUPS")
+    bar = Progress((len(plan.slabs) + (fill is not None)) * geometry.n_angles,
+                   planes * ny * nx / len(plan.slabs), progress, what="projections",
+                   rate="GUPS")
     stop = threading.Event()
     try:
-        return accumulate([SlabRun(recipe, source, out, first_row) for recipe in recipes],
-                          Parts(plan.slabs, stop), bar, stop)
+        replaced = 0
+        if fill is not None:  # the phases take turns with the device memory
+            for recipe in recipes:
+                recipe.executor.release_memory()
+            replaced = fill.run(source, bar, stop)
+            source, first_row = fill.store, fill.store.first_row
+        return replaced + accumulate(
+            [SlabRun(recipe, source, out, first_row) for recipe in recipes],
+            Parts(plan.slabs, stop), bar, stop)
     finally:
         bar.close()

@@ -128,8 +128,14 @@ def _acquire(semaphore, stop):
 
 
 def _writer(write, start):
-    """``write`` for the pieces of the chunk from row ``start``."""
-    return lambda a, b, slices: write(start + a, b - a, slices)
+    """``write`` for the pieces of the chunk from row ``start`` (and its ``download``,
+    where the output takes the chunk by DMA: :meth:`pybp.stream.executor.Executor.download`)."""
+    def placed(a, b, slices):
+        write(start + a, b - a, slices)
+    direct = getattr(write, "download", None)
+    if direct is not None:
+        placed.download = lambda queue, buffer, count: direct(queue, buffer, start, count)
+    return placed
 
 
 def _serial(executor, rows, read, write, progress, timings, stop, copy) -> int:
@@ -209,7 +215,9 @@ class _Threads:
     """One stream's three threads and what they hand each other: ``ready`` (chunks
     uploaded, for the calling thread to compute), ``done`` (chunks computed, for the
     writer), and per slot a semaphore for its input (free once its chunk's stages are
-    enqueued) and one for its output (free once its slices are down)."""
+    enqueued) and one for its output (free once its slices are down). Where the stages
+    work in place (the layout's output is its input buffer), the reader takes the
+    output's before it uploads, as the next chunk overwrites the last one's slices."""
 
     def __init__(self, executor, rows, read, write, progress, stop, copy):
         self.executor, self.rows, self.read, self.write = executor, rows, read, write
@@ -222,6 +230,7 @@ class _Threads:
         self.stop = stop if stop is not None else threading.Event()
         self.errors, self.clipped = [], 0
         self.spent = dict(wait_device=0.0, slices=0)
+        self.in_place = executor.layout.output == executor.layout.input
 
     def guarded(self, work):
         """``work`` on a thread: an error is handed to the calling thread and stops
@@ -242,6 +251,8 @@ class _Threads:
             slot = i % self.slots
             _acquire(self.input_free[slot], stop)  # the slot's last chunk was enqueued ...
             executor.input_free(slot, stop)        # ... and computed: only now take rows
+            if self.in_place:
+                _acquire(self.output_free[slot], stop)  # ... and its slices are down
             taken = self.rows.take(executor.memory.chunk_slices)
             if taken is None:
                 _put(self.ready, None, stop)
@@ -290,7 +301,8 @@ class _Threads:
             slot = i % self.slots
             wait(uploaded, stop)
             executor.record(stages)
-            _acquire(self.output_free[slot], stop)  # the slot's last slices are downloaded
+            if not self.in_place:
+                _acquire(self.output_free[slot], stop)  # the slot's last slices are downloaded
             computed, stages = executor.compute(slot, span, stop)
             self.input_free[slot].release()
             _put(self.done, (i, span.start, span.count, computed, stages), stop)

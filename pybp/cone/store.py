@@ -1,0 +1,209 @@
+"""Cone beam's filtered projections kept in page-locked host memory between the slabs
+of a kept :class:`pybp.ConeBackprojector` (docs/design.md, section 8).
+
+Where a volume goes in several slabs, each slab's passes would read, pre-weight and
+filter their windows of rows again, and most of the time would go in the host's
+copies of those windows into staging (tuning/cone_slab_copies.py: 6.5 GB/s inside
+the stream). Instead, :class:`StoreFill` runs FDK's stages before the back-projection
+(pre-weighting, the filter) once over every projection's rows that the planes project
+onto, and each chunk goes down by one DMA into a :class:`Store`; each slab's passes
+then take their windows of rows from it by DMA (:meth:`Store.dma_upload`), with no host
+copy and no filtering again. A filtered row does not depend on the chunk it was
+filtered in, so the volume equals one piece bit for bit.
+
+The store is pinned on the first call and kept, as the back-projector's buffers are:
+pinning takes longer than filtering (it is why one-shot calls do not use it). It is
+used where it pays and fits (:func:`stored`): several slabs, and a store within
+:data:`pybp.checks.HOST_MEMORY_SHARE` of the host's memory. The fill and the slabs
+take turns with the device memory: each phase's chunks may take all that the other's
+stages do not keep, and are freed when it ends (:meth:`Executor.release_memory`).
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import pyopencl as cl
+
+from pybp import checks
+from pybp.cl.staging import Staging
+from pybp.cone import slabs
+from pybp.cone.backproject import ROWS, Preweight, SlabRecipe, Window, copier
+from pybp.stages.filters import Filter
+from pybp.stream import memory, pipeline, sources
+from pybp.stream.executor import Executor, Layout
+from pybp.stream.memory import MemoryPlan
+
+# Chunks in flight in the fill, each going up, filtered and coming down in place. Three
+# made the chunks smaller within the same memory and the fill slower (H200, 512^3 at a
+# quarter limit: chunks of 4 projections, 0.23 s, against 8 and 0.19 s:
+# tuning/cone_slab_copies.py --slots).
+FILL_SLOTS = 2
+
+
+class Store:
+    """``shape`` ``(n_angles, n_rows, n_cols)`` float32 in page-locked memory made on
+    ``queue``'s context (detector rows from ``first_row``): sliced as an array, and
+    copied to and from device buffers of images of even rows by one rectangular DMA."""
+
+    def __init__(self, queue, shape, first_row):
+        self._staging = Staging(queue)
+        self.array = self._staging.array(int(np.prod(shape)), np.float32).reshape(shape)
+        self.shape, self.first_row = tuple(shape), first_row
+
+    def __getitem__(self, key):
+        return self.array[key]
+
+    def _box(self, row, first, count, n_rows) -> dict:
+        """The copy of rows ``[row, row + n_rows)`` of the store (its own rows) of
+        ``count`` projections from ``first``, against images of ``even(n_rows)`` rows."""
+        line = self.shape[2] * 4
+        return dict(buffer_origin=(0, 0, 0), host_origin=(0, row, first),
+                    region=(line, n_rows, count), buffer_pitches=(line, slabs.even(n_rows) * line),
+                    host_pitches=(line, self.shape[1] * line), is_blocking=False)
+
+    def dma_upload(self, queue, buffer, first, count, rows: slice):
+        """Rows ``rows`` (the store's) of ``count`` projections from ``first`` into
+        ``buffer``; the event."""
+        return cl.enqueue_copy(queue, buffer, self.array,
+                               **self._box(rows.start, first, count, rows.stop - rows.start))
+
+    def dma_download(self, queue, buffer, first, count, first_row, n_rows):
+        """``count`` images of ``buffer`` (the detector's rows from ``first_row``)
+        into the store at projection ``first``; the event."""
+        return cl.enqueue_copy(queue, self.array, buffer,
+                               **self._box(first_row - self.first_row, first, count, n_rows))
+
+    def release(self):
+        self._staging.release()
+        self.array = None
+
+
+class StoreFill:
+    """FDK's stages before the back-projection for ``geometry``'s ``planes`` (a range)
+    on one device, in chunks of a pass's projections (each pass's window of the rows
+    the planes project onto), into a :class:`Store`: what :meth:`run` fills. With
+    ``filter`` None: the check of line integrals alone. Its chunks are sized by
+    :meth:`plan`."""
+
+    def __init__(self, geometry, params, device, context, filter, padding, short_scan, flats,
+                 darks, planes):
+        self.geometry, self.params, self.device, self.context = geometry, params, device, context
+        self.filter, n, ppp = filter, geometry.n_angles, params.projections_per_pass
+        n_cols = geometry.detector_shape[1]
+        self.windows = tuple(slabs.window(geometry, planes, range(a, min(n, a + ppp)))
+                             for a in range(0, n, ppp))
+        first = min(w[0] for w in self.windows)
+        self.shape = (n, max(sum(w) for w in self.windows) - first, n_cols)
+        self.first_row, self.store = first, None
+        stride = slabs.even(max(w[1] for w in self.windows))
+        self.image_bytes = stride * n_cols * 4
+        stages = [Preweight(self, short_scan, flats, darks)]
+        if filter is not None:
+            stages.append(Filter(context, device, filter, n_cols, np.ones(stride), padding,
+                                 buffer=ROWS, rows=self.chunk_rows))
+        self.stages = tuple(stages)
+        self.kept_bytes = sum(stage.shared_bytes for stage in stages)  # for all chunks
+        self.layout = Layout(ROWS, np.dtype(np.float32), (stride, n_cols), 0, ROWS,
+                             (stride, n_cols))
+        self.executor = Executor(device, context)
+        self.memory = None
+
+    def plan(self, budget):
+        """Chunks within a pass (the pre-weighting counts the pass's window), of the
+        most projections dividing a pass whose two chunks fit ``budget`` bytes of
+        device memory beside what the stages keep (``ValueError`` where one projection
+        does not)."""
+        ppp = self.params.projections_per_pass
+        count = next((k for k in range(ppp, 0, -1) if ppp % k == 0 and
+                      self.kept_bytes + FILL_SLOTS * k * self.image_bytes <= budget), 1)
+        self.memory = MemoryPlan.create(
+            self.stages, self.device, self.geometry.n_angles, widths=(count,),
+            chunk_slices=count, slots=FILL_SLOTS, own=(ROWS,), preferred=count, memory_limit=budget,
+            subject="params: one projection", advice="allow more memory (memory_limit)")
+
+    @property
+    def store_bytes(self) -> int:
+        return 4 * int(np.prod(self.shape))
+
+    def pass_of(self, chunk) -> tuple:
+        """``(first, count, window)`` of ``chunk``: projections of one pass, and the
+        pass's window."""
+        index = chunk.first_row // self.params.projections_per_pass
+        return chunk.first_row, chunk.count, self.windows[index]
+
+    def counted_rows(self, index) -> tuple:
+        """``(first, stop)``: the rows of pass ``index`` whose replaced values are
+        counted, all of its window (what the slabs' windows of the pass hold together)."""
+        first, n_rows = self.windows[index]
+        return first, first + n_rows
+
+    def chunk_rows(self, chunk) -> int:
+        return chunk.count * slabs.even(self.pass_of(chunk)[2][1])
+
+    def run(self, source, progress=None, stop=None) -> int:
+        """Fill the store (pinned on the first call) from ``source``, projections
+        ``(n_angles, n_rows, n_cols)``; returns the values the flat-field rule
+        replaced (line integrals with NaN or Inf are refused here, before any slab).
+        The chunks' device memory is freed again at the end, for the slabs."""
+        if self.store is None:
+            self.store = Store(self.executor.upload_queue, self.shape, self.first_row)
+        self.executor.reserve(self.stages, self.layout, self.memory)
+        ppp = self.params.projections_per_pass
+
+        def read(span):
+            first_row, n_rows = self.windows[span.start // ppp]
+            return Window(source, span.start, span.count,
+                          slice(first_row, first_row + n_rows)), None
+
+        try:
+            with sources.copy_pools() as (reading, _):
+                return pipeline.stream(self.executor,
+                                       pipeline.Rows(self.geometry.n_angles, align=ppp),
+                                       read, self, progress, None, stop, copier(reading))
+        finally:
+            self.executor.release_memory()
+
+    def __call__(self, start, count, slices):
+        raise AssertionError("the store takes its chunks by DMA (download)")
+
+    def download(self, queue, buffer, start, count):
+        """The filtered rows of the chunk of ``count`` projections from ``start``."""
+        first_row, n_rows = self.windows[start // self.params.projections_per_pass]
+        return self.store.dma_download(queue, buffer, start, count, first_row, n_rows)
+
+    def close(self):
+        self.executor.close()
+        for stage in self.stages:
+            stage.close()
+        if self.store is not None:
+            self.store.release()
+            self.store = None
+
+
+def stored(recipe: SlabRecipe, padding, short_scan, flats, darks, memory_limit, queue=None):
+    """For a kept back-projector whose ``recipe`` (not ``filtered``) goes in several
+    slabs: ``(fill, slabs)``, a :class:`StoreFill` and a ``filtered`` recipe of slabs
+    from its store, each phase's chunks within the memory budget beside what the
+    other's stages keep; None where one slab does, where the store would take over
+    the host's share, or where no chunk of a phase fits (``recipe`` is then kept:
+    each slab filters its windows again)."""
+    if len(recipe.plan.slabs) == 1:
+        return None
+    budget = memory.budget(recipe.device, memory_limit)
+    fill = StoreFill(recipe.geometry, recipe.params, recipe.device, recipe.context,
+                     recipe.filter, padding, short_scan, flats, darks, recipe.planes)
+    kept = None
+    try:
+        if checks.within_host_share(fill.store_bytes):
+            target = dict(queue=queue) if queue is not None else dict(context=recipe.context)
+            kept = SlabRecipe(recipe.geometry, recipe.params, **target, filter=recipe.filter,
+                              memory_limit=budget - fill.kept_bytes,
+                              planes=(recipe.planes.start, recipe.planes.stop), filtered=True)
+            fill.plan(budget - sum(stage.shared_bytes for stage in kept.stages))
+            return fill, kept
+    except ValueError:
+        pass
+    fill.close()
+    if kept is not None:
+        kept.close()
+    return None
