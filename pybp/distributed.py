@@ -1,17 +1,19 @@
-"""Several devices of a host, and Dask workers, each running pipelines on slabs of rows
-(docs/architecture.md).
+"""Several devices of a host, and Dask workers, each running a geometry's task on parts
+of the output (docs/architecture.md).
 
-On one host, :func:`device_list` names the devices and :class:`pybp.stream.team.Pipelines`
-runs one pipeline per device from one shared source of rows. On a cluster, Dask
-distributed schedules the work: the rows are cut into slabs, one task per slab
-(:func:`reconstruct_on_cluster`); a worker runs its slab through the pipelines of its
-own devices (kept between tasks) and writes the slices itself, so only small messages
-go through Dask. A lost worker's slabs are run again elsewhere by Dask, and each slice
-is written whole (a TIFF file under a temporary name, then renamed), so a slab done
-twice leaves each slice once. Arrays are shared only with workers in this process
-(threads); workers in other processes or on other hosts read the scan from its files
-(``scan``: the arguments of :func:`pybp.io.readers.open_scan`) and write a folder of
-TIFF slices.
+On one host, :func:`device_list` names the devices and
+:class:`pybp.stream.team.Pipelines` runs one pipeline per device from one shared source
+of rows. On a cluster, Dask distributed schedules the work (:func:`on_cluster`): the
+output is cut into parts (parallel beam's rows, cone beam's runs of planes), one Dask
+task per part, each run by the geometry's task (:class:`pybp.parallel.prepare.RowsTask`,
+:class:`pybp.cone.run.PlanesTask`: this module imports no geometry) on the worker's own
+devices, which may keep what it made between tasks; the worker writes the output itself,
+so only small messages go through Dask. A lost worker's parts are run again elsewhere by
+Dask, and each slice is written whole (a TIFF file under a temporary name, then
+renamed), so a part done twice leaves each slice once. Arrays are shared only with
+workers in this process (threads); workers in other processes or on other hosts read the
+scan from its files (``scan``: the arguments of :func:`pybp.io.readers.open_scan`) and
+write a folder of TIFF slices.
 
 Which devices a worker uses: those :func:`local_cluster` gave it, else the
 ``PYBP_DEVICES`` variable of its environment (``all``, or indices ``0,1``), else
@@ -29,16 +31,11 @@ import pyopencl as cl
 
 from pybp.cl.device import (ENV_DEVICE, all_devices, device_type_name, keep_ctrl_c,
                              select_device, speed_rank, usable_devices)
-from pybp.cone import run as cone_run
-from pybp.cone.slabs import PLANE_ALIGN
 from pybp.io.readers import open_scan
-from pybp.parallel.prepare import Setup, team
 from pybp.stream.progress import Progress
-from pybp.stream.team import Job
 
 ENV_DEVICES = "PYBP_DEVICES"
 SLABS_PER_WORKER = 4  # tasks per worker: few enough that set-up stays small, enough to balance
-SLAB_ALIGN = 8        # slab edges: a multiple of every pass width and of the usual chunk
 
 _SHARED = {}          # token -> arrays of one run, for workers in this process
 _WORKER_LOCK = threading.Lock()
@@ -86,7 +83,7 @@ def need_dask():
 
 def local_cluster(devices="all", processes=False, **kwargs):
     """A Dask ``LocalCluster`` with one worker per device (one thread each, resource
-    ``GPU=1``); :func:`reconstruct_on_cluster` tells each worker its device.
+    ``GPU=1``); :func:`on_cluster` tells each worker its device.
     ``processes=False`` (default) runs the workers as threads of this process, where
     they share its arrays; ``processes=True`` as processes of their own, which read
     files. Extra ``kwargs`` go to ``LocalCluster``. Use as ``Client(local_cluster())``,
@@ -133,18 +130,25 @@ def _worker_devices(worker):
     return device_list(assigned if assigned is not None else default_devices())
 
 
-def _team(worker, setup: Setup):
-    """The worker's pipelines for ``setup`` (kept between its tasks; made anew when the
-    geometry or options change)."""
-    key = setup.key()
-    cached = getattr(worker, "pybp_team", None)
-    if cached is not None and cached[0] == key:
-        return cached[1]
-    if cached is not None:
-        cached[1].close()
-    made = team(setup, [dict(device=d) for d in _worker_devices(worker)])
-    worker.pybp_team = (key, made)
-    return made
+class _Worker:
+    """What a geometry's task sees of the Dask worker it runs on: its ``devices``, and
+    ``kept(key, make)``, the one thing it keeps between tasks (made by
+    ``make(devices)``, and closed for another ``key``: a parallel beam setup's
+    pipelines; freed by :func:`release_workers`)."""
+
+    def __init__(self, worker):
+        self.worker, self.devices = worker, _worker_devices(worker)
+
+    def kept(self, key, make):
+        cached = getattr(self.worker, "pybp_kept", None)
+        if cached is not None and cached[0] == key:
+            return cached[1]
+        if cached is not None:
+            self.worker.pybp_kept = None
+            cached[1].close()
+        made = make(self.devices)
+        self.worker.pybp_kept = (key, made)
+        return made
 
 
 def _worker_lock(worker):
@@ -159,8 +163,8 @@ def _release(dask_worker, background=False):
     in progress, if any, ends; ``background``: on a thread of the worker's, the call
     returning at once."""
     with _worker_lock(dask_worker):
-        cached = getattr(dask_worker, "pybp_team", None)
-        dask_worker.pybp_team = None
+        cached = getattr(dask_worker, "pybp_kept", None)
+        dask_worker.pybp_kept = None
         if cached is not None:
             cached[1].close(wait=not background)
 
@@ -176,28 +180,23 @@ def _task_data(source):
     return scan.projections, scan.flats, scan.darks, source[2], scan
 
 
-def _run_slab(source, setup, first, stop, offset, log, chunk_slices):
-    """A task: rows ``[first, stop)`` through this worker's devices, the slices written
-    by the worker; returns what it did."""
+def _run_part(source, task, first, stop):
+    """A Dask task: part ``[first, stop)`` of the output by ``task`` on this worker's
+    devices, the output written by the worker; returns what it did."""
     from distributed import get_worker
 
     worker = get_worker()
-    with _worker_lock(worker):  # one slab at a time uses the worker's devices
-        pipelines = _team(worker, setup)
+    with _worker_lock(worker):  # one task at a time uses the worker's devices
         projections, flats, darks, out, scan = _task_data(source)
         try:
-            stats = {}
-            clipped = pipelines.run(Job(projections, flats, darks, first, stop, out,
-                                        offset=offset, log=log, chunk_slices=chunk_slices,
-                                        progress=False, stats=stats))
+            done = task(_Worker(worker), projections, flats, darks, out, first, stop)
         finally:
             if scan is not None:
                 scan.close()
-    return dict(first=first, stop=stop, clipped=clipped, worker=worker.name,
-                wall=stats["wall"], devices=[recipe.device.name for recipe in pipelines.members])
+    return dict(first=first, stop=stop, worker=worker.name, **done)
 
 
-def slabs(first, stop, n_workers, align=SLAB_ALIGN):
+def slabs(first, stop, n_workers, align):
     """Row (or plane) ranges of about equal size, ``SLABS_PER_WORKER`` per worker, edges
     at multiples of ``align`` from ``first``."""
     n = stop - first
@@ -278,83 +277,25 @@ def _gather(client, futures, bar, token, release):
     return sorted(done, key=lambda r: r["first"])
 
 
-def reconstruct_on_cluster(client, setup: Setup, job: Job, scan=None, release=True) -> int:
-    """Reconstruct ``job`` on the workers of ``client``, a task per slab of rows;
-    return how many values normalisation replaced. ``scan``: the arguments of
-    ``open_scan`` for workers to read the projections themselves (``job``'s
-    projections, flats and darks then None), with ``job.out`` a picklable writer;
-    else the arrays of ``job`` are shared with workers in this process. ``release``: the
-    workers free their pipelines when the last slab is done (False: they keep them
-    for the next call with the same ``setup``, until :func:`release_workers`)."""
-    arrays = {k: getattr(job, k) for k in ("projections", "flats", "darks", "out")}
+def on_cluster(client, task, first, stop, arrays, scan=None, progress=True, release=True,
+               stats=None) -> int:
+    """Run ``task`` (a geometry's: :class:`pybp.parallel.prepare.RowsTask`,
+    :class:`pybp.cone.run.PlanesTask`) on the workers of ``client``, one Dask task per
+    part of ``[first, stop)`` (rows or planes, from multiples of ``task.align``:
+    ``SLABS_PER_WORKER`` parts a worker); return how many values normalisation
+    replaced. ``arrays``: ``projections``, ``flats``, ``darks`` and ``out``, shared with
+    workers in this process; or with ``scan`` (the arguments of ``open_scan``) the
+    workers read the projections themselves and ``arrays["out"]`` is a picklable
+    writer. ``progress``: a progress line (``task.what``, ``task.rate``); ``release``:
+    the workers free what they keep when the last part is done (False: they keep it
+    for the next call with the same task, until :func:`release_workers`); ``stats`` (a
+    dict) gets each part's result (``slabs``)."""
     source, token, resources, n_workers = _prepared(client, scan, arrays)
-    first, stop = job.first, job.stop
-    bar = Progress(stop - first, setup.geometry().updates(), job.progress)
-    futures = [client.submit(_run_slab, source, setup, a, b, job.offset + a - first,
-                             job.log, job.chunk_slices, pure=False, resources=resources,
-                             key=f"pybp-slab-{a}-{b}-{uuid.uuid4().hex[:8]}")
-               for a, b in slabs(first, stop, n_workers)]
+    bar = Progress(stop - first, task.updates, progress, what=task.what, rate=task.rate)
+    futures = [client.submit(_run_part, source, task, a, b, pure=False, resources=resources,
+                             key=f"pybp-{task.what}-{a}-{b}-{uuid.uuid4().hex[:8]}")
+               for a, b in slabs(first, stop, n_workers, task.align)]
     done = _gather(client, futures, bar, token, release)
-    if job.stats is not None:
-        job.stats.update(slabs=done)
-    return sum(result["clipped"] for result in done)
-
-
-class _Planes:
-    """``out`` from index ``at``: a task's planes ``[0, n)`` go to ``out[at:at + n]``."""
-
-    def __init__(self, out, at):
-        self.out, self.at = out, at
-
-    def __setitem__(self, key: slice, planes):
-        start = self.at + (key.start or 0)
-        self.out[start:start + len(planes)] = planes
-
-
-def _run_planes(source, geometry, options, log, first, stop, at):
-    """A task: planes ``[first, stop)`` of a cone-beam volume through this worker's
-    devices (the detector rows they project onto filtered into a store, then the
-    slabs: pybp/cone/run.py), written by the worker from ``out[at]``; returns what it
-    did."""
-    from distributed import get_worker
-
-    worker = get_worker()
-    with _worker_lock(worker):  # one task at a time uses the worker's devices
-        projections, flats, darks, out, scan = _task_data(source)
-        try:
-            devices = _worker_devices(worker)
-            replaced = cone_run.reconstruct(
-                projections, geometry, _Planes(out, at),
-                [dict(device=d) for d in devices], flats=flats, darks=darks,
-                planes=(first, stop), progress=False, log=log or flats is not None, **options)
-        finally:
-            if scan is not None:
-                scan.close()
-    return dict(first=first, stop=stop, clipped=replaced, worker=worker.name,
-                devices=[d.name for d in devices])
-
-
-def cone_on_cluster(client, projections, geometry, out, planes, flats=None, darks=None,
-                    scan=None, log=True, offset=0, progress=True, **options) -> int:
-    """FDK of z ``planes`` ``(first, stop)`` of ``geometry``'s volume on the workers of
-    ``client``, a task per run of planes (from multiples of ``PLANE_ALIGN``: bit for
-    bit the volume of one device), each on the worker's devices
-    (:func:`pybp.cone.run.reconstruct`, with ``options``); ``out[offset + i]`` takes
-    plane ``first + i`` (a picklable writer where ``scan``, the arguments of ``open_scan``, has the
-    workers read the projections themselves; else the arrays are shared with workers
-    in this process); ``log``: without flats, the projections are transmissions whose
-    ``-log`` is taken (False: line integrals). Returns how many values the flat-field
-    rule replaced."""
-    arrays = dict(projections=projections, flats=flats, darks=darks, out=out)
-    source, token, resources, n_workers = _prepared(client, scan, arrays)
-    first, stop = planes
-    _, ny, nx = geometry.volume_shape
-    bar = Progress(stop - first, ny * nx * geometry.n_angles, progress, what="planes",
-                   rate="GUPS")
-    futures = [client.submit(_run_planes, source, geometry, options, log, a, b,
-                             offset + a - first, pure=False,
-                             resources=resources,
-                             key=f"pybp-planes-{a}-{b}-{uuid.uuid4().hex[:8]}")
-               for a, b in slabs(first, stop, n_workers, PLANE_ALIGN)]
-    done = _gather(client, futures, bar, token, release=True)
+    if stats is not None:
+        stats.update(slabs=done)
     return sum(result["clipped"] for result in done)

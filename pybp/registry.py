@@ -22,7 +22,8 @@ from pybp.parallel import project as parallel_project
 
 @dataclass(frozen=True)
 class Kind:
-    """One geometry type's entry: ``name`` (its public name, ``pybp.<name>``);
+    """One geometry type's entry: ``name`` (its public name, ``pybp.<name>``); ``what``
+    (in words, for messages);
     ``whole`` (its volume is the geometry's one volume, cone beam's pair projecting
     it; else slices of detector rows, each its own problem); ``dims`` (of one problem:
     TV's gradient); ``filtered`` (what its filtered back-projection is called, or None
@@ -30,6 +31,7 @@ class Kind:
 
     geometry: type
     name: str
+    what: str
     whole: bool
     dims: int
     filtered: str | None
@@ -61,12 +63,13 @@ class Kind:
 
 
 KINDS = (
-    Kind(ParallelGeometry, "ParallelGeometry", whole=False, dims=2, filtered="FBP",
+    Kind(ParallelGeometry, "ParallelGeometry", "parallel beam", whole=False, dims=2, filtered="FBP",
          advice="take fewer rows per call, or a device with more memory"),
-    Kind(ConeGeometry, "ConeGeometry", whole=True, dims=3, filtered="FDK",
+    Kind(ConeGeometry, "ConeGeometry", "cone beam", whole=True, dims=3, filtered="FDK",
          advice="make the volume or the scan smaller, or take a device with more memory"),
     # parallel rays along any direction: cone beam's pair with w = 1 (laminography)
-    Kind(ParallelVectorGeometry, "ParallelVectorGeometry", whole=True, dims=3, filtered=None,
+    Kind(ParallelVectorGeometry, "ParallelVectorGeometry", "parallel rays along any direction",
+         whole=True, dims=3, filtered=None,
          advice="make the volume or the scan smaller, or take a device with more memory"),
 )
 

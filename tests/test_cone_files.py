@@ -18,6 +18,7 @@ from pybp.cli import commands as cli
 from pybp.cone import reference
 from pybp.cone.params import ConeParams
 from pybp.cone.profiler import default_params
+from pybp.geometry.astra import parallel_vectors as astra_parallel_vectors
 from pybp.io import open_scan
 from pybp.io.cone import read_geometry
 from pybp.io.demo import cone_circular
@@ -109,7 +110,29 @@ def test_the_three_kinds_of_geometry_file(written, tmp_path):
         path.write_text(json.dumps({"astra": {"proj_geom": proj_geom, "vol_geom": vol_geom}}))
         g = read_geometry(path, angles, shape)
         np.testing.assert_allclose(g.matrices, circular.matrices, atol=1e-9)
+    # parallel rays: ASTRA's 'parallel3d' (its angles the scan's) and 'parallel3d_vec'
+    # dicts, and parallel_vectors rows, one ParallelVectorGeometry
+    parallel = {"type": "parallel3d", "DetectorSpacingX": p, "DetectorSpacingY": p,
+                "DetectorRowCount": shape[0], "DetectorColCount": shape[1],
+                "ProjectionAngles": list(angles)}
+    rows = pybp.ParallelVectorGeometry.from_astra(parallel, vol_geom)
+    np.savetxt(tmp_path / "rays.txt", astra_parallel_vectors(parallel)[0])
+    (tmp_path / "rays.json").write_text(json.dumps({"parallel_vectors": "rays.txt",
+                                                    **volume_keys}))
+    parallel_vec = {"type": "parallel3d_vec", "DetectorRowCount": shape[0],
+                    "DetectorColCount": shape[1],
+                    "Vectors": astra_parallel_vectors(parallel)[0].tolist()}
+    for proj_geom in (parallel, parallel_vec, None):
+        path = tmp_path / "rays.json"
+        if proj_geom is not None:
+            path = tmp_path / f"astra-{proj_geom['type']}.json"
+            path.write_text(json.dumps({"astra": {"proj_geom": proj_geom, "vol_geom": vol_geom}}))
+        g = read_geometry(path, angles, shape)
+        assert isinstance(g, pybp.ParallelVectorGeometry), path
+        np.testing.assert_allclose(g.matrices, rows.matrices, atol=1e-9)
     bad = [
+        ({"astra": {"proj_geom": dict(parallel, ProjectionAngles=list(angles + 0.01)),
+                    "vol_geom": vol_geom}}, "its ProjectionAngles differ from the scan's"),
         ({"astra": {"proj_geom": dict(cone, ProjectionAngles=list(angles + 0.01)),
                     "vol_geom": vol_geom}}, "its ProjectionAngles differ from the scan's"),
         ({"astra": {"proj_geom": dict(cone, DetectorColCount=shape[1] + 2),

@@ -22,7 +22,8 @@ import pybp
 from pybp.cli import commands as cli, scans
 from pybp.stream import sources
 from pybp.bench.volume import make_scan
-from pybp.distributed import SLAB_ALIGN, device_list, slabs
+from pybp.distributed import device_list, slabs
+from pybp.parallel.prepare import ROWS_ALIGN
 
 distributed = pytest.importorskip("distributed")
 
@@ -124,10 +125,10 @@ def test_devices_errors(scan, cl_device):
 
 def test_slabs_cover_every_row_once():
     for first, stop, workers in ((0, 2048, 2), (3, 50, 4), (0, 5, 3), (10, 11, 8)):
-        parts = slabs(first, stop, workers)
+        parts = slabs(first, stop, workers, ROWS_ALIGN)
         rows = [r for a, b in parts for r in range(a, b)]
         assert rows == list(range(first, stop))
-        assert all((a - first) % SLAB_ALIGN == 0 for a, _ in parts)
+        assert all((a - first) % ROWS_ALIGN == 0 for a, _ in parts)
 
 
 def test_dask_workers_in_this_process(scan, one_device, cl_device):
@@ -154,7 +155,7 @@ def test_dask_workers_in_this_process(scan, one_device, cl_device):
 
 
 def _team_of(dask_worker):
-    team = getattr(dask_worker, "pybp_team", None)
+    team = getattr(dask_worker, "pybp_kept", None)
     return None if team is None else id(team[1])
 
 

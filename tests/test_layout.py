@@ -100,6 +100,14 @@ def test_the_architecture_docs_graph_is_the_codes():
     assert set(drawn.split("\n")) - {""} == set(code.split("\n")) - {""}
 
 
+def test_dask_runs_a_geometrys_task_and_imports_no_geometry():
+    """distributed.py runs any geometry's task (parallel/prepare.py's RowsTask,
+    cone/run.py's PlanesTask) on the workers: it reaches no geometry's package."""
+    edges, _ = module_graph.graph()
+    reached = {module_graph.package_of(t) for t in edges["pybp.distributed"]}
+    assert "stream" in reached and not reached & {"parallel", "cone", "geometry"}, reached
+
+
 def test_the_operator_calls_ask_the_registry():
     """pybp.Projector, the iterative methods and the command's cone path take a
     geometry's pair, cut and copies from pybp/registry.py: no geometry type is tested

@@ -222,10 +222,10 @@ def _fdk(projections, geometry, filter, padding, short_scan, out, flats, darks, 
     common = dict(filter=filter, padding=padding, short_scan=short_scan, **steps)
     if client is not None:
         options.pop("planes", None)
-        replaced = distributed.cone_on_cluster(client, projections, geometry, out,
-                                               (planes.start, planes.stop), flats, darks,
-                                               log=log, progress=progress,
-                                               **common, **options)
+        task = run.PlanesTask(geometry, planes.start, log=log, options=dict(common, **options))
+        replaced = distributed.on_cluster(
+            client, task, planes.start, planes.stop,
+            dict(projections=projections, flats=flats, darks=darks, out=out), progress=progress)
     else:
         if devices is not None:
             targets = [dict(device=d) for d in distributed.device_list(devices)]

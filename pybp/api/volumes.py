@@ -29,7 +29,7 @@ from pybp.iterative import options as iterative_options
 from pybp.iterative.options import OPTION_NAMES
 from pybp.iterative.table import TABLE
 from pybp.parallel import speed
-from pybp.parallel.prepare import Setup, team
+from pybp.parallel.prepare import RowsTask, Setup, team
 from pybp.stages import filters
 from pybp.stages.normalize import warn_replaced
 from pybp.stream.team import Job
@@ -252,13 +252,15 @@ class Reconstructor:
             chunk_slices = checks.positive_int(chunk_slices, "chunk_slices")
         out, offset = _output(out, g, first, stop, n_rows,
                               dict(projections=projections, flats=flats, darks=darks))
-        job = Job(projections, flats, darks, first, stop, out, offset=offset, log=log,
-                  chunk_slices=chunk_slices, progress=progress, stats=stats)
         if self._client is not None:
-            clipped = distributed.reconstruct_on_cluster(self._client, self.setup, job,
-                                                         release=False)
+            clipped = distributed.on_cluster(
+                self._client, RowsTask(self.setup, first, offset, log, chunk_slices), first,
+                stop, dict(projections=projections, flats=flats, darks=darks, out=out),
+                progress=progress, release=False, stats=stats)
         else:
-            clipped = self._team.run(job)
+            clipped = self._team.run(Job(projections, flats, darks, first, stop, out,
+                                         offset=offset, log=log, chunk_slices=chunk_slices,
+                                         progress=progress, stats=stats))
         return out, clipped, (stop - first) * n_angles * n_bins
 
     def close(self, wait=True):

@@ -1,6 +1,7 @@
-"""``pybp reconstruct INPUT -o OUTPUT --geometry cone.json``: a cone-beam scan from files
-to the volume on disk by FDK, with the same readers, outputs, ``--resume``, progress
-and Ctrl-C as the parallel-beam command (pybp/cli/files.py)."""
+"""``pybp reconstruct INPUT -o OUTPUT --geometry cone.json``: a scan of one whole volume
+(pybp/registry.py: cone beam, or parallel rays along any direction) from files to the
+volume on disk, by FDK or an iterative method, with the same readers, outputs,
+``--resume``, progress and Ctrl-C as the parallel-beam command (pybp/cli/files.py)."""
 
 from __future__ import annotations
 
@@ -77,6 +78,11 @@ def reconstruct(args):
     with scan:
         n_angles, n_rows, n_cols = scan.shape
         geometry = read_geometry(args.geometry, scan.angles, (n_rows, n_cols))
+        kind = registry.kind_of(geometry)
+        if not method and kind.filtered is None:
+            raise ValueError(f"--method: {args.geometry} describes {kind.what} (a pybp."
+                             f"{kind.name}), which has no filtered back-projection; give an "
+                             f"iterative method ({', '.join(table.ITERATIVE)}) and --iterations")
         scans.check_counts(args, scan)
         methods.check_for_scan(method, n_angles)
         steps = preprocessing.options(args, n_angles, n_cols)
@@ -88,7 +94,7 @@ def reconstruct(args):
         params = default_params(described[0]) if devices else None
         nz, ny, nx = geometry.volume_shape
         say(args, f"input: {scan.source['projections']} ({scan.source['format']}): {n_angles} "
-                  f"projections of {n_rows} x {n_cols}; cone beam ({args.geometry}) to "
+                  f"projections of {n_rows} x {n_cols}; {kind.what} ({args.geometry}) to "
                   f"{nz} x {ny} x {nx} voxels of {geometry.voxel_text()}")
         if args.resume:
             stored_metadata(args.output)  # an output pybp did not make is refused here
@@ -168,9 +174,11 @@ class _Planes:
         if self.method:
             output.view(a, b)[0:b - a] = self.iterative.volume()[a:b]
         elif self.client is not None:
-            _checked(distributed.cone_on_cluster, self.client, None, geometry, output.writer(),
-                     (a, b), scan=scan.opened_with, log=not args.no_log, offset=a,
-                     progress=not args.quiet, **self.options)
+            task = run.PlanesTask(geometry, a, offset=a, log=not args.no_log,
+                                  options=self.options)
+            _checked(distributed.on_cluster, self.client, task, a, b,
+                     dict(projections=None, flats=None, darks=None, out=output.writer()),
+                     scan=scan.opened_with, progress=not args.quiet)
         elif self.streamed:
             replaced = _checked(run.reconstruct, scan.projections, geometry, output.view(a, b),
                                 [dict(device=d) for d in self.devices], flats=self.flats,

@@ -26,8 +26,7 @@ from pybp.parallel.params import INTERPOLATIONS, SLICES_PER_PASS, STORAGES
 from pybp.api import iterative as api_iterative
 from pybp.api.sinograms import Backprojector
 from pybp.cl.device import open_device
-from pybp.parallel.prepare import Setup
-from pybp.stream.team import Job
+from pybp.parallel.prepare import RowsTask, Setup
 from pybp.api.volumes import Reconstructor
 from pybp.cli import cone, methods, preprocessing, scans, writing
 from pybp.cli.scans import check_cluster, check_counts, cluster, say
@@ -280,11 +279,13 @@ def _run(args, scan, rows, center, options, output, client, rec):
 def _on_cluster(args, client, scan, output, rows, a, b, options):
     """Rows ``a..b`` of the output by the workers of ``client``, which open the scan and
     write the TIFF slices themselves."""
-    setup = Setup(scan.shape[2], scan.angles, **options)
-    job = Job(None, None, None, rows[0] + a, rows[0] + b, output.writer(), offset=a,
-              log=not args.no_log, chunk_slices=args.chunk_slices, progress=not args.quiet)
+    task = RowsTask(Setup(scan.shape[2], scan.angles, **options), rows[0] + a, a,
+                    not args.no_log, args.chunk_slices)
     try:
-        distributed.reconstruct_on_cluster(client, setup, job, scan=scan.opened_with)
+        distributed.on_cluster(client, task, rows[0] + a, rows[0] + b,
+                               dict(projections=None, flats=None, darks=None,
+                                    out=output.writer()),
+                               scan=scan.opened_with, progress=not args.quiet)
     finally:
         output.scan_done()
 
@@ -382,9 +383,11 @@ traceback), 130 interrupted.""")
                           "B as PNGs labelled with their centre, and contact_sheet.png, in "
                           "the output folder (default: off)")
     rec.add_argument("--geometry", metavar="CONE.JSON",
-                     help="a cone-beam scan: reconstruct the volume it describes by FDK "
-                          "(pybp/io/cone.py: a circular orbit, ASTRA vectors or projection "
-                          "matrices; the parallel-beam options do not apply) (default: "
+                     help="a scan of one whole volume: reconstruct the volume it describes, "
+                          "cone beam by FDK (pybp/io/cone.py: a circular orbit, ASTRA "
+                          "vectors or projection matrices), parallel rays along any "
+                          "direction (laminography: ASTRA parallel3d_vec) by an iterative "
+                          "--method; the parallel-beam options do not apply (default: "
                           "parallel beam)")
     _fbp_options(rec)
     preprocessing.add_options(rec)

@@ -17,6 +17,7 @@ from __future__ import annotations
 import threading
 import time
 from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass, field
 
 import numpy as np
 
@@ -211,3 +212,46 @@ def slabs_of(recipes, source, out, progress=True, first_row=0, fill=None) -> int
             Parts(plan.slabs, stop), bar, stop)
     finally:
         bar.close()
+
+
+class _Planes:
+    """``out`` from index ``at``: a task's planes ``[0, n)`` go to ``out[at:at + n]``."""
+
+    def __init__(self, out, at):
+        self.out, self.at = out, at
+
+    def __setitem__(self, key: slice, planes):
+        start = self.at + (key.start or 0)
+        self.out[start:start + len(planes)] = planes
+
+
+@dataclass(frozen=True)
+class PlanesTask:
+    """Cone beam's Dask task (pybp/distributed.py's :func:`on_cluster`): z planes ``[a,
+    b)`` of ``geometry``'s volume by :func:`reconstruct` on a worker's devices (from
+    multiples of ``PLANE_ALIGN``: bit for bit the volume of one device), plane ``first +
+    i`` written to ``out[offset + i]``; ``log`` as :func:`reconstruct` takes it (None:
+    where flats are given), ``options`` its keyword arguments."""
+
+    geometry: ConeGeometry
+    first: int
+    offset: int = 0
+    log: bool | None = None
+    options: dict = field(default_factory=dict)
+    what = "planes"
+    rate = "GUPS"
+    align = slabs.PLANE_ALIGN
+
+    @property
+    def updates(self) -> float:
+        """Updates of one plane (for the progress line's rate)."""
+        _, ny, nx = self.geometry.volume_shape
+        return ny * nx * self.geometry.n_angles
+
+    def __call__(self, worker, projections, flats, darks, out, a, b) -> dict:
+        planes = _Planes(out, self.offset + a - self.first)
+        replaced = reconstruct(projections, self.geometry, planes,
+                               [dict(device=d) for d in worker.devices], flats=flats,
+                               darks=darks, planes=(a, b), progress=False,
+                               log=self.log or flats is not None, **self.options)
+        return dict(clipped=replaced, devices=[d.name for d in worker.devices])

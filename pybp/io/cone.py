@@ -15,9 +15,16 @@
       {"vectors": "vectors.txt", "volume_shape": [...], "voxel_size": 0.5}
       {"matrices": "matrices.npy", "volume_shape": [...], "voxel_size": 0.5}
 
-- ASTRA's own geometry dicts, as ``astra.create_proj_geom`` (``cone`` or ``cone_vec``,
-  ``Vectors`` as nested lists) and ``astra.create_vol_geom`` make them; the volume is
-  the dict's, and a ``cone`` dict's angles must be the scan file's::
+- parallel rays along any direction (laminography, tomosynthesis: a
+  :class:`pybp.ParallelVectorGeometry`, reconstructed by an iterative ``--method``), as
+  ASTRA ``parallel3d_vec`` rows ``(ray, d, u, v)``::
+
+      {"parallel_vectors": "vectors.txt", "volume_shape": [...], "voxel_size": 0.5}
+
+- ASTRA's own geometry dicts, as ``astra.create_proj_geom`` (``cone``, ``cone_vec``,
+  ``parallel3d`` or ``parallel3d_vec``, ``Vectors`` as nested lists) and
+  ``astra.create_vol_geom`` make them; the volume is the dict's, and a ``cone`` or
+  ``parallel3d`` dict's angles must be the scan file's::
 
       {"astra": {"proj_geom": {"type": "cone", ...}, "vol_geom": {"GridRowCount": ...}}}
 
@@ -34,8 +41,10 @@ from pathlib import Path
 import numpy as np
 
 from pybp.geometry.cone import ConeGeometry
+from pybp.geometry.parallel_vectors import ParallelVectorGeometry
+from pybp.geometry.volume import VolumeGeometry
 
-TRAJECTORIES = ("circular", "vectors", "matrices", "astra")
+TRAJECTORIES = ("circular", "vectors", "matrices", "parallel_vectors", "astra")
 VOLUME_KEYS = ("volume_shape", "voxel_size", "volume_offset")
 CIRCULAR_KEYS = ("source_origin", "origin_detector", "pixel_size", "detector_offset")
 
@@ -55,10 +64,11 @@ def _load_array(path: Path, name: str, columns: int) -> np.ndarray:
     return values
 
 
-def read_geometry(path, angles, detector_shape) -> ConeGeometry:
-    """The :class:`ConeGeometry` of ``path`` for a scan with ``angles`` (radians; used by
-    a circular scan) and ``detector_shape`` ``(n_rows, n_cols)``. Errors name the file
-    and the key."""
+def read_geometry(path, angles, detector_shape) -> VolumeGeometry:
+    """The geometry of ``path`` (a :class:`ConeGeometry`, or a
+    :class:`ParallelVectorGeometry`) for a scan with ``angles`` (radians; used by a
+    circular scan) and ``detector_shape`` ``(n_rows, n_cols)``. Errors name the file and
+    the key."""
     path = Path(path)
     if path.exists() and not path.is_file():
         raise ValueError(f"geometry: {path} is {'a folder' if path.is_dir() else 'not a regular file'}"
@@ -114,14 +124,17 @@ def read_geometry(path, angles, detector_shape) -> ConeGeometry:
                              f"{len(angles)} projections")
         if kind == "vectors":
             return ConeGeometry.from_astra(values, detector_shape, **volume)
+        if kind == "parallel_vectors":
+            return ParallelVectorGeometry.from_astra(values, detector_shape, **volume)
         return ConeGeometry.from_matrices(values, detector_shape, **volume)
     except (ValueError, TypeError) as exc:
         raise type(exc)(f"geometry: {path}: {exc}") from None
 
 
-def _astra(spec, angles, detector_shape) -> ConeGeometry:
-    """The geometry of ``{"astra": {"proj_geom": ..., "vol_geom": ...}}``, checked
-    against the scan's ``angles`` and ``detector_shape``."""
+def _astra(spec, angles, detector_shape) -> VolumeGeometry:
+    """The geometry of ``{"astra": {"proj_geom": ..., "vol_geom": ...}}`` (cone beam, or
+    parallel rays along any direction), checked against the scan's ``angles`` and
+    ``detector_shape``."""
     extra = [key for key in VOLUME_KEYS if key in spec]
     if extra:
         raise ValueError(f"{extra[0]}: the volume is the astra vol_geom's; give it there")
@@ -129,14 +142,17 @@ def _astra(spec, angles, detector_shape) -> ConeGeometry:
     if not isinstance(dicts, dict) or set(dicts) != {"proj_geom", "vol_geom"}:
         raise ValueError("astra: expected an object of proj_geom and vol_geom (ASTRA's "
                          "dicts)")
-    geometry = ConeGeometry.from_astra(dicts["proj_geom"], dicts["vol_geom"])
+    parallel = isinstance(dicts["proj_geom"], dict) and \
+        str(dicts["proj_geom"].get("type")).startswith("parallel3d")
+    kind = ParallelVectorGeometry if parallel else ConeGeometry
+    geometry = kind.from_astra(dicts["proj_geom"], dicts["vol_geom"])
     if geometry.detector_shape != tuple(detector_shape):
         raise ValueError(f"astra: a detector of {geometry.detector_shape[0]} x "
                          f"{geometry.detector_shape[1]} pixels; the scan's is "
                          f"{detector_shape[0]} x {detector_shape[1]}")
     if geometry.n_angles != len(angles):
         raise ValueError(f"astra: {geometry.n_angles} projections; the scan has {len(angles)}")
-    if dicts["proj_geom"].get("type") == "cone":
+    if dicts["proj_geom"].get("type") in ("cone", "parallel3d"):
         theirs = np.asarray(dicts["proj_geom"]["ProjectionAngles"], np.float64)
         turn = np.angle(np.exp(1j * (theirs - np.asarray(angles, np.float64))))
         if np.abs(turn).max() > 1e-6:

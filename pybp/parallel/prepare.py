@@ -3,7 +3,7 @@ of a reconstruction, checked once), and the :class:`ParallelRecipe` made of it (
 stream's recipe, pybp/stream/recipe.py): the geometry, the verified plan, the stages
 and an executor. The sinogram API (:class:`pybp.Backprojector`), the volume API
 (:func:`pybp.reconstruct`), the team of several devices and the Dask workers all run
-one; nothing above it builds stages.
+one (:class:`RowsTask` is the Dask workers' task); nothing above it builds stages.
 """
 
 from __future__ import annotations
@@ -34,7 +34,7 @@ from pybp.stream.executor import Executor, Layout
 from pybp.stream.memory import CHUNK_SLICES, MemoryPlan
 from pybp.stream.progress import Progress
 from pybp.stream.recipe import Recipe
-from pybp.stream.team import Pipelines
+from pybp.stream.team import Job, Pipelines
 
 
 @dataclass(frozen=True)
@@ -343,3 +343,41 @@ def team(setup: Setup, targets, geometry=None) -> Pipelines:
     ``context`` or ``queue``): a :class:`pybp.parallel.prepare.ParallelRecipe` each."""
     return Pipelines(partial(_unit, setup, geometry or setup.geometry()), targets,
                      align=max(SLICES_PER_PASS))
+
+
+# Rows of a Dask task start on multiples of this: of every pass width and the usual chunk.
+ROWS_ALIGN = 8
+
+
+@dataclass(frozen=True)
+class RowsTask:
+    """Parallel beam's Dask task (pybp/distributed.py's :func:`on_cluster`): detector
+    rows ``[a, b)`` of a job from row ``first`` through a worker's pipelines for
+    ``setup`` (kept between its tasks), slice ``first + i`` written to ``out[offset +
+    i]``, with ``log`` and ``chunk_slices`` as :class:`pybp.stream.team.Job` takes
+    them."""
+
+    setup: Setup
+    first: int
+    offset: int = 0
+    log: bool | None = None
+    chunk_slices: int | None = None
+    what = "slices"
+    rate = "GU/s"
+    align = ROWS_ALIGN
+
+    @property
+    def updates(self) -> float:
+        """Updates of one slice (for the progress line's rate)."""
+        return self.setup.geometry().updates()
+
+    def __call__(self, worker, projections, flats, darks, out, a, b) -> dict:
+        pipelines = worker.kept(self.setup.key(), lambda devices: team(
+            self.setup, [dict(device=d) for d in devices]))
+        stats = {}
+        clipped = pipelines.run(Job(projections, flats, darks, a, b, out,
+                                    offset=self.offset + a - self.first, log=self.log,
+                                    chunk_slices=self.chunk_slices, progress=False,
+                                    stats=stats))
+        return dict(clipped=clipped, wall=stats["wall"],
+                    devices=[recipe.device.name for recipe in pipelines.members])
