@@ -198,6 +198,36 @@ def test_released_memory_is_made_again_and_the_staging_kept(cl_device, rng):
     assert np.abs(first - chain_reference(data)).max() < STREAM_RTOL
 
 
+@pytest.mark.parametrize("piece_rows", [3, 1])
+def test_stages_in_place_stream_each_chunk_before_the_next_overwrites_it(
+        cl_device, rng, monkeypatch, piece_rows):
+    """A layout whose output is its input buffer (cone beam's store fill): the next
+    chunk of a slot goes up only once the last one is down, whether it was copied into
+    staging ahead (two pieces of 3 rows hold a chunk of 4) or piece by piece as it goes
+    up (four pieces of 1 row do not). Without that wait, chunks come down overwritten."""
+    from pybp.stream import executor as executor_module
+
+    n_rows, width = 23, 50
+    monkeypatch.setattr(executor_module, "PIECE_BYTES", piece_rows * width * 4)
+    data = rng.uniform(-1, 1, (n_rows, width)).astype(np.float32)
+    device, context = describe(cl_device), cl.Context([cl_device])
+    stages = [Affine(context, device, width, 2.0, 1.0, "a", "a")]
+    memory = MemoryPlan.create(stages, device, n_rows, chunk_slices=4, slots=2, own=("a",))
+    layout = Layout("a", np.dtype(np.float32), (width,), 0, "a", (width,))
+    out = np.full_like(data, np.nan)
+
+    def write(start, count, slices):
+        out[start:start + count] = slices
+    with Executor(device, context) as executor:
+        executor.reserve(stages, layout, memory)
+        assert len(executor.slots) == 2 and memory.chunk_slices == 4
+        pipeline.stream(executor, n_rows, lambda span: (
+            data[span.first:span.first + span.rows], None), write)
+        assert len(executor.pieces_in.spans((4, width))) == -(-4 // piece_rows)
+    want = 2.0 * data.astype(np.float64) + 1.0
+    assert np.abs(out - want).max() < STREAM_RTOL * np.abs(want).max()
+
+
 def test_shared_work_buffers_make_chunks_larger(cl_device):
     """With margins, every chunk pays for its margin rows: the slots sharing the
     buffers only the stages touch leaves room for larger chunks, within the same

@@ -452,13 +452,15 @@ class Window:
         rows = self.source[self.first:self.first + self.count, self.rows]
         return np.asarray(rows, dtype)
 
-    def upload(self, queue, buffer):
-        """The rows into ``buffer`` by one DMA where the source is in page-locked
-        memory (:class:`pybp.cone.store.Store`), its event; None otherwise (the copy
-        threads then fill the executor's staging)."""
+    @property
+    def upload(self):
+        """Where the source is in page-locked memory (:class:`pybp.cone.store.Store`):
+        ``upload(queue, buffer)``, the rows into ``buffer`` by one DMA (its event); None
+        otherwise (the copy threads then fill the executor's staging)."""
         direct = getattr(self.source, "dma_upload", None)
-        return None if direct is None else direct(queue, buffer, self.first, self.count,
-                                                 self.rows)
+        if direct is None:
+            return None
+        return lambda queue, buffer: direct(queue, buffer, self.first, self.count, self.rows)
 
 
 def copier(pool):

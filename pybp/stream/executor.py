@@ -126,9 +126,9 @@ class Pieces:
         step = max(1, self.size // per)
         return [(a, min(shape[0], a + step)) for a in range(0, shape[0], step)]
 
-    def take(self, shape, stop=None) -> np.ndarray:
-        """The next piece as an array of ``shape``, once its last transfer, and what
-        it was handed to, are done (an error there is raised here)."""
+    def take(self, shape, stop=None) -> tuple:
+        """``(index, piece)``: the next piece as an array of ``shape``, once its last
+        transfer, and what it was handed to, are done (an error there is raised here)."""
         if not self.arrays:
             self.arrays = [self._staging.array(self.size, self.dtype) for _ in self.events]
         i = self.turn
@@ -138,14 +138,12 @@ class Pieces:
         if self.uses[i] is not None:
             use, self.uses[i] = self.uses[i], None
             _result(use, stop)
-        return self.arrays[i][:int(np.prod(shape))].reshape(shape)
-
-    def sent(self, event) -> int:
-        """The piece last taken is in flight until ``event``; returns its index."""
-        i = self.turn
-        self.events[i] = event
         self.turn = (i + 1) % len(self.arrays)
-        return i
+        return i, self.arrays[i][:int(np.prod(shape))].reshape(shape)
+
+    def sent(self, index: int, event):
+        """Piece ``index`` is in flight until ``event``."""
+        self.events[index] = event
 
     def handed(self, index: int, use):
         """Piece ``index`` is in use until the future ``use`` is done."""
@@ -166,6 +164,31 @@ class Pieces:
                     first = first or exc
         if first is not None and errors:
             raise first
+
+
+class Staged:
+    """A chunk's ``rows`` on their way into page-locked pieces: those copied ahead
+    (:meth:`copy_all`), or each copied when its turn comes (:meth:`pieces`)."""
+
+    def __init__(self, pieces: Pieces, rows, spans):
+        self._pieces, self.rows, self.spans = pieces, rows, spans
+        self.shape, self._copied = rows.shape, None
+
+    def copy_all(self, copy, stop):
+        self._copied = [self._copy(a, b, copy, stop) for a, b in self.spans]
+
+    def _copy(self, a, b, copy, stop):
+        index, piece = self._pieces.take((b - a,) + tuple(self.shape[1:]), stop)
+        copy(piece, self.rows[a:b])
+        return a, b, index, piece
+
+    def pieces(self, copy, stop):
+        """``(a, b, index, piece)`` for each span, copied."""
+        if self._copied is not None:
+            yield from self._copied
+            return
+        for a, b in self.spans:
+            yield self._copy(a, b, copy, stop)
 
 
 def _result(future, stop=None):
@@ -262,19 +285,26 @@ class Executor:
         ``rows``, an array of the layout's input shape (its margins included), goes up in
         pieces through page-locked staging, each copied there by ``copy(destination,
         source)``; where ``rows`` has ``upload(queue, buffer)`` (rows in page-locked memory,
-        such as cone beam's store of filtered projections), that enqueues one DMA instead,
-        unless it returns None; ``extras``, host arrays for the stages' uploaded buffers by
-        name (the dark and flat means of the chunk's rows; None: none), beside it. Returns
-        the last event and the stages (for :meth:`record`)."""
+        such as cone beam's store of filtered projections), that enqueues one DMA instead;
+        ``rows`` may also be what :meth:`stage` made of them; ``extras``, host arrays for
+        the stages' uploaded buffers by name (the dark and flat means of the chunk's rows;
+        None: none), beside it. Returns the last event and the stages (for
+        :meth:`record`)."""
         s, q = self.slots[slot], self.upload_queue
         target, stages = s.buffers[self.layout.input], []
         direct = getattr(rows, "upload", None)  # rows in page-locked memory: one DMA
-        event = direct(q, target) if direct is not None else None
-        if event is not None:
+        if direct is not None:
+            stages.append(("upload", direct(q, target)))
             q.flush()
-            stages.append(("upload", event))
         else:
-            self._staged(rows, target, copy, stop, stages)
+            staged = rows if isinstance(rows, Staged) else \
+                Staged(self.pieces_in, rows, self.pieces_in.spans(rows.shape))
+            per = int(np.prod(staged.shape[1:])) * self.layout.input_dtype.itemsize
+            for a, b, index, piece in staged.pieces(copy, stop):
+                event = cl.enqueue_copy(q, target, piece, dst_offset=a * per, is_blocking=False)
+                q.flush()
+                self.pieces_in.sent(index, event)
+                stages.append(("upload", event))
         extras = {k: v for k, v in (extras or {}).items() if k in s.host}
         s.kept = {k: np.ascontiguousarray(v, s.host[k]) for k, v in extras.items()}
         s.uploaded = frozenset(s.kept)
@@ -283,17 +313,19 @@ class Executor:
         q.flush()
         return stages[-1][1], stages
 
-    def _staged(self, rows, target, copy, stop, stages):
-        """``rows`` up into ``target`` in pieces through page-locked staging."""
-        q = self.upload_queue
-        per = int(np.prod(rows.shape[1:])) * self.layout.input_dtype.itemsize
-        for a, b in self.pieces_in.spans(rows.shape):
-            piece = self.pieces_in.take((b - a,) + rows.shape[1:], stop)
-            copy(piece, rows[a:b])
-            event = cl.enqueue_copy(q, target, piece, dst_offset=a * per, is_blocking=False)
-            q.flush()
-            self.pieces_in.sent(event)
-            stages.append(("upload", event))
+    def stage(self, rows, copy=np.copyto, stop=None):
+        """``rows`` (a chunk's input, as :meth:`upload` takes it) as a :class:`Staged`
+        for :meth:`upload`: where the whole chunk fits the staging's pieces, copied into
+        them now, before its slot is free (the reader copies the next chunk while the
+        device still works on the slot's last one); else each piece is copied as it
+        goes up. Rows that go up by one DMA (``upload``) are kept as they are."""
+        if getattr(rows, "upload", None) is not None:
+            return rows
+        spans = self.pieces_in.spans(rows.shape)
+        staged = Staged(self.pieces_in, rows, spans)
+        if len(spans) <= len(self.pieces_in.events):
+            staged.copy_all(copy, stop)
+        return staged
 
     def compute(self, slot: int, span, stop=None):
         """Enqueue the stages on the chunk uploaded to ``slot`` (its upload done, the
@@ -366,10 +398,10 @@ class Executor:
         per = int(np.prod(shape[1:])) * 4
         stages, pending = [], None
         for a, b in self.pieces_out.spans(shape):
-            piece = self.pieces_out.take((b - a,) + shape[1:], stop)
+            index, piece = self.pieces_out.take((b - a,) + shape[1:], stop)
             event = cl.enqueue_copy(q, piece, source, src_offset=a * per, is_blocking=False)
             q.flush()
-            index = self.pieces_out.sent(event)
+            self.pieces_out.sent(index, event)
             stages.append(("download", event))
             if pending is not None:  # the piece before, while this one comes down
                 waited += self._hand(pending, write, stop)
@@ -409,10 +441,10 @@ class Executor:
             pieces = self.pieces_work
         pending = None
         for a, b in pieces.spans(shape):
-            piece = pieces.take((b - a,) + tuple(shape[1:]), stop)
+            index, piece = pieces.take((b - a,) + tuple(shape[1:]), stop)
             event = cl.enqueue_copy(q, piece, source, src_offset=a * per, is_blocking=False)
             q.flush()
-            pieces.sent(event)
+            pieces.sent(index, event)
             if pending is not None:  # the piece before, while this one comes down
                 self._put(pending, put, stop)
             pending = (a, b, event, piece)

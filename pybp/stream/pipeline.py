@@ -249,10 +249,8 @@ class _Threads:
         executor, stop, i = self.executor, self.stop, 0
         while True:
             slot = i % self.slots
-            _acquire(self.input_free[slot], stop)  # the slot's last chunk was enqueued ...
-            executor.input_free(slot, stop)        # ... and computed: only now take rows
-            if self.in_place:
-                _acquire(self.output_free[slot], stop)  # ... and its slices are down
+            if not self.in_place:
+                self.slot_free(slot)  # only now take rows (several pipelines share them)
             taken = self.rows.take(executor.memory.chunk_slices)
             if taken is None:
                 _put(self.ready, None, stop)
@@ -260,11 +258,24 @@ class _Threads:
             start, count = taken
             span = self.rows.span(start, count, executor.margin)
             block, references = self.read(span)
+            if self.in_place:
+                # The slot is free only once its last chunk is down: this one goes into
+                # page-locked staging first, while the device works on that one (H200,
+                # cone beam's store of 512^3: 0.14-0.15 s against 0.20 s; copying ahead
+                # everywhere made one piece of 512^3 no faster, 0.22 s against 0.21 s).
+                block = executor.stage(block, self.copy, stop)
+                self.slot_free(slot)
+                _acquire(self.output_free[slot], stop)  # ... and its slices are down
             event, stages = executor.upload(slot, block, references, self.copy, stop)
             # The calling thread waits for the upload before it enqueues the chunk's
             # stages; this one goes on to copy the next chunk meanwhile.
             _put(self.ready, (i, span, event, stages), stop)
             i += 1
+
+    def slot_free(self, slot):
+        """Wait until the slot's last chunk was enqueued and computed."""
+        _acquire(self.input_free[slot], self.stop)
+        self.executor.input_free(slot, self.stop)
 
     def writer(self):
         executor, stop, spent = self.executor, self.stop, self.spent
