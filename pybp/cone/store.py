@@ -163,11 +163,10 @@ class StoreFill:
         finally:
             self.executor.release_memory()
 
-    def __call__(self, start, count, slices):
-        raise AssertionError("the store takes its chunks by DMA (download)")
-
     def download(self, queue, buffer, start, count):
-        """The filtered rows of the chunk of ``count`` projections from ``start``."""
+        """The filtered rows of the chunk of ``count`` projections from ``start`` into
+        the store (the stream's ``write``: its chunks come down by DMA, never through
+        staging)."""
         first_row, n_rows = self.windows[start // self.params.projections_per_pass]
         return self.store.dma_download(queue, buffer, start, count, first_row, n_rows)
 

@@ -19,6 +19,7 @@ import threading
 import time
 from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass
+from functools import partial
 
 import numpy as np
 
@@ -110,7 +111,7 @@ class Pipelines:
             return recipe.prepare(max(job.stop - job.first, grid or 0), job.projections.dtype,
                                 job.log, job.chunk_slices, writes, preferred)
 
-        return _stream(self._builds, prepare, job, self.align, grid)
+        return _Stream(self._builds, prepare, job, self.align, grid).run()
 
     def _aligned(self, job: Job) -> Job:
         """``job`` grown to rows at multiples of ``align`` of the detector, the rows
@@ -185,93 +186,105 @@ def _on_threads(calls):
     return [f.result() for f in futures]
 
 
-def _stream(builds, prepare, job: Job, align: int, grid=None):
-    """Each device (``builds``: futures of recipes) prepares (``prepare(recipe)`` returns
-    its executor, slots reserved) and streams on a thread of its own, taking rows as
-    soon as it is ready; ``grid``: chunks of the detector's rows (see
-    :meth:`Pipelines._grid`)."""
-    projections, flats, darks, first = job.projections, job.flats, job.darks, job.first
-    n, out, offset, stats = job.stop - job.first, job.out, job.offset, job.stats
-    # Made on first use, the first block a chunk for each device, to start early: a
-    # sources.RowBlocks for inputs that are not arrays, a sources.FlatField.
-    blocks, field = [], []
-    n_rows = projections.shape[1]  # margins may read the detector rows around the job
-    rows = pipeline.Rows(n, align=align, before=first, after=n_rows - job.stop, origin=first,
-                         grid=grid, keep=job.keep)
-    kept = job.keep or (0, n)
-    stop = threading.Event()
-    members = [dict(read=0.0, write=0.0, wait_device=0.0, slices=0, clipped=0, wall=0.0,
-                    built=0.0, prepare=0.0, executor=None) for _ in builds]
-    bar = [None]
-    bar_lock, prepare_lock = threading.Lock(), threading.Lock()
-    tick = time.perf_counter()
+class _Stream:
+    """One job on every device of a team: each device (``builds``: futures of recipes)
+    prepares (``prepare(recipe)`` returns its executor, slots reserved) and streams on
+    a thread of its own, taking rows of one shared schedule as soon as it is ready;
+    ``grid``: chunks of the detector's rows (see :meth:`Pipelines._grid`). The
+    devices' host times go into one dict each (``members``)."""
 
-    def pipeline_of(build, host):
-        def read(span):
-            began = time.perf_counter()
-            at, count, own = first + span.first, span.rows, (first + span.start, span.count)
-            with bar_lock:
-                # A chunk of the grid reads its grid chunk's rows beyond its own too.
-                margin = host["executor"].margin + (grid or 0)
-                if not blocks and not isinstance(projections, np.ndarray):
-                    blocks.append(sources.RowBlocks(projections, first, first + n,
-                                                     count * len(builds), margin=margin,
-                                                     n_rows=n_rows))
-                if not field and flats is not None:
-                    field.append(sources.FlatField(flats, darks, first, first + n,
-                                                    count * len(builds), margin))
-            means = field[0].rows(at, count, own) if field else None
-            extras = None if means is None else dict(dark=means[0], flat=means[1])
-            block = blocks[0].rows(at, count, own) if blocks else projections[:, at:at + count]
-            host["read"] += time.perf_counter() - began
-            return block, extras
+    def __init__(self, builds, prepare, job: Job, align: int, grid=None):
+        self.builds, self.prepare, self.job, self.grid = builds, prepare, job, grid
+        self.n = job.stop - job.first
+        self.n_rows = job.projections.shape[1]  # margins may read the rows around the job
+        self.rows = pipeline.Rows(self.n, align=align, before=job.first,
+                                  after=self.n_rows - job.stop, origin=job.first, grid=grid,
+                                  keep=job.keep)
+        self.kept = job.keep or (0, self.n)
+        self.stop = threading.Event()
+        self.members = [dict(read=0.0, write=0.0, wait_device=0.0, slices=0, clipped=0,
+                             wall=0.0, built=0.0, prepare=0.0, executor=None) for _ in builds]
+        # Made on first use, the first block a chunk for each device, to start early: a
+        # sources.RowBlocks for inputs that are not arrays, a sources.FlatField.
+        self.blocks, self.field, self.bar = [], [], None
+        self.bar_lock, self.prepare_lock = threading.Lock(), threading.Lock()
+        self.tick = time.perf_counter()
 
-        def copy(staging, block):
-            began = time.perf_counter()
-            sources.copy_blocks(reading, staging, block)
-            host["read"] += time.perf_counter() - began
+    def run(self) -> int:
+        """Stream the job on every device; the values normalisation replaced."""
+        try:
+            runs = [partial(self.member, build, host)
+                    for build, host in zip(self.builds, self.members)]
+            if len(runs) == 1:
+                runs[0]()
+            else:
+                join_all(runs, self.stop)
+        finally:
+            for reader in self.blocks + self.field:
+                reader.close()
+        if self.job.stats is not None:
+            _add_stats(self.job.stats, self.members, time.perf_counter() - self.tick)
+        return sum(h["clipped"] for h in self.members)
 
-        def write(start, count, slices):  # on several threads at once
-            began = time.perf_counter()
-            a, b = max(start, kept[0]), min(start + count, kept[1])
-            if a < b:  # rows grown by to whole passes are not written (Pipelines._aligned)
-                sources.put_rows(writing, out, offset + a, slices[a - start:b - start])
-            with bar_lock:
-                host["write"] += time.perf_counter() - began
+    def read(self, host, span):
+        """The rows of ``span`` and the flat-field means beside them (a reader thread)."""
+        job, began = self.job, time.perf_counter()
+        at, count = job.first + span.first, span.rows
+        own = (job.first + span.start, span.count)
+        with self.bar_lock:
+            # A chunk of the grid reads its grid chunk's rows beyond its own too.
+            margin = host["executor"].margin + (self.grid or 0)
+            if not self.blocks and not isinstance(job.projections, np.ndarray):
+                self.blocks.append(sources.RowBlocks(
+                    job.projections, job.first, job.stop, count * len(self.builds),
+                    margin=margin, n_rows=self.n_rows))
+            if not self.field and job.flats is not None:
+                self.field.append(sources.FlatField(job.flats, job.darks, job.first, job.stop,
+                                                    count * len(self.builds), margin))
+        means = self.field[0].rows(at, count, own) if self.field else None
+        extras = None if means is None else dict(dark=means[0], flat=means[1])
+        block = self.blocks[0].rows(at, count, own) if self.blocks else \
+            job.projections[:, at:at + count]
+        host["read"] += time.perf_counter() - began
+        return block, extras
 
-        def run():
-            nonlocal reading, writing
-            recipe = build.result()
-            host["built"] = time.perf_counter() - tick
-            with bar_lock:
-                if bar[0] is None:
-                    bar[0] = Progress(n, recipe.updates_per_slice(), job.progress,
-                                      **recipe.progress_labels)
-            with prepare_lock:  # pinning ran one device at a time anyway: first come first
-                executor = host["executor"] = prepare(recipe)  # served, so one starts early
-            executor.stage_seconds.clear()
-            began = time.perf_counter()
-            host["prepare"] = began - tick
-            if not stop.is_set():
-                with sources.copy_pools() as (reading, writing):
-                    host["clipped"] = pipeline.stream(executor, rows, read, write, bar[0], host,
-                                                      stop, copy)
-            host["wall"] = time.perf_counter() - began
-        reading = writing = None
-        return run
+    @staticmethod
+    def copy(host, reading, staging, block):
+        began = time.perf_counter()
+        sources.copy_blocks(reading, staging, block)
+        host["read"] += time.perf_counter() - began
 
-    try:
-        runs = [pipeline_of(b, h) for b, h in zip(builds, members)]
-        if len(runs) == 1:
-            runs[0]()
-        else:
-            join_all(runs, stop)
-    finally:
-        for reader in blocks + field:
-            reader.close()
-    if stats is not None:
-        _add_stats(stats, members, time.perf_counter() - tick)
-    return sum(h["clipped"] for h in members)
+    def write(self, host, writing, start, count, slices):
+        """Slices into the output (on several threads at once)."""
+        began = time.perf_counter()
+        a, b = max(start, self.kept[0]), min(start + count, self.kept[1])
+        if a < b:  # rows grown by to whole passes are not written (Pipelines._aligned)
+            sources.put_rows(writing, self.job.out, self.job.offset + a,
+                             slices[a - start:b - start])
+        with self.bar_lock:
+            host["write"] += time.perf_counter() - began
+
+    def member(self, build, host):
+        """One device's part, on its thread: its recipe built and prepared, then its
+        stream."""
+        recipe = build.result()
+        host["built"] = time.perf_counter() - self.tick
+        with self.bar_lock:
+            if self.bar is None:
+                self.bar = Progress(self.n, recipe.updates_per_slice(), self.job.progress,
+                                    **recipe.progress_labels)
+        with self.prepare_lock:  # pinning ran one device at a time anyway: first come first
+            executor = host["executor"] = self.prepare(recipe)  # served, so one starts early
+        executor.stage_seconds.clear()
+        began = time.perf_counter()
+        host["prepare"] = began - self.tick
+        if not self.stop.is_set():
+            with sources.copy_pools() as (reading, writing):
+                host["clipped"] = pipeline.stream(
+                    executor, self.rows, partial(self.read, host),
+                    partial(self.write, host, writing), self.bar, host, self.stop,
+                    partial(self.copy, host, reading))
+        host["wall"] = time.perf_counter() - began
 
 
 def _add_stats(stats: dict, members: list, wall: float):
