@@ -209,6 +209,10 @@ def test_slabs_and_row_windows_equal_one_pass_bit_for_bit(cl_device, rng, family
                                     device=cl_device) as bp:
             assert len(bp.plan.slabs) >= 4
             assert bp.store_bytes == (14 * 41 * 64 * 4 if stored else 0)
+            if stored and filter:  # the store holds FDK's filtered rows: the float64 rule's
+                bp(projections)
+                want = reference.filtered(projections.astype(np.float64), g)
+                assert relative_rms(bp._fill.store.array, want) < EXACT_RTOL
             windows = [w for slab in bp.plan.slabs for w in slab.windows]
             assert max(rows for _, rows in windows) < 41  # rows left out
             out = np.lib.format.open_memmap(tmp_path / f"v{filter}.npy", "w+", np.float32,
