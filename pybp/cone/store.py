@@ -42,16 +42,13 @@ FILL_SLOTS = 2
 
 class Store:
     """``shape`` ``(n_angles, n_rows, n_cols)`` float32 in page-locked memory made on
-    ``queue``'s context (detector rows from ``first_row``): sliced as an array, and
-    copied to and from device buffers of images of even rows by one rectangular DMA."""
+    ``queue``'s context (detector rows from ``first_row``), copied to and from device
+    buffers of images of even rows by one rectangular DMA."""
 
     def __init__(self, queue, shape, first_row):
         self._staging = Staging(queue)
         self.array = self._staging.array(int(np.prod(shape)), np.float32).reshape(shape)
         self.shape, self.first_row = tuple(shape), first_row
-
-    def __getitem__(self, key):
-        return self.array[key]
 
     def _box(self, row, first, count, n_rows) -> dict:
         """The copy of rows ``[row, row + n_rows)`` of the store (its own rows) of
