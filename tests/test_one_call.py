@@ -96,7 +96,7 @@ def test_one_call_refuses_what_a_geometry_does_not_take(cl_device):
         (dict(projections=data, geometry=g, chunk_slices=4), ValueError, r"^chunk_slices: "),
         (dict(projections=data, geometry=g, angle_unit="deg"), ValueError, r"^angle_unit: "),
         (dict(projections=data, geometry=g, method="sirt", iterations=2, devices="all"),
-         ValueError, r"^devices: sirt of a ConeGeometry holds the whole volume on one device"),
+         ValueError, r"^devices: give device or devices, not both"),
         (dict(projections=data, geometry=g, method="sirt", iterations=2, filter="hann"),
          ValueError, r"^filter: FDK's window; sirt takes none"),
         (dict(projections=data, geometry=g, iterations=2), ValueError,
@@ -145,12 +145,16 @@ def test_the_methods_take_out_and_memory_limit(cl_device):
 
 
 def test_the_methods_say_where_the_streams_options_go(cl_device):
-    """pybp.sirt and the others are one device's calls, of line integrals: devices, a
-    client, rows, flats, darks, rings and phase are pybp.reconstruct's, and the error
-    says to call it (it was Python's "unexpected keyword argument")."""
+    """pybp.sirt and the others are calls of line integrals: a client, rows, flats,
+    darks, rings and phase are pybp.reconstruct's, and the error says to call it (it was
+    Python's "unexpected keyword argument"); parallel beam's devices too."""
     g, sinogram, _ = analytic_scan(0.5, 0.5)
-    for name in ("devices", "client", "rows", "flats", "rings"):
-        with pytest.raises(TypeError, match=rf"^{name}: pybp.cgls runs on one device, of line "
+    with pytest.raises(TypeError, match=r"^devices: pybp.cgls of parallel beam runs on one "
+                                        r"device; pybp.reconstruct\(projections, geometry, "
+                                        r"method='cgls', iterations=\.\.\., devices=\.\.\.\)"):
+        pybp.cgls(sinogram, g, 3, devices=[cl_device])
+    for name in ("client", "rows", "flats", "rings"):
+        with pytest.raises(TypeError, match=rf"^{name}: pybp.cgls takes line "
                                             rf"integrals; pybp.reconstruct\(projections, "
                                             rf"geometry, method='cgls', .*{name}=\.\.\.\)"):
             pybp.cgls(sinogram, g, 3, device=cl_device, **{name: None})

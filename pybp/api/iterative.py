@@ -11,11 +11,11 @@ import functools
 import numpy as np
 import pyopencl.array as cla
 
-from pybp import __version__, checks, registry
+from pybp import __version__, checks, distributed, registry
 from pybp.api.projector import Projector, fits
 from pybp.cone import run
 from pybp.geometry.volume import VolumeGeometry
-from pybp.iterative import methods, options, table
+from pybp.iterative import methods, options, table, team
 from pybp.iterative.checkpoint import Checkpoint, digest
 from pybp.iterative.tv import Variation
 from pybp.iterative.vectors import Vectors
@@ -29,7 +29,7 @@ FOREIGN_NAMES = {"niter": "iterations", "init": "x0", "lmbda": "relaxation",
 
 
 # Options of pybp.reconstruct that a method's own call, on one device, leaves to it
-STREAM_ONLY = ("devices", "client", "rows", "flats", "darks", "rings", "phase")
+STREAM_ONLY = ("client", "rows", "flats", "darks", "rings", "phase")
 
 
 def _pybp_names(method):
@@ -44,7 +44,7 @@ def _pybp_names(method):
                                 f"takes {FOREIGN_NAMES[name]}")
             if name in STREAM_ONLY:
                 raise TypeError(
-                    f"{name}: pybp.{method.__name__} runs on one device, of line integrals; "
+                    f"{name}: pybp.{method.__name__} takes line integrals; "
                     f"pybp.reconstruct(projections, geometry, method="
                     f"'{method.__name__}', iterations=..., {name}=...) takes {name} "
                     "(log=False for line integrals)")
@@ -84,12 +84,38 @@ def _volume_mask(geometry, shape, mask, circle):
     return inside
 
 
+class _OneDevice:
+    """Parallel beam's slices on one device, as :class:`pybp.iterative.team.Team` gives a
+    whole volume's devices to the methods: the projector's pair, the vector steps, the
+    arrays (the methods' own allocator), TV's kernels."""
+
+    def __init__(self, projector: Projector):
+        self.projector, self.pair, self.queue = projector, projector.pair, projector.queue
+        self.descriptions = [projector.device]
+        self.vectors = Vectors(projector.context, self.queue, projector.device)
+        self.allocate = None
+
+    def upload(self, values) -> cla.Array:
+        return cla.to_device(self.queue, np.ascontiguousarray(values))
+
+    def fetch(self, array) -> np.ndarray:
+        return array.get(queue=self.queue)
+
+    def variation(self, dims) -> Variation:
+        projector = self.projector
+        return Variation(projector.context, self.queue, projector.device,
+                         projector.volume_shape, dims)
+
+    def close(self):
+        pass
+
+
 class _Run:
     """What both methods set up: the checked data on the device, the projector, the
     start, the mask, and the report of each iteration (progress, callback)."""
 
     def __init__(self, name, *, projections, geometry, iterations, x0, mask, circle, callback,
-                 progress, device, out=None, memory_limit=None, steps_before=0,
+                 progress, device, devices=None, out=None, memory_limit=None, steps_before=0,
                  checkpoint=None, options=None):
         kind = registry.kind_of(geometry)
         self.iterations = _iterations(name, iterations)
@@ -118,19 +144,36 @@ class _Run:
             data = data[:, None]
         if not np.isfinite(data).all():
             raise ValueError("projections: contain NaN or Inf")
-        self.projector = projector = Projector(geometry, None if cone else data.shape[1], device)
         volumes, sets = table.held(name, kind.dims)
-        fits(projector.device, projector.volume_shape, projector.projection_shape,
-             volumes=volumes, projections=sets,
-             scratch=kind.scratch_bytes(geometry, projector.rows), what=name,
-             memory_limit=checks.memory_limit(memory_limit), advice=kind.advice)
-        shape = projector.volume_shape
+
+        def check(description, volume_shape, projection_shape, rows=None):
+            fits(description, volume_shape, projection_shape, volumes=volumes, projections=sets,
+                 scratch=kind.scratch_bytes(geometry, rows), what=name,
+                 memory_limit=checks.memory_limit(memory_limit), advice=kind.advice)
+
+        if device is not None and devices is not None:
+            raise ValueError("devices: give device or devices, not both")
+        if cone:
+            chosen = [device] if devices is None else distributed.device_list(devices)
+            self.devices = team.open_team(
+                chosen, lambda context, queue, description: kind.pair(
+                    geometry, None, context, queue, description),
+                check=lambda description: check(description, *kind.shapes(geometry)))
+        else:
+            if devices is not None:
+                raise TypeError(f"devices: pybp.{name} of parallel beam runs on one device; "
+                                f"pybp.reconstruct(projections, geometry, method='{name}', "
+                                "iterations=..., devices=...) shares its slices out")
+            projector = Projector(geometry, data.shape[1], device)
+            check(projector.device, projector.volume_shape, projector.projection_shape,
+                  projector.rows)
+            self.devices = _OneDevice(projector)
+        shape = self.devices.pair.volume_shape
         self.out_shape = shape[1:] if single and not cone else shape
         if out is not None:
             checks.check_output(out, self.out_shape, inputs=dict(projections=projections))
         self.out = out
-        queue = projector.queue
-        self.vectors = Vectors(projector.context, queue, projector.device)
+        self.vectors = self.devices.vectors
         self.data = data  # (n_angles, rows, n_bins); on the device as `b` when asked
         if x0 is None:
             start = np.zeros(shape, np.float32)
@@ -142,9 +185,9 @@ class _Run:
             start = np.asarray(x0, np.float32).reshape(shape)
             if not np.isfinite(start).all():
                 raise ValueError("x0: contains NaN or Inf")
-        self.x = cla.to_device(queue, np.ascontiguousarray(start))
+        self.x = self.devices.upload(start)
         inside = _volume_mask(geometry, shape, mask, circle)
-        self.mask = None if inside is None else cla.to_device(queue, inside)
+        self.mask = None if inside is None else self.devices.upload(inside)
         if callback is not None and not callable(callback):
             raise TypeError(f"callback: expected a function (iteration, volume), got "
                             f"{type(callback).__name__}")
@@ -155,7 +198,8 @@ class _Run:
                        geometry=digest(*(getattr(geometry, f.name)
                                          for f in dataclasses.fields(geometry))),
                        data=digest(data), x0=digest(start), mask=digest(inside),
-                       device=projector.device.identity, pybp=__version__)
+                       device=",".join(d.identity for d in self.devices.descriptions),
+                       pybp=__version__)
             self.checkpoint = Checkpoint(checkpoint, key)
             self.keep = self.checkpoint.keep
             loaded = self.checkpoint.load(self.iterations)
@@ -167,26 +211,28 @@ class _Run:
         what = "iterations" if not steps_before else \
             f"steps ({steps_before} of ||A||'s estimate, then the iterations)"
         self.progress = Progress(self.iterations + steps_before - done,
-                                 2 * projector.pair.updates(), progress, what=what)
+                                 2 * self.devices.pair.updates(), progress, what=what)
 
     @functools.cached_property
     def b(self):
         """The projections on the device (SART uploads its subsets instead)."""
-        return cla.to_device(self.projector.queue, self.data)
+        return self.devices.upload(self.data)
 
     def report(self, iteration, x):
         self.progress.update(1)
         if self.callback is not None:
-            self.callback(iteration, x.get(queue=self.projector.queue).reshape(self.out_shape))
+            self.callback(iteration, self.devices.fetch(x).reshape(self.out_shape))
 
     def solve(self, method, *args, **kwargs):
         """``method(*args, **kwargs)``, its progress line ended however it ends (Ctrl-C's
         message landed on the line), then the volume on the host."""
         try:
-            method(*args, **kwargs, state=self.state, keep=self.keep)
+            method(*args, **kwargs, state=self.state, keep=self.keep,
+                   allocate=self.devices.allocate)
+            volume = self.devices.fetch(self.x).reshape(self.out_shape)
         finally:
             self.progress.close()
-        volume = self.x.get(queue=self.projector.queue).reshape(self.out_shape)
+            self.devices.close()
         if self.checkpoint is not None:
             self.checkpoint.remove()
         if self.out is None:
@@ -197,8 +243,8 @@ class _Run:
 
 @_pybp_names
 def sirt(projections, geometry, iterations, x0=None, nonnegative=False, mask=None,
-         circle=False, relaxation=1.0, callback=None, progress=True, device=None, out=None,
-         memory_limit=None, checkpoint=None):
+         circle=False, relaxation=1.0, callback=None, progress=True, device=None, devices=None,
+         out=None, memory_limit=None, checkpoint=None):
     """SIRT (ASTRA's ``SIRT_CUDA``/``SIRT3D_CUDA``): ``iterations`` of
     x += relaxation C A^T R (b - A x), R and C the inverse row and column sums of A (zero
     where a sum is zero), on one device.
@@ -210,7 +256,10 @@ def sirt(projections, geometry, iterations, x0=None, nonnegative=False, mask=Non
     ASTRA's: ``x0`` zero, no mask, no constraint. ``nonnegative`` clips at zero after
     each step; ``mask`` (nonzero inside: the volume's shape or a slice's) and ``circle``
     (True: the reconstruction circle, or a radius in pixels) keep the pixels outside at
-    their start (``circle``: parallel beam only). ``callback(iteration, volume)`` after
+    their start (``circle``: parallel beam only). ``devices`` (cone beam and other whole
+    volumes: ``"all"`` or a list, as :func:`pybp.reconstruct` takes it): several devices
+    share each iteration, each holding the volume and the projections whole, with the
+    bits of one (pybp/iterative/team.py). ``callback(iteration, volume)`` after
     each iteration (a copy to the host each time); ``progress`` (default on, as in every
     call of pybp) shows iterations done and the time left on standard error, on calls
     longer than 2 s. ``out``: an array of the volume's shape (float dtype) to hold the
@@ -226,9 +275,10 @@ def sirt(projections, geometry, iterations, x0=None, nonnegative=False, mask=Non
     relaxation = options.relaxation(relaxation)
     run = _Run("sirt", projections=projections, geometry=geometry, iterations=iterations,
                x0=x0, mask=mask, circle=circle, callback=callback, progress=progress,
-               device=device, out=out, memory_limit=memory_limit, checkpoint=checkpoint,
+               device=device, devices=devices, out=out, memory_limit=memory_limit,
+               checkpoint=checkpoint,
                options=dict(relaxation=relaxation, nonnegative=bool(nonnegative)))
-    return run.solve(methods.sirt, run.projector.pair, run.vectors, run.b, run.x,
+    return run.solve(methods.sirt, run.devices.pair, run.vectors, run.b, run.x,
                      iterations=run.iterations, relaxation=relaxation,
                      nonnegative=bool(nonnegative), mask=run.mask, report=run.report)
 
@@ -236,7 +286,7 @@ def sirt(projections, geometry, iterations, x0=None, nonnegative=False, mask=Non
 @_pybp_names
 def sart(projections, geometry, iterations, subsets=None, x0=None, nonnegative=False,
          mask=None, circle=False, relaxation=1.0, callback=None, progress=True, device=None,
-         out=None, memory_limit=None, checkpoint=None):
+         devices=None, out=None, memory_limit=None, checkpoint=None):
     """SART in ordered subsets (ASTRA's ``SART_CUDA`` with ``subsets=None``: one
     projection at a time): each iteration steps through ``subsets`` subsets of the
     angles in turn, subset k holding angles k, k + subsets, ..., and takes SIRT's step on
@@ -248,13 +298,13 @@ def sart(projections, geometry, iterations, subsets=None, x0=None, nonnegative=F
     order = options.subset_order(geometry.n_angles, subsets)
     run = _Run("sart", projections=projections, geometry=geometry, iterations=iterations,
                x0=x0, mask=mask, circle=circle, callback=callback, progress=progress,
-               device=device, out=out, memory_limit=memory_limit, checkpoint=checkpoint,
+               device=device, devices=devices, out=out, memory_limit=memory_limit,
+               checkpoint=checkpoint,
                options=dict(subsets=len(order), relaxation=relaxation,
                             nonnegative=bool(nonnegative)))
-    queue, pair = run.projector.queue, run.projector.pair
+    pair = run.devices.pair
     parts = [pair.restricted(angles) for angles in order]
-    b_parts = [cla.to_device(queue, np.ascontiguousarray(run.data[angles]).ravel())
-               for angles in order]
+    b_parts = [run.devices.upload(run.data[angles].ravel()) for angles in order]
     return run.solve(methods.sart, parts, run.vectors, b_parts, run.x,
                      iterations=run.iterations, relaxation=relaxation,
                      nonnegative=bool(nonnegative), mask=run.mask, report=run.report)
@@ -262,7 +312,8 @@ def sart(projections, geometry, iterations, subsets=None, x0=None, nonnegative=F
 
 @_pybp_names
 def cgls(projections, geometry, iterations, x0=None, mask=None, circle=False, callback=None,
-         progress=True, device=None, out=None, memory_limit=None, checkpoint=None):
+         progress=True, device=None, devices=None, out=None, memory_limit=None,
+         checkpoint=None):
     """CGLS (ASTRA's ``CGLS_CUDA``/``CGLS3D_CUDA``): conjugate gradients on the normal
     equations, ``iterations`` of them, on one device; with ``mask`` or ``circle``, of
     A restricted to the pixels inside. Arguments and result as :func:`sirt`'s; there is
@@ -270,15 +321,16 @@ def cgls(projections, geometry, iterations, x0=None, mask=None, circle=False, ca
     either: take :func:`sirt`). Stops early at an exact least-squares solution."""
     run = _Run("cgls", projections=projections, geometry=geometry, iterations=iterations,
                x0=x0, mask=mask, circle=circle, callback=callback, progress=progress,
-               device=device, out=out, memory_limit=memory_limit, checkpoint=checkpoint)
-    return run.solve(methods.cgls, run.projector.pair, run.vectors, run.b, run.x,
+               device=device, devices=devices, out=out, memory_limit=memory_limit,
+               checkpoint=checkpoint)
+    return run.solve(methods.cgls, run.devices.pair, run.vectors, run.b, run.x,
                      iterations=run.iterations, mask=run.mask, report=run.report)
 
 
 @_pybp_names
 def tv(projections, geometry, iterations, weight, x0=None, nonnegative=False, mask=None,
-       circle=False, callback=None, progress=True, device=None, out=None, memory_limit=None,
-       checkpoint=None):
+       circle=False, callback=None, progress=True, device=None, devices=None, out=None,
+       memory_limit=None, checkpoint=None):
     """Total-variation regularised least squares: ``iterations`` of Chambolle and Pock's
     primal-dual method on 1/2 ||A x - b||^2 + ``weight`` TV(x), on one device. TV is
     isotropic, the sum of each voxel's gradient length (forward differences): within
@@ -290,13 +342,11 @@ def tv(projections, geometry, iterations, weight, x0=None, nonnegative=False, ma
     weight = options.weight(weight)
     run = _Run("tv", projections=projections, geometry=geometry, iterations=iterations,
                x0=x0, mask=mask, circle=circle, callback=callback, progress=progress,
-               device=device, out=out, memory_limit=memory_limit,
+               device=device, devices=devices, out=out, memory_limit=memory_limit,
                steps_before=methods.POWER_ITERATIONS, checkpoint=checkpoint,
                options=dict(weight=weight, nonnegative=bool(nonnegative)))
-    projector = run.projector
-    variation = Variation(projector.context, projector.queue, projector.device,
-                          projector.volume_shape, projector.kind.dims)
-    return run.solve(methods.tv, projector.pair, variation, run.vectors, run.b, run.x,
+    variation = run.devices.variation(registry.kind_of(geometry).dims)
+    return run.solve(methods.tv, run.devices.pair, variation, run.vectors, run.b, run.x,
                      iterations=run.iterations, weight=weight, nonnegative=bool(nonnegative),
                      mask=run.mask, report=run.report,
                      norm_report=lambda: run.progress.update(1))
@@ -316,28 +366,30 @@ def by_method(chosen: dict, projections, geometry, **kwargs):
 
 
 def cone_method(chosen: dict, projections, geometry: VolumeGeometry, *, flats=None, darks=None,
-                log=None, rings=None, ring_options=None, phase=None, device=None,
+                log=None, rings=None, ring_options=None, phase=None, device=None, devices=None,
                 memory_limit=None, progress=True, out=None, checkpoint=None):
     """Cone beam's iterative method ``chosen`` (as :func:`by_method` takes it) of detector
     data, what :func:`pybp.reconstruct` and the command run: the line integrals as
-    FDK's first phase makes them on ``device`` (:func:`pybp.cone.run.line_integrals`:
-    flats, darks, ``-log`` where ``log`` says, FDK's rule by default; ``rings``,
-    ``phase``), in host memory, then the method there. Where there is nothing to do to
-    them, the projections go to the method as they are. ``checkpoint``: as the methods
-    take it (the line integrals are made again on a resumed run: the same bits on the
-    same device)."""
+    FDK's first phase makes them on ``device`` or ``devices``
+    (:func:`pybp.cone.run.line_integrals`: flats, darks, ``-log`` where ``log`` says,
+    FDK's rule by default; ``rings``, ``phase``), in host memory, then the method there,
+    on the same devices. Where there is nothing to do to them, the projections go to the
+    method as they are. ``checkpoint``: as the methods take it (the line integrals are
+    made again on a resumed run: the same bits on the same devices)."""
     registry.kind_of(geometry)
     checks.array_like(projections, "projections", (3,))
     log = flats is not None if log is None else bool(log)
     flats, darks = run.checked_frames(geometry, flats, darks, phase, log)
     steps = dict(rings=rings, ring_options=ring_options, phase=phase)
+    targets = [dict(device=device)] if devices is None else \
+        [dict(device=d) for d in distributed.device_list(devices)]
     if log or flats is not None or any(v is not None for v in steps.values()):
-        data, replaced = run.line_integrals(projections, geometry, [dict(device=device)],
+        data, replaced = run.line_integrals(projections, geometry, targets,
                                             flats=flats, darks=darks, log=log,
                                             memory_limit=memory_limit, progress=progress,
                                             **steps)
         warn_replaced(replaced, int(np.prod(projections.shape)), stacklevel=3)
     else:
         data = projections
-    return by_method(chosen, data, geometry, device=device, progress=progress, out=out,
-                     memory_limit=memory_limit, checkpoint=checkpoint)
+    return by_method(chosen, data, geometry, device=device, devices=devices, progress=progress,
+                     out=out, memory_limit=memory_limit, checkpoint=checkpoint)

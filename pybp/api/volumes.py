@@ -317,7 +317,7 @@ def _parallel(geometry, center, angle_unit, options):
 def _cone(projections, geometry, flats, darks, out, *, filter, padding, log, progress, device,
           devices, client, context, queue, options):
     """:func:`reconstruct` of a :class:`pybp.ConeGeometry`: FDK (:func:`pybp.fdk`), or an
-    iterative method of the line integrals on one device
+    iterative method of the line integrals on one device or several
     (:func:`pybp.api.iterative.cone_method`); of a :class:`pybp.ParallelVectorGeometry`,
     the iterative method alone."""
     method = options.pop("method", "fbp")
@@ -339,11 +339,12 @@ def _cone(projections, geometry, flats, darks, out, *, filter, padding, log, pro
     checks.choice("method", method, tuple(TABLE) + ("fdk",))
     if filter not in (None, "ramp"):
         raise ValueError(f"filter: FDK's window; {method} takes none")
-    for name, value in (("devices", devices), ("client", client), ("context", context),
-                        ("queue", queue)):
+    for name, value in (("client", client), ("context", context), ("queue", queue)):
         if value is not None:
             raise ValueError(f"{name}: {method} of a {type(geometry).__name__} holds the whole "
-                             "volume on one device; give device")
+                             "volume on each device; give device or devices")
+    if device is not None and devices is not None:
+        raise ValueError("devices: give device or devices, not both")
     chosen = {name: options.pop(name) for name in OPTION_NAMES if name in options}
     chosen = dict(method=method, iterations=iterations,
                   **iterative_options.check_options(method, iterations, chosen))
@@ -353,7 +354,7 @@ def _cone(projections, geometry, flats, darks, out, *, filter, padding, log, pro
         raise TypeError(f"{name}: not an option of pybp.reconstruct's cone-beam {method}; "
                         f"{STREAM_HINTS.get(name, 'its docstring lists them')}")
     return cone_method(chosen, projections, geometry, flats=flats, darks=darks, log=log,
-                       device=device, progress=progress, out=out, **steps)
+                       device=device, devices=devices, progress=progress, out=out, **steps)
 
 
 # Options of the methods' own calls (pybp.sirt and the others) that the stream has no

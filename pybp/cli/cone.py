@@ -88,7 +88,7 @@ def reconstruct(args):
         steps = preprocessing.options(args, n_angles, n_cols)
         devices = scans.devices(args)  # none with --scheduler: the workers choose theirs
         if method:
-            _check_iterative(args, devices)
+            _check_iterative(args)
             _check_state(args)
         described = [describe(d) for d in devices]
         params = default_params(described[0]) if devices else None
@@ -164,7 +164,7 @@ class _Planes:
                             memory_limit=args.memory_limit, **steps)
         self.streamed = len(devices) != 1 or any(value is not None for value in steps.values())
         if method:
-            self.iterative = _Iterative(args, scan, geometry, devices[0], method, self.flats,
+            self.iterative = _Iterative(args, scan, geometry, devices, method, self.flats,
                                         self.darks, steps)
         elif not self.streamed:
             self.whole = self._backprojector((0, geometry.volume_shape[0]))
@@ -219,37 +219,37 @@ def _report(args, geometry, method, todo, seconds):
                  f"{' of the operators' if method else ''})")
 
 
-def _check_iterative(args, devices):
-    """Cone beam's iterative methods hold the volume and the projections on one
-    device."""
-    if args.scheduler or len(devices) != 1:
-        option = "--scheduler" if args.scheduler else "--devices"
-        raise ValueError(f"{option}: cone beam's --method {args.method} holds the whole volume "
-                         "on one device; give one --device")
+def _check_iterative(args):
+    """Cone beam's iterative methods hold the volume and the projections whole on each
+    device, in one process: not on a cluster's workers."""
+    if args.scheduler:
+        raise ValueError(f"--scheduler: cone beam's --method {args.method} holds the whole "
+                         "volume on each device of this process; give --devices")
 
 
 class _Iterative:
     """The volume of cone beam's iterative ``method`` (:func:`chosen`), made once when
     first asked: the scan's line integrals in host memory as FDK's first phase makes them
-    on ``device`` (flats, darks, ``-log``, and ``steps``: rings, phase;
-    :func:`pybp.api.iterative.cone_method`), then :func:`pybp.sirt` or another there,
-    its state kept beside the output as it goes (:func:`state_path`). A resumed run
-    makes the line integrals again, continues the method from the state kept (from the
-    start where none was) and writes what is missing: the same device gives the same
-    bits."""
+    on ``devices`` (flats, darks, ``-log``, and ``steps``: rings, phase;
+    :func:`pybp.api.iterative.cone_method`), then :func:`pybp.sirt` or another there, on
+    the same devices, its state kept beside the output as it goes (:func:`state_path`).
+    A resumed run makes the line integrals again, continues the method from the state
+    kept (from the start where none was) and writes what is missing: the same devices
+    give the same bits, and so does one of them alone (pybp/iterative/team.py)."""
 
-    def __init__(self, args, scan, geometry, device, method, flats, darks, steps):
-        self.args, self.scan, self.geometry, self.device = args, scan, geometry, device
+    def __init__(self, args, scan, geometry, devices, method, flats, darks, steps):
+        self.args, self.scan, self.geometry, self.devices = args, scan, geometry, devices
         self.method, self.flats, self.darks, self.steps = dict(method), flats, darks, steps
         self._volume = None
         kind = registry.kind_of(geometry)
         volumes, sets = table.held(method["method"], kind.dims)
         try:  # the working set is checked before the output is made
-            fits(describe(device), *kind.shapes(geometry), volumes=volumes, projections=sets,
-                 scratch=kind.scratch_bytes(geometry),
-                 what=f"--method {method['method']}", memory_limit=args.memory_limit,
-                 advice="choose a device with more memory (--device), or a smaller volume "
-                        "(volume_shape in the geometry file)")
+            for device in devices:
+                fits(describe(device), *kind.shapes(geometry), volumes=volumes,
+                     projections=sets, scratch=kind.scratch_bytes(geometry),
+                     what=f"--method {method['method']}", memory_limit=args.memory_limit,
+                     advice="choose a device with more memory (--device), or a smaller "
+                            "volume (volume_shape in the geometry file)")
         except MemoryError as exc:
             raise ValueError(str(exc).replace("memory_limit allows", "--memory-limit allows")) \
                 from None
@@ -258,7 +258,7 @@ class _Iterative:
         if self._volume is None:
             self._volume = _checked(
                 api_iterative.cone_method, self.method, self.scan.projections, self.geometry,
-                flats=self.flats, darks=self.darks, device=self.device,
+                flats=self.flats, darks=self.darks, devices=self.devices,
                 memory_limit=self.args.memory_limit, progress=not self.args.quiet,
                 checkpoint=state_path(self.args.output), **self.steps)
         return self._volume

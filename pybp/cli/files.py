@@ -429,7 +429,8 @@ def _run_options(rec):
                        help="index or name substring (see `pybp devices`; default: the fastest)")
     which.add_argument("--devices", metavar="all|I,J,..",
                        help="several devices, each with a pipeline of its own taking the next "
-                            "rows as it finishes: all (every GPU) or indices (default: one)")
+                            "rows as it finishes (cone beam's --method: each iteration shared "
+                            "out): all (every GPU) or indices (default: one)")
     rec.add_argument("--scheduler", metavar="ADDRESS|local",
                      help="a Dask scheduler (tcp://host:8786) whose workers reconstruct slabs "
                           "of rows on their GPUs, reading the input and writing TIFF slices "

@@ -412,9 +412,15 @@ class ConePair:
         filling = -(-self._launch_items // max(1, items_per_unit))
         return max(1, min(total, max(by_time, filling)))
 
-    def forward(self, volume, projections, wait_for=None):
-        """projections = A volume (device buffers); the last launch's event."""
-        n_angles, n_rows, n_cols = (self.sizes[name] for name in ("n_angles", "n_rows", "n_cols"))
+    def forward(self, volume, projections, wait_for=None, angles=None):
+        """projections = A volume (device buffers); the last launch's event. ``angles``
+        ``(first, stop)``: those projections alone, each with the bits the whole call
+        gives it (a device's share: pybp/iterative/team.py)."""
+        n_rows, n_cols = (self.sizes[name] for name in ("n_rows", "n_cols"))
+        start, stop = (0, self.sizes["n_angles"]) if angles is None else angles
+        n_angles = stop - start
+        if n_angles <= 0:
+            return None
         if self.method == "gather":
             nz, ny, nx = self.volume_shape
             ready = transpose.launch(self._kernels["transpose_slices"], self.queue, volume,
@@ -426,7 +432,7 @@ class ConePair:
                 lambda first, count, wait: self._kernels["cone_gather"](
                     self.queue, (*groups, count), (items, 1, 1), wait_for=wait,
                     columns=self._columns, matrices=self.matrices, sources=self.sources,
-                    projections=projections, u_reach=self._reach[0], first_angle=first,
+                    projections=projections, u_reach=self._reach[0], first_angle=start + first,
                     **self.sizes),
                 n_angles, step, [ready])
         group = (MAGNITUDE_GROUP, 1, 1)
@@ -444,13 +450,22 @@ class ConePair:
                 self.queue, (*tiles, count), (FORWARD_GROUP, 1, 1), wait_for=wait,
                 volume=volume, matrices=self.matrices, sources=self.sources,
                 inverses=self.inverses, shift=self._exponent, projections=projections,
-                u_reach=self._reach[0], v_reach=self._reach[1], first_angle=first,
+                u_reach=self._reach[0], v_reach=self._reach[1], first_angle=start + first,
                 **self.sizes),
             n_angles, step, [scaled])
 
-    def backward(self, projections, volume, wait_for=None):
-        """volume = A^T projections (device buffers); the last launch's event."""
-        nz, ny, nx = self.volume_shape
+    def backward(self, projections, volume, wait_for=None, planes=None):
+        """volume = A^T projections (device buffers); the last launch's event.
+        ``planes`` ``(first, stop)``, ``first`` a multiple of :attr:`column`: those
+        planes alone, each with the bits the whole call gives it (a work-item takes
+        ``column`` planes from a multiple of it)."""
+        _, ny, nx = self.volume_shape
+        start, stop = (0, self.volume_shape[0]) if planes is None else planes
+        if start % self.column:
+            raise ValueError(f"planes: the first, {start}, is not a multiple of {self.column}")
+        nz = stop - start
+        if nz <= 0:
+            return None
         column = self.column
         step = self._launch(nz, -(-nx * ny // column))
         step = -(-step // column) * column  # whole columns of voxels a launch
@@ -459,6 +474,6 @@ class ConePair:
                 self.queue, global_size((nx, ny, -(-count // column)), BACKWARD_GROUP),
                 BACKWARD_GROUP,
                 wait_for=wait, projections=projections, matrices=self.matrices,
-                sources=self.sources, volume=volume, first_plane=first, **self.sizes),
+                sources=self.sources, volume=volume, first_plane=start + first, **self.sizes),
             nz, step, wait_for)
 

@@ -26,7 +26,7 @@ inline float difference(__global const float *x, const int d, const int i, const
 __kernel void tv_gradient(
 ${args['tv_gradient']}
 {
-    const int i = get_global_id(0), j = get_global_id(1), k = get_global_id(2);
+    const int i = get_global_id(0), j = get_global_id(1), k = first_plane + get_global_id(2);
     if (i >= nx || j >= ny || k >= nz)
         return;
     const size_t n = (size_t)nx * ny * nz;
@@ -38,7 +38,7 @@ ${args['tv_gradient']}
 __kernel void tv_transpose(
 ${args['tv_transpose']}
 {
-    const int i = get_global_id(0), j = get_global_id(1), k = get_global_id(2);
+    const int i = get_global_id(0), j = get_global_id(1), k = first_plane + get_global_id(2);
     if (i >= nx || j >= ny || k >= nz)
         return;
     const size_t n = (size_t)nx * ny * nz, here = at(i, j, k, nx, ny);
@@ -61,7 +61,7 @@ ${args['tv_transpose']}
 __kernel void tv_dual(
 ${args['tv_dual']}
 {
-    const int i = get_global_id(0), j = get_global_id(1), k = get_global_id(2);
+    const int i = get_global_id(0), j = get_global_id(1), k = first_plane + get_global_id(2);
     if (i >= nx || j >= ny || k >= nz)
         return;
     const size_t n = (size_t)nx * ny * nz, here = at(i, j, k, nx, ny);
@@ -80,7 +80,7 @@ ${args['tv_dual']}
 __kernel void data_dual(
 ${args['data_dual']}
 {
-    const size_t k = get_global_id(0);
+    const size_t k = first + get_global_id(0);
     if (k < count)
         p[k] = (p[k] + sigma * (ax[k] - b[k])) / (1.0f + sigma);
 }
@@ -90,7 +90,7 @@ ${args['data_dual']}
 __kernel void tv_primal(
 ${args['tv_primal']}
 {
-    const size_t k = get_global_id(0);
+    const size_t k = first + get_global_id(0);
     if (k >= count)
         return;
     float v = x[k] - tau * atp[k] - tau_gradient * gtq[k];

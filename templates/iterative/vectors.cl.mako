@@ -1,13 +1,15 @@
-## Vector steps of the iterative methods (pybp/iterative/), on buffers of n floats:
-## each is one pass over memory, so an iteration is two operator applications and a
-## few of these, with nothing read back but the partial sums of a dot product.
+## Vector steps of the iterative methods (pybp/iterative/), on elements first ... n - 1
+## of buffers of floats (a device's share of a vector split over several:
+## pybp/iterative/team.py): each is one pass over memory, so an iteration is two
+## operator applications and a few of these, with nothing read back but the partial
+## sums of a dot product.
 /* pybp vector steps of the iterative methods */
 
 // out = a x + b y
 __kernel void combine(
 ${args['combine']}
 {
-    const size_t k = get_global_id(0);
+    const size_t k = first + get_global_id(0);
     if (k < n)
         out[k] = a * x[k] + b * y[k];
 }
@@ -16,7 +18,7 @@ ${args['combine']}
 __kernel void fill(
 ${args['fill']}
 {
-    const size_t k = get_global_id(0);
+    const size_t k = first + get_global_id(0);
     if (k < n)
         out[k] = value;
 }
@@ -26,7 +28,7 @@ ${args['fill']}
 __kernel void invert_sums(
 ${args['invert_sums']}
 {
-    const size_t k = get_global_id(0);
+    const size_t k = first + get_global_id(0);
     if (k < n)
         weights[k] = sums[k] > 0.0f ? 1.0f / sums[k] : 0.0f;
 }
@@ -35,7 +37,7 @@ ${args['invert_sums']}
 __kernel void weighted_residual(
 ${args['weighted_residual']}
 {
-    const size_t k = get_global_id(0);
+    const size_t k = first + get_global_id(0);
     if (k < n)
         r[k] = (b[k] - r[k]) * w[k];
 }
@@ -45,7 +47,7 @@ ${args['weighted_residual']}
 __kernel void sirt_step(
 ${args['sirt_step']}
 {
-    const size_t k = get_global_id(0);
+    const size_t k = first + get_global_id(0);
     if (k < n) {
         const float v = mad(relaxation, w[k] * d[k], x[k]);
         x[k] = nonnegative ? fmax(v, 0.0f) : v;
@@ -56,7 +58,7 @@ ${args['sirt_step']}
 __kernel void scale(
 ${args['scale']}
 {
-    const size_t k = get_global_id(0);
+    const size_t k = first + get_global_id(0);
     if (k < n)
         x[k] *= w[k];
 }
@@ -66,7 +68,7 @@ ${args['scale']}
 __kernel void combine_each(
 ${args['combine_each']}
 {
-    const size_t k = get_global_id(0);
+    const size_t k = first + get_global_id(0);
     if (k < n) {
         const int s = (k / block) % problems;
         out[k] = a[s] * x[k] + b[s] * y[k];
@@ -82,6 +84,10 @@ ${args[name]}
     const int item = get_local_id(0);
     const size_t s = get_group_id(1), parts = get_num_groups(0);
     const size_t size = n / problems;
+    x += first;
+% if name == "problem_dots":
+    y += first;
+% endif
     float sum = 0.0f;
     for (size_t k = get_group_id(0) * ${group} + item; k < size; k += parts * ${group}) {
         const size_t i = ((k / block) * problems + s) * block + k % block;
