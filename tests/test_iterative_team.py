@@ -193,3 +193,29 @@ def test_a_team_whose_host_memory_would_not_fit_is_refused(cl_device, monkeypatc
         pybp.sirt(p, SMALL, 1, devices=[cl_device, cl_device], progress=False)
     assert pybp.sirt(p, SMALL, 1, devices=[cl_device], progress=False).shape == \
         SMALL.volume_shape
+
+
+@pytest.mark.parametrize("name", ["cgls", "tv"])
+def test_a_teams_run_interrupted_resumes_to_one_devices_bits(cl_device, tmp_path, monkeypatch,
+                                                             name):
+    """checkpoint= on two devices: Ctrl-C after iteration 3, the call again continues
+    from the state kept (each vector put whole on every device; CGLS's and TV's carry
+    the most) and ends with one device's bits."""
+    from pybp.iterative import checkpoint as kept
+
+    monkeypatch.setattr(kept, "CHECKPOINT_SECONDS", 0.0)
+    p, method, options = scan(), getattr(pybp, name), dict(METHODS[name], progress=False)
+    want = method(p, SMALL, 6, device=cl_device, **options)
+    path, pair = tmp_path / "state.npz", [cl_device, cl_device]
+
+    def stop(iteration, volume):
+        if iteration == 3:
+            raise KeyboardInterrupt
+
+    with pytest.raises(KeyboardInterrupt):
+        method(p, SMALL, 6, devices=pair, checkpoint=path, callback=stop, **options)
+    with np.load(path) as state:
+        assert int(state["iteration"]) == 2
+    np.testing.assert_array_equal(method(p, SMALL, 6, devices=pair, checkpoint=path, **options),
+                                  want)
+    assert not path.exists()

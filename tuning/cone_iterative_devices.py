@@ -6,6 +6,9 @@ one device's.
     python tuning/cone_iterative_devices.py                     # 512^3 from 496 x 960 x 1248
     python tuning/cone_iterative_devices.py --devices 0,0       # a team of two on one GPU
     python tuning/cone_iterative_devices.py --size 32 --angles 24 --detector 40 64 --devices 0,0
+    PYTHONPATH=OLD_TREE python tuning/cone_iterative_devices.py --devices 0   # older code
+
+One device is called with ``device=`` (so that code older than ``devices=`` runs it).
 
 An iteration's time is the difference of two calls, of ``2`` and ``2 + iterations``
 iterations, over ``iterations``: the upload of the data, the weights and the download of
@@ -33,8 +36,9 @@ def ball(shape) -> np.ndarray:
 
 
 def timed(method, data, geometry, iterations, devices, options):
+    chosen = dict(device=devices[0]) if len(devices) == 1 else dict(devices=devices)
     start = time.perf_counter()
-    volume = method(data, geometry, iterations, devices=devices, progress=False, **options)
+    volume = method(data, geometry, iterations, progress=False, **chosen, **options)
     return time.perf_counter() - start, volume
 
 

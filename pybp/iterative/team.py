@@ -312,19 +312,20 @@ class TeamPair:
         return TeamPair(self.team, [pair.restricted(angles) for pair in self.pairs])
 
     def forward(self, volume: Shared, projections: Shared, wait_for=None):
-        self.team.gather(volume)
-        events = [pair.forward(v.data, p.data, angles=projections.space.runs[d])
-                  for d, (pair, v, p) in enumerate(zip(self.pairs, volume.arrays,
-                                                        projections.arrays))]
-        projections.whole = len(self.pairs) == 1
-        return self.team.events(events)
+        return self._apply(volume, projections,
+                           lambda pair, v, p, run: pair.forward(v, p, angles=run))
 
     def backward(self, projections: Shared, volume: Shared, wait_for=None):
-        self.team.gather(projections)
-        events = [pair.backward(p.data, v.data, planes=volume.space.runs[d])
-                  for d, (pair, p, v) in enumerate(zip(self.pairs, projections.arrays,
-                                                        volume.arrays))]
-        volume.whole = len(self.pairs) == 1
+        return self._apply(projections, volume,
+                           lambda pair, p, v, run: pair.backward(p, v, planes=run))
+
+    def _apply(self, given: Shared, made: Shared, operator) -> Events:
+        """``operator(pair, given, made, run)`` on each device: ``given`` made whole
+        first, ``made`` then current on each device's run of its space alone."""
+        self.team.gather(given)
+        events = [operator(pair, g.data, m.data, made.space.runs[d])
+                  for d, (pair, g, m) in enumerate(zip(self.pairs, given.arrays, made.arrays))]
+        made.whole = len(self.pairs) == 1
         return self.team.events(events)
 
 
