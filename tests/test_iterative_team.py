@@ -203,7 +203,8 @@ def test_a_teams_run_interrupted_resumes_to_one_devices_bits(cl_device, tmp_path
     the most) and ends with one device's bits."""
     from pybp.iterative import checkpoint as kept
 
-    monkeypatch.setattr(kept, "CHECKPOINT_SECONDS", 0.0)
+    monkeypatch.setattr(kept, "CHECKPOINT_SECONDS", 0.0)  # a state after every iteration
+    monkeypatch.setattr(kept, "WRITE_SHARE", float("inf"))
     p, method, options = scan(), getattr(pybp, name), dict(METHODS[name], progress=False)
     want = method(p, SMALL, 6, device=cl_device, **options)
     path, pair = tmp_path / "state.npz", [cl_device, cl_device]
