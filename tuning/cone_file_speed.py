@@ -10,6 +10,11 @@ the file to the disk (the whole command only, the scan made block by block):
 
     python tuning/cone_file_speed.py --size 2048 --projections 2048 --detector 2048 2048 \
         --memory-limit 8G --output volume.npy --no-memory --runs 1
+
+With ``--limits`` (``pybp bench --io --json FILE`` in the same folder), each whole
+command beside its bound (issue 53): the file read from the page cache, the volume
+written to the disk, the counts up and the volume down the bus, and the kernels where
+``--kernel-seconds`` gives them.
 """
 
 from __future__ import annotations
@@ -23,6 +28,7 @@ from pathlib import Path
 import numpy as np
 
 import pybp
+from pybp.bench import io as bench_io
 from pybp.io.cone import write_circular
 from pybp.io.demo import write_dxchange
 from pybp.tune.cone import FIELD, PIXEL, SOURCE_DETECTOR, SOURCE_ORIGIN, geometry
@@ -39,6 +45,10 @@ def main():
     parser.add_argument("--no-memory", action="store_true",
                         help="only the whole command (not FDK from the counts in memory)")
     parser.add_argument("--runs", type=int, default=2, help="whole commands, one after another")
+    parser.add_argument("--limits", default=None,
+                        help="limits from pybp bench --io --json: each run beside its bound")
+    parser.add_argument("--kernel-seconds", type=float, default=None,
+                        help="with --limits: the kernels' seconds on one device")
     args = parser.parse_args()
     folder = Path(args.folder)
     folder.mkdir(parents=True, exist_ok=True)
@@ -83,6 +93,16 @@ def main():
         wall = time.perf_counter() - tick
         print(f"whole command ({attempt}; the file in the page cache): {wall:.2f} s "
               f"({g.updates() / wall * 1e-9:.0f} GUPS): {' '.join(command[1:])}", flush=True)
+        if args.limits:
+            volume = 4 * int(np.prod(g.volume_shape))
+            suffix = Path(args.output).suffix
+            case = bench_io.Case("cone, file to file", read=scan.stat().st_size,
+                                 written=volume, copied=scan.stat().st_size + volume,
+                                 up=scan.stat().st_size, down=volume,
+                                 format={".npy": "npy", ".h5": "hdf5"}.get(suffix, "tiff"),
+                                 kernel_seconds=args.kernel_seconds)
+            print(f"{attempt}: " + bench_io.against(case, bench_io.load(args.limits), wall),
+                  flush=True)
 
 
 def _write_blocks(path, rng, shape, flats, darks, degrees):

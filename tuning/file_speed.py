@@ -4,6 +4,8 @@ darks, reconstructed by ``pybp reconstruct`` into a folder of float32 TIFF slice
 the disk's own read and write speed measured in the same folder.
 
     python tuning/file_speed.py --size 2048 --rows 512 --folder /local/disk/folder
+    pybp bench --io --folder /local/disk/folder --json limits.json   # then, beside each run
+    python tuning/file_speed.py ... --limits limits.json             # its bound (issue 53)
 
 Reads are timed cold (the input's pages dropped from the page cache with
 ``posix_fadvise(DONTNEED)`` after an fsync, no root needed) and warm. Writes land in
@@ -21,7 +23,7 @@ from pathlib import Path
 
 import numpy as np
 
-from pybp.bench import volume as bench_pipeline
+from pybp.bench import io as bench_io, volume as bench_pipeline
 from pybp.cli import commands as cli
 from pybp.io import open_output, open_scan
 from pybp.io.demo import write_dxchange
@@ -79,6 +81,8 @@ def main():
     parser.add_argument("--folder", default="file-speed", help="on the disk to measure")
     parser.add_argument("--device", default=None)
     parser.add_argument("--disk-gib", type=float, default=8.0, help="size of the disk test")
+    parser.add_argument("--limits", default=None,
+                        help="limits from pybp bench --io --json: each run beside its bound")
     args = parser.parse_args()
     n_angles = args.angles or args.size
     folder = Path(args.folder)
@@ -103,6 +107,8 @@ def main():
           f"{time.perf_counter() - tick:.1f} s (with fsync)")
     del projections, flats, darks
     updates = float(args.size) ** 2 * n_angles * args.rows
+    kernel_seconds = updates / (memory["kernel_gups"] * 1e9)
+    limits = bench_io.load(args.limits) if args.limits else None
     center = str((args.size - 1) / 2)
     device = [] if args.device is None else ["--device", args.device]
     results = {}
@@ -117,6 +123,13 @@ def main():
         os.sync()
         flush = time.perf_counter() - tick
         results[name] = wall
+        if args.limits:
+            case = bench_io.Case(f"file to TIFF, input {name}", read=scan.stat().st_size,
+                                 written=4 * args.rows * args.size ** 2,
+                                 copied=scan.stat().st_size + 4 * args.rows * args.size ** 2,
+                                 up=scan.stat().st_size, down=4 * args.rows * args.size ** 2,
+                                 format="tiff", kernel_seconds=kernel_seconds)
+            print(f"{name}: " + bench_io.against(case, limits, wall, cached=name == "warm"))
         print(f"{name}: {wall:.2f} s wall, {updates / wall * 1e-9:.3g} GU/s, "
               f"{100 * (updates / wall) / (updates / memory['wall']):.0f}% of in memory; "
               f"then sync of the slices to disk {flush:.2f} s "

@@ -202,6 +202,23 @@ def _add_bench(sub, common, device_help):
                              "(--iterations, the median shown)")
     bench_.add_argument("--iterations", type=int, default=5,
                         help="with --iterative: iterations timed one by one")
+    bench_.add_argument("--io", action="store_true",
+                        help="only: the limits a run's data meets on this machine (host "
+                             "copies by threads, page-locked transfers of each device and of "
+                             "all at once, file reads from the page cache and the disk, "
+                             ".npy, HDF5 and TIFF writes), and the lower bound they set on "
+                             "--size^3 from a DXchange file, parallel and cone beam")
+    bench_.add_argument("--devices", default=None, metavar="all|I,J,..",
+                        help="with --io: the devices whose transfers to measure (default: "
+                             "all)")
+    bench_.add_argument("--folder", default=None,
+                        help="with --io: where to write and read the files (default: the "
+                             "system's temporary folder); a folder on the disk the run "
+                             "writes to")
+    bench_.add_argument("--gib", type=float, default=1.0,
+                        help="with --io: GiB of each host copy and transfer")
+    bench_.add_argument("--json", default=None, metavar="FILE",
+                        help="with --io: the limits as JSON too (tuning scripts read them)")
     bench_.set_defaults(func=tool("cmd_bench"))
 
 

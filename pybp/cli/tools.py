@@ -5,6 +5,7 @@ import the benchmarks, the tuner and the cone-beam code (0.1 s of its start-up).
 from __future__ import annotations
 
 import importlib.util
+import json
 import sys
 import time
 from dataclasses import fields as dataclass_fields
@@ -12,9 +13,10 @@ from pathlib import Path
 
 import numpy as np
 
-from pybp import checks, phantoms
+from pybp import checks, distributed, phantoms
 from pybp.api.sinograms import Backprojector
-from pybp.bench import cone as bench_cone, iterative as bench_iterative, kernels as bench
+from pybp.bench import cone as bench_cone, io as bench_io, iterative as bench_iterative
+from pybp.bench import kernels as bench
 from pybp.bench import volume as bench_pipeline
 from pybp.cl import cache
 from pybp.cl.device import select_device
@@ -138,6 +140,8 @@ def _selected(args, settings=SETTINGS):
 
 
 def cmd_bench(args):
+    if args.io:
+        return _bench_io(args)
     if args.forward or args.iterative:
         if args.cone:
             geometry = cone_geometry(args.size or 512, args.projections, args.detector)
@@ -184,6 +188,28 @@ def cmd_bench(args):
         versus = f", {r['gups'] / silx:.2f}x silx" if silx else ""
         print(f"  v{slices} {interpolation:7s} {storage:5s}: {r['kernel']:20s} "
               f"{bench.rate(r['gups']):>7s} GU/s{share}{versus}")
+    return 0
+
+
+def _bench_io(args):
+    """``pybp bench --io``: the limits, then the standard cases' bounds on one device
+    and on all of them."""
+    if args.folder is not None and not Path(args.folder).is_dir():
+        raise ValueError(f"--folder: {args.folder} is not a folder")
+    if not args.gib > 0:
+        raise ValueError(f"--gib: expected a positive size, got {args.gib}")
+    devices = distributed.device_list(args.devices or "all")
+    size = args.size or 2048
+    n_bytes = int(args.gib * 2 ** 30)
+    # the files: --gib of the cases' float32 slices (TIFF's cost is a file's, per slice)
+    limits = bench_io.measure(devices, args.folder, n_bytes,
+                              (max(2, n_bytes // (4 * size ** 2)), size, size), args.repeats)
+    cases = bench_io.standard_cases(size) + (
+        bench_io.standard_cases(size, len(devices)) if len(devices) > 1 else [])
+    print(bench_io.report(limits, cases))
+    if args.json:
+        Path(args.json).write_text(json.dumps(limits, indent=1))
+        print(f"wrote {args.json}")
     return 0
 
 

@@ -1,0 +1,380 @@
+"""``pybp bench --io``: the limits a run's data meets on this machine, measured, and the
+lower bound they set on a case (issue 53).
+
+The limits:
+- host copies: NumPy copies over 1, 2, 4 ... threads (what the readers and writers do
+  between the caller's arrays, files and page-locked staging);
+- page-locked transfers to and from each device, and to every device at once;
+- reads of a file in the page cache, and from the disk (the file's pages dropped first:
+  ``posix_fadvise(DONTNEED)`` after ``fsync``, no root needed);
+- writes into the page cache (no ``fsync``), and to the disk (``fsync`` timed too):
+  one ``.npy``, one HDF5 dataset, and TIFF files of one slice each, as the command
+  writes them.
+
+A case (:class:`Case`) is the bytes a run must move: read from its file, through the
+host's copies, up and down each device's bus, written; with its kernel time where
+known. :func:`bounds` gives the time each limit alone allows, and the largest of them
+is the case's lower bound: a run's wall time is reported as that bound over it.
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import statistics
+import tempfile
+import threading
+import time
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass
+from pathlib import Path
+
+import numpy as np
+import pyopencl as cl
+
+from pybp.cl import pacing
+from pybp.cl.device import describe, open_device
+from pybp.cl.staging import Staging
+
+GB = 1e9
+THREADS = (1, 2, 4, 8, 16, 32, 64)  # host copies' thread counts, up to twice the cores
+
+
+def _median_seconds(step, repeats) -> float:
+    """The median wall time of ``step()`` over ``repeats`` calls after one warm-up."""
+    step()
+    times = []
+    for _ in range(repeats):
+        tick = time.perf_counter()
+        step()
+        times.append(time.perf_counter() - tick)
+    return statistics.median(times)
+
+
+def host_copies(n_bytes: int, repeats: int = 3, threads=None) -> dict:
+    """GB/s copied by NumPy over each count of ``threads`` (default: :data:`THREADS` up
+    to twice the cores), ``n_bytes`` a copy, in as many blocks as threads times four."""
+    cores = os.cpu_count() or 1
+    counts = threads or [t for t in THREADS if t <= 2 * cores]
+    source = np.ones(max(1, n_bytes // 4), np.float32)
+    destination = np.zeros_like(source)
+    rates = {}
+    for count in counts:
+        edges = np.linspace(0, source.size, 4 * count + 1).astype(int)
+        with ThreadPoolExecutor(count) as pool:
+            def copy():
+                for future in [pool.submit(np.copyto, destination[a:b], source[a:b])
+                               for a, b in zip(edges[:-1], edges[1:])]:
+                    future.result()
+            rates[count] = source.nbytes / _median_seconds(copy, repeats) / GB
+    return rates
+
+
+def transfers(devices, n_bytes: int, repeats: int = 3) -> dict:
+    """Page-locked transfers of ``n_bytes``: ``{"devices": [{"name", "up", "down"}...],
+    "all_up", "all_down"}`` in GB/s, each device alone, then every device at once (the
+    sum of their bytes over the wall time; one thread a device)."""
+    members = []
+    for device in devices:
+        cl_device, context, _ = open_device(device)
+        queue = cl.CommandQueue(context)
+        staging = Staging(queue)
+        host = staging.array(max(1, n_bytes // 4), np.float32)
+        host[:] = 1
+        buffer = cl.Buffer(context, cl.mem_flags.READ_WRITE, host.nbytes)
+        members.append((describe(cl_device), queue, staging, host, buffer))
+
+    def up(member):
+        _, queue, _, host, buffer = member
+        pacing.wait(cl.enqueue_copy(queue, buffer, host, is_blocking=False))
+
+    def down(member):
+        _, queue, _, host, buffer = member
+        pacing.wait(cl.enqueue_copy(queue, host, buffer, is_blocking=False))
+
+    def together(step):
+        def run():
+            threads = [threading.Thread(target=step, args=(m,)) for m in members]
+            for thread in threads:
+                thread.start()
+            for thread in threads:
+                thread.join()
+        return run
+
+    try:
+        size = members[0][3].nbytes
+        each = [dict(name=m[0].name, up=size / _median_seconds(lambda: up(m), repeats) / GB,
+                     down=size / _median_seconds(lambda: down(m), repeats) / GB)
+                for m in members]
+        total = size * len(members)
+        return dict(devices=each,
+                    all_up=total / _median_seconds(together(up), repeats) / GB,
+                    all_down=total / _median_seconds(together(down), repeats) / GB)
+    finally:
+        for member in members:
+            member[2].release()
+
+
+def filesystem(folder) -> str:
+    """The type of the file system ``folder`` lies on (``/proc/mounts``'s longest
+    mount point above it), or ``"unknown"``."""
+    path = os.path.realpath(folder)
+    best, kind = "", "unknown"
+    try:
+        with open("/proc/mounts") as mounts:
+            for line in mounts:
+                fields = line.split()
+                if len(fields) >= 3:
+                    point = fields[1]
+                    inside = path == point or path.startswith(point.rstrip("/") + "/")
+                    if inside and len(point) > len(best):
+                        best, kind = point, fields[2]
+    except OSError:
+        pass
+    return kind
+
+
+def _synced(path):
+    fd = os.open(path, os.O_RDONLY)
+    try:
+        os.fsync(fd)
+    finally:
+        os.close(fd)
+
+
+def _dropped(path):
+    """The file's pages out of the page cache (written back first), where the system
+    allows: the next read comes from the disk."""
+    fd = os.open(path, os.O_RDONLY)
+    try:
+        os.fsync(fd)
+        if hasattr(os, "posix_fadvise"):
+            os.posix_fadvise(fd, 0, 0, os.POSIX_FADV_DONTNEED)
+    finally:
+        os.close(fd)
+
+
+def _write_npy(path, volume):
+    np.save(path, volume)
+
+
+def _write_hdf5(path, volume):
+    import h5py
+    with h5py.File(path, "w") as f:
+        f.create_dataset("volume", data=volume)
+
+
+def _write_tiffs(path, volume, threads=1):
+    import tifffile
+    path.mkdir(exist_ok=True)
+
+    def one(k):
+        tifffile.imwrite(path / f"slice_{k:05d}.tif", volume[k])
+    with ThreadPoolExecutor(threads) as pool:
+        list(pool.map(one, range(len(volume))))
+
+
+def _read_threads(path, into, offset, threads):
+    """The file's bytes from ``offset`` into ``into`` by ``threads`` threads, each
+    ``pread``-ing its part (as the command's readers take a file's parts)."""
+    flat = memoryview(into).cast("B")
+    edges = np.linspace(0, len(flat), threads + 1).astype(int)
+    fd = os.open(path, os.O_RDONLY)
+    try:
+        def part(a, b):
+            while a < b:
+                got = os.preadv(fd, [flat[a:b]], offset + a)
+                if got <= 0:
+                    raise OSError(f"{path}: ended early")
+                a += got
+        with ThreadPoolExecutor(threads) as pool:
+            for future in [pool.submit(part, a, b) for a, b in zip(edges[:-1], edges[1:])]:
+                future.result()
+    finally:
+        os.close(fd)
+
+
+def _files(path) -> list:
+    return sorted(p for p in path.iterdir()) if path.is_dir() else [path]
+
+
+# The formats a run writes: the writer, the name, and the library it needs (an extra)
+FORMATS = {"npy": (_write_npy, "volume.npy", None), "hdf5": (_write_hdf5, "volume.h5", "h5py"),
+           "tiff": (_write_tiffs, "slices", "tifffile")}
+
+
+def files(folder, shape, repeats: int = 2, threads=None) -> dict:
+    """File speeds in ``folder`` (a directory made and removed inside it) for a float32
+    volume of ``shape`` ``(slices, ny, nx)``, GB/s: ``write_cache`` and ``write_disk``
+    of each format (:data:`FORMATS`; ``None`` where its library is missing; the disk's
+    with every file's ``fsync``, as the command writes; TIFF's files by the best of
+    ``threads`` threads), ``read_cache`` and ``read_disk`` of the ``.npy`` (the best of
+    ``threads`` threads), and ``filesystem``. ``threads``: default 1, 4 and the
+    cores."""
+    cores = os.cpu_count() or 1
+    counts = threads or sorted({1, min(4, cores), cores})
+    volume = np.random.default_rng(0).random(shape, np.float32)
+    found = dict(filesystem=filesystem(folder), bytes=volume.nbytes)
+    work = Path(tempfile.mkdtemp(prefix="pybp-io-", dir=folder))
+    rate = lambda step: volume.nbytes / _median_seconds(step, repeats) / GB  # noqa: E731
+    try:
+        for name, (write, file_name, library) in FORMATS.items():
+            if library is not None:
+                try:
+                    __import__(library)
+                except ImportError:
+                    found[f"write_cache_{name}"] = found[f"write_disk_{name}"] = None
+                    continue
+            target = work / file_name
+            for_threads = counts if name == "tiff" else [None]
+
+            def cached(n):
+                write(target, volume) if n is None else write(target, volume, n)
+
+            def on_disk(n):
+                cached(n)
+                for path in _files(target):
+                    _synced(path)
+
+            found[f"write_cache_{name}"] = max(rate(lambda: cached(n)) for n in for_threads)
+            found[f"write_disk_{name}"] = max(rate(lambda: on_disk(n)) for n in for_threads)
+            if name != "npy":
+                shutil.rmtree(target) if target.is_dir() else target.unlink()
+        npy = work / FORMATS["npy"][1]
+        with open(npy, "rb") as f:
+            np.lib.format.read_magic(f)
+            np.lib.format.read_array_header_1_0(f)
+            offset = f.tell()
+        into = np.empty_like(volume)
+        found["read_cache"] = max(rate(lambda: _read_threads(npy, into, offset, n))
+                                  for n in counts)
+
+        def cold(n):
+            _dropped(npy)
+            _read_threads(npy, into, offset, n)
+        found["read_disk"] = max(rate(lambda: cold(n)) for n in counts)
+        if not np.array_equal(into, volume):
+            raise RuntimeError(f"{npy}: read back other values than were written")
+    finally:
+        shutil.rmtree(work, ignore_errors=True)
+    return found
+
+
+@dataclass(frozen=True)
+class Case:
+    """The bytes a run moves: ``read`` from its file, ``written`` to its output (in
+    ``format``), ``copied`` by the host (into and out of page-locked staging), ``up``
+    and ``down`` each device's bus (all devices together: shared among ``devices``);
+    ``kernel_seconds`` of one device's kernels (None: unknown), shared among them too."""
+
+    name: str
+    read: int
+    written: int
+    copied: int
+    up: int
+    down: int
+    format: str = "npy"
+    devices: int = 1
+    kernel_seconds: float | None = None
+
+
+def bounds(case: Case, limits: dict, cached: bool = True) -> dict:
+    """Seconds each limit alone allows ``case`` (``limits`` as :func:`measure` gives
+    them; the input read from the page cache where ``cached``, else the disk; the
+    output written to the disk), and ``bound``, the largest: the case's lower bound, and
+    ``held_by``, the limit that sets it."""
+    copies = max(limits["host_copies"].values())
+    moves = limits["transfers"]
+    devices = moves["devices"][:case.devices]
+    up = min(moves["all_up"], sum(d["up"] for d in devices)) if case.devices > 1 else \
+        devices[0]["up"]
+    down = min(moves["all_down"], sum(d["down"] for d in devices)) if case.devices > 1 else \
+        devices[0]["down"]
+    speeds = limits["files"]
+    written = speeds.get(f"write_disk_{case.format}")
+    seconds = {
+        "read": case.read / (speeds["read_cache" if cached else "read_disk"] * GB),
+        "write": case.written / (written * GB) if written else None,
+        "host copies": case.copied / (copies * GB),
+        "up": case.up / (up * GB),
+        "down": case.down / (down * GB),
+        "kernels": None if case.kernel_seconds is None else case.kernel_seconds / case.devices,
+    }
+    known = {k: v for k, v in seconds.items() if v is not None}
+    held_by = max(known, key=known.get)
+    return dict(seconds, bound=known[held_by], held_by=held_by)
+
+
+def load(path) -> dict:
+    """Limits that ``pybp bench --io --json`` wrote."""
+    import json
+    with open(path) as f:
+        return json.load(f)
+
+
+def against(case: Case, limits: dict, wall: float, cached: bool = True) -> str:
+    """A run of ``case`` that took ``wall`` seconds beside its bound, as a line."""
+    b = bounds(case, limits, cached)
+    return (f"{wall:.2f} s against a bound of {b['bound']:.2f} s (held by {b['held_by']}): "
+            f"{100 * b['bound'] / wall:.0f}% of the bound's speed")
+
+
+def standard_cases(size: int, devices: int = 1) -> list:
+    """Issue 53's cases at ``size`` (2048: theirs), from uint16 counts in a DXchange file
+    to float32: parallel beam, ``size`` angles x ``size`` rows x ``size`` columns to
+    ``size`` slices, and cone beam, ``size`` projections of ``size`` x ``size`` to a
+    ``size``^3 volume; each to ``.npy``, HDF5 and TIFF slices. The host copies the
+    counts into page-locked staging and the slices out of it; the bus carries the counts
+    as they are (uint16: issue 53 keeps integers to the device) and the volume down."""
+    counts, volume = 2 * size ** 3, 4 * size ** 3
+    cases = []
+    for geometry in ("parallel", "cone"):
+        for form in FORMATS:
+            cases.append(Case(f"{geometry} {size}^3 to {form}", read=counts, written=volume,
+                              copied=counts + volume, up=counts,
+                              down=volume, format=form, devices=devices))
+    return cases
+
+
+def measure(devices, folder=None, n_bytes=1 << 30, shape=(64, 1024, 1024), repeats=3,
+            progress=print) -> dict:
+    """Every limit on this machine: ``host_copies``, ``transfers`` (of ``devices``) and
+    ``files`` (in ``folder``, default the system's temporary folder), each told to
+    ``progress`` as it is measured."""
+    folder = folder or tempfile.gettempdir()
+    progress(f"host copies of {n_bytes / 2 ** 30:.3g} GiB ...")
+    limits = dict(host_copies=host_copies(n_bytes, repeats))
+    progress(f"page-locked transfers of {n_bytes / 2 ** 30:.3g} GiB ...")
+    limits["transfers"] = transfers(devices, n_bytes, repeats)
+    progress(f"files of {np.prod(shape) * 4 / 2 ** 30:.3g} GiB in {folder} ...")
+    limits["files"] = files(folder, shape, max(1, repeats - 1))
+    return limits
+
+
+def report(limits: dict, cases=()) -> str:
+    """The limits and each case's bound, as text."""
+    lines = ["host copies (NumPy, GB/s by threads): " + ", ".join(
+        f"{t}: {r:.1f}" for t, r in limits["host_copies"].items())]
+    moves = limits["transfers"]
+    for d in moves["devices"]:
+        lines.append(f"page-locked transfers, {d['name']}: up {d['up']:.1f} GB/s, down "
+                     f"{d['down']:.1f} GB/s")
+    if len(moves["devices"]) > 1:
+        lines.append(f"every device at once: up {moves['all_up']:.1f} GB/s, down "
+                     f"{moves['all_down']:.1f} GB/s in all")
+    f = limits["files"]
+    lines.append(f"files ({f['filesystem']}): read {f['read_cache']:.2f} GB/s from the page "
+                 f"cache, {f['read_disk']:.2f} GB/s from the disk")
+    for form in FORMATS:
+        cache, disk = f.get(f"write_cache_{form}"), f.get(f"write_disk_{form}")
+        lines.append(f"  write {form}: " + ("its library is not installed (the io extra: "
+                                            "pip install \".[io]\")" if cache is None else
+                                            f"{cache:.2f} GB/s into the page cache, {disk:.2f} "
+                                            f"GB/s to the disk (fsync)"))
+    for case in cases:
+        b = bounds(case, limits)
+        parts = ", ".join(f"{k} {v:.2f} s" for k, v in b.items()
+                          if k not in ("bound", "held_by") and v is not None)
+        lines.append(f"{case.name} on {case.devices} device(s): at least {b['bound']:.2f} s, "
+                     f"held by {b['held_by']} ({parts})")
+    return "\n".join(lines)

@@ -1,0 +1,84 @@
+"""pybp bench --io (pybp/bench/io.py): the limits a run's data meets, measured on this
+machine, and the lower bound they set on a case."""
+
+import json
+import os
+
+import numpy as np
+import pytest
+
+from pybp.cli.commands import main
+from pybp.bench import io
+
+LIMITS = {  # GB/s, as measure() gives them (JSON keys are strings)
+    "host_copies": {"1": 10.0, "8": 40.0},
+    "transfers": {"devices": [dict(name="a", up=50.0, down=40.0),
+                              dict(name="b", up=50.0, down=40.0)],
+                  "all_up": 80.0, "all_down": 80.0},
+    "files": {"read_cache": 20.0, "read_disk": 2.0, "write_disk_npy": 4.0,
+              "write_disk_tiff": None},
+}
+
+
+def test_a_cases_bound_is_its_slowest_limit():
+    """Seconds of each limit from the case's bytes, against float64 by hand: the
+    largest is the bound; several devices share the bus at the rate of all at once (or
+    the sum of each's, the lower) and the kernels; a format without its library has no
+    write limit."""
+    case = io.Case("c", read=40 * 10 ** 9, written=8 * 10 ** 9, copied=80 * 10 ** 9,
+                   up=40 * 10 ** 9, down=8 * 10 ** 9, kernel_seconds=3.0)
+    got = io.bounds(case, LIMITS)
+    want = {"read": 2.0, "write": 2.0, "host copies": 2.0, "up": 0.8, "down": 0.2,
+            "kernels": 3.0}
+    for name, seconds in want.items():
+        assert got[name] == pytest.approx(seconds), name
+    assert got["bound"] == pytest.approx(3.0) and got["held_by"] == "kernels"
+    cold = io.bounds(case, LIMITS, cached=False)
+    assert cold["read"] == pytest.approx(20.0) and cold["held_by"] == "read"
+    two = io.bounds(io.Case("c", 0, 0, 0, up=160 * 10 ** 9, down=0, devices=2,
+                            kernel_seconds=3.0), LIMITS)
+    assert two["up"] == pytest.approx(2.0) and two["kernels"] == pytest.approx(1.5)
+    tiff = io.bounds(io.Case("t", 10 ** 9, 10 ** 9, 0, 0, 0, format="tiff"), LIMITS)
+    assert tiff["write"] is None and tiff["held_by"] == "read"
+
+
+def test_the_standard_cases_count_their_bytes():
+    cases = io.standard_cases(16, devices=2)
+    assert len(cases) == 2 * len(io.FORMATS)
+    for case in cases:
+        assert case.read == case.up == 2 * 16 ** 3  # uint16 counts in, as they are
+        assert case.written == case.down == 4 * 16 ** 3  # float32 out
+        assert case.copied == case.read + case.written and case.devices == 2
+
+
+def test_the_limits_are_measured_and_the_files_removed(cl_device, tmp_path):
+    """Every limit is a positive speed on this machine; the files go, the folder stays."""
+    copies = io.host_copies(1 << 20, repeats=1, threads=(1, 2))
+    assert set(copies) == {1, 2} and all(rate > 0 for rate in copies.values())
+    moves = io.transfers([cl_device, cl_device], 1 << 20, repeats=1)
+    assert len(moves["devices"]) == 2 and moves["all_up"] > 0 and moves["all_down"] > 0
+    assert all(d["up"] > 0 and d["down"] > 0 for d in moves["devices"])
+    speeds = io.files(tmp_path, (4, 32, 32), repeats=1)
+    assert speeds["bytes"] == 4 * 4 * 32 * 32 and speeds["filesystem"] != ""
+    for name in ("read_cache", "read_disk", "write_cache_npy", "write_disk_npy"):
+        assert speeds[name] > 0, name
+    assert os.listdir(tmp_path) == []
+
+
+def test_bench_io_reports_the_bounds_and_writes_the_limits(cl_device, tmp_path, capsys):
+    """pybp bench --io: the limits, each standard case's bound and the limit holding
+    it, the JSON a tuning script reads; a folder that is not one is refused by name."""
+    limits = tmp_path / "limits.json"
+    assert main(["bench", "--io", "--devices", cl_device.name, "--gib", "0.002",
+                     "--size", "32", "--repeats", "1", "--folder", str(tmp_path),
+                     "--json", str(limits)]) == 0
+    out = capsys.readouterr().out
+    assert "host copies (NumPy, GB/s by threads)" in out and "page-locked transfers" in out
+    assert "parallel 32^3 to npy on 1 device(s): at least" in out and "held by" in out
+    kept = json.loads(limits.read_text())
+    assert kept["files"]["read_cache"] > 0 and kept["transfers"]["devices"]
+    case = io.standard_cases(32)[0]
+    assert io.bounds(case, kept)["bound"] > 0
+    assert main(["bench", "--io", "--folder", str(tmp_path / "none")]) == 2
+    assert "--folder: " in capsys.readouterr().err
+    assert np.isfinite(io.bounds(case, kept)["read"])
