@@ -218,7 +218,8 @@ def _add_bench(sub, common, device_help):
     bench_.add_argument("--gib", type=float, default=1.0,
                         help="with --io: GiB of each host copy and transfer")
     bench_.add_argument("--json", default=None, metavar="FILE",
-                        help="with --io: the limits as JSON too (tuning scripts read them)")
+                        help="with --io: the limits as JSON too, into FILE (tuning scripts "
+                             "read them; default: none)")
     bench_.set_defaults(func=tool("cmd_bench"))
 
 
