@@ -7,12 +7,16 @@ and ``--scheduler local`` (worker processes).
 
     python tuning/multi_device.py --size 2048 --rows 2048 --repeats 3
     python tuning/multi_device.py --size 2048 --rows 2048 --file --folder /local/disk
+    pybp bench --io --json limits.json && python tuning/multi_device.py ... --limits limits.json
 
 Each volume is checked slice by slice against the one-device volume (bit for bit:
 the same kernels on the same kind of GPU), after ``out`` was filled with NaN, so a
 slice missing or written twice with other values shows. Wall times are medians of
 ``--repeats`` after a warm-up; kernel-only GU/s of one device and silx's FBP per slice
-are measured in the same run for scale.
+are measured in the same run for scale. With ``--limits`` (``pybp bench --io --json``), each
+in-memory wall time beside its bound (issue 53): the host's copies of the counts into
+page-locked staging and of the slices out, the bus up and down, the kernels shared among
+the devices.
 """
 
 from __future__ import annotations
@@ -29,7 +33,7 @@ from pathlib import Path
 import numpy as np
 import tifffile
 
-from pybp.bench import volume as bench_pipeline
+from pybp.bench import io as bench_io, volume as bench_pipeline
 from pybp.stream import sources
 from pybp.bench.kernels import rate
 from pybp.cl.device import all_devices
@@ -123,6 +127,15 @@ def from_memory(args, devices):
         one, many, dask = (results[how, label] for label, _ in ways)
         print(f"{how}: {len(devices)} devices {one / many:.2f}x one; Dask {one / dask:.2f}x one, "
               f"{dask / many:.3f} of the multi-device wall", flush=True)
+        if args.limits:
+            limits = bench_io.load(args.limits)
+            for (label, _), count in zip(ways, (1, len(devices), len(devices))):
+                case = bench_io.Case(label, read=0, written=0,
+                                     copied=projections.nbytes + out.nbytes,
+                                     up=projections.nbytes, down=out.nbytes, devices=count,
+                                     kernel_seconds=updates / (kernel * 1e9))
+                print(f"  {how}, {label}: " + bench_io.against(case, limits,
+                                                               results[how, label]), flush=True)
 
 
 def describe(stats):
@@ -197,6 +210,8 @@ def main():
     parser.add_argument("--file", action="store_true", help="the file runs instead")
     parser.add_argument("--folder", default="/tmp/pybp-multi-device")
     parser.add_argument("--no-silx", action="store_true")
+    parser.add_argument("--limits", default=None,
+                        help="limits from pybp bench --io --json: each run beside its bound")
     args = parser.parse_args()
     devices = device_list(args.devices)
     args.indices = [all_devices().index(d) for d in devices]
