@@ -32,16 +32,6 @@ from pybp.api.volumes import reconstruct
 BLOCK = 64 << 20
 
 
-def drop_from_cache(path):
-    """Write a file's dirty pages to disk and drop its pages from the page cache."""
-    fd = os.open(path, os.O_RDONLY)
-    try:
-        os.fsync(fd)
-        os.posix_fadvise(fd, 0, 0, os.POSIX_FADV_DONTNEED)
-    finally:
-        os.close(fd)
-
-
 def disk_speed(folder: Path, n_bytes: int):
     """(write GB/s including fsync, cold read GB/s) of one file of ``n_bytes``."""
     path = folder / "disk-speed.bin"
@@ -52,7 +42,7 @@ def disk_speed(folder: Path, n_bytes: int):
             f.write(block)
         os.fsync(f.fileno())
     write = n_bytes / (time.perf_counter() - tick) * 1e-9
-    drop_from_cache(path)
+    bench_io.drop_from_cache(path)
     tick = time.perf_counter()
     with open(path, "rb", buffering=0) as f:
         while f.read(BLOCK):
@@ -102,7 +92,7 @@ def main():
     scan.unlink(missing_ok=True)
     tick = time.perf_counter()
     write_dxchange(scan, projections, flats, darks, np.degrees(angles))
-    drop_from_cache(scan)
+    bench_io.drop_from_cache(scan)
     print(f"wrote {scan} ({scan.stat().st_size / 1e9:.2f} GB) in "
           f"{time.perf_counter() - tick:.1f} s (with fsync)")
     del projections, flats, darks
@@ -116,7 +106,7 @@ def main():
         out = folder / f"slices-{name}"
         shutil.rmtree(out, ignore_errors=True)
         if name == "cold":
-            drop_from_cache(scan)
+            bench_io.drop_from_cache(scan)
         print(f"--- file to TIFF folder, input {name} ---", flush=True)
         wall = timed_cli(["reconstruct", str(scan), "-o", str(out), "--center", center] + device)
         tick = time.perf_counter()

@@ -19,6 +19,7 @@ is the case's lower bound: a run's wall time is reported as that bound over it.
 
 from __future__ import annotations
 
+import json
 import os
 import shutil
 import tempfile
@@ -146,7 +147,7 @@ def _synced(path):
         os.close(fd)
 
 
-def _dropped(path):
+def drop_from_cache(path):
     """The file's pages out of the page cache (written back first), where the system
     allows: the next read comes from the disk."""
     fd = os.open(path, os.O_RDONLY)
@@ -265,7 +266,7 @@ def files(folder, shape, repeats: int = 2, threads=None) -> dict:
                                   for n in counts)
 
         def cold(n):
-            _dropped(npy)
+            drop_from_cache(npy)
             _read_threads(npy, into, offset, n)
         found["read_disk"] = max(rate(lambda: cold(n)) for n in counts)
         if not np.array_equal(into, volume):
@@ -324,7 +325,6 @@ def bounds(case: Case, limits: dict, cached: bool = True) -> dict:
 
 def load(path) -> dict:
     """Limits that ``pybp bench --io --json`` wrote."""
-    import json
     with open(path) as f:
         return json.load(f)
 

@@ -226,25 +226,12 @@ class Team:
 
     def gather(self, shared: Shared):
         """Make ``shared`` whole on every device: each device's runs down into host
-        memory, then up to every other device (the uploads queued ahead of what each
-        device does next)."""
+        memory, then up to every other device."""
         if shared.whole:
             return
-        host = self._host_memory(shared.size)
-        self._wait_uploads()  # the host memory's last contents are on their way up
-        downs = [cl.enqueue_copy(q, host[first:stop], array.data,
-                                 src_offset=FLOAT.itemsize * first, is_blocking=False)
-                 for d, (q, array) in enumerate(zip(self.queues, shared.arrays))
-                 for first, stop in shared.space.spans(d)]
-        for down in downs:
-            pacing.wait(down)
-        self._uploads = [cl.enqueue_copy(q, array.data, host[first:stop],
-                                         dst_offset=FLOAT.itemsize * first, is_blocking=False)
-                         for e, (q, array) in enumerate(zip(self.queues, shared.arrays))
-                         for d in range(len(self.queues)) if d != e
-                         for first, stop in shared.space.spans(d)]
-        for queue in self.queues:
-            queue.flush()
+        others = lambda d: [e for e in range(len(self.queues)) if e != d]  # noqa: E731
+        self._exchange(shared, [(d, others(d), span) for d in range(len(self.queues))
+                                for span in shared.space.spans(d)])
         shared.whole = True
 
     def halo(self, shared: Shared, block: int):
@@ -253,25 +240,30 @@ class Team:
         that owns it."""
         if shared.whole:
             return
-        space = shared.space
-        plane = space.unit
-        host = self._host_memory(shared.size)
-        self._wait_uploads()
-        moves = []
+        space, moves = shared.space, []
         for e, (first, stop) in enumerate(space.runs):
             if stop > first and first > 0:
                 owner = next(d for d, (a, b) in enumerate(space.runs) if a < first <= b)
-                start = (block * space.count + first - 1) * plane
-                moves.append((owner, e, start))
-        downs = [cl.enqueue_copy(self.queues[owner], host[start:start + plane],
-                                 shared.arrays[owner].data, src_offset=FLOAT.itemsize * start,
-                                 is_blocking=False) for owner, _, start in moves]
+                start = (block * space.count + first - 1) * space.unit
+                moves.append((owner, [e], (start, start + space.unit)))
+        self._exchange(shared, moves)
+
+    def _exchange(self, shared: Shared, moves):
+        """Each ``(owner, targets, (first, stop))`` of ``moves``: those elements of
+        ``shared`` down from the owner into host memory, then up to the targets (the
+        uploads queued ahead of what each device does next)."""
+        host = self._host_memory(shared.size)
+        self._wait_uploads()  # the host memory's last contents are on their way up
+        downs = [cl.enqueue_copy(self.queues[owner], host[first:stop],
+                                 shared.arrays[owner].data, src_offset=FLOAT.itemsize * first,
+                                 is_blocking=False)
+                 for owner, _, (first, stop) in moves]
         for down in downs:
             pacing.wait(down)
         self._uploads = [cl.enqueue_copy(self.queues[e], shared.arrays[e].data,
-                                         host[start:start + plane],
-                                         dst_offset=FLOAT.itemsize * start, is_blocking=False)
-                         for _, e, start in moves]
+                                         host[first:stop], dst_offset=FLOAT.itemsize * first,
+                                         is_blocking=False)
+                         for _, targets, (first, stop) in moves for e in targets]
         for queue in self.queues:
             queue.flush()
 
