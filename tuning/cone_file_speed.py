@@ -14,7 +14,8 @@ the file to the disk (the whole command only, the scan made block by block):
 With ``--limits`` (``pybp bench --io --json FILE`` in the same folder), each whole
 command beside its bound (issue 53): the file read from the page cache, the volume
 written to the disk, the counts up and the volume down the bus, and the kernels where
-``--kernel-seconds`` gives them.
+``--kernel-seconds`` gives them (``--kernel`` measures them first). With
+``PYTHONPATH=OLD_TREE``, the command runs that tree's pybp too (from its folder).
 """
 
 from __future__ import annotations
@@ -49,8 +50,11 @@ def main():
                         help="limits from pybp bench --io --json: each run beside its bound")
     parser.add_argument("--kernel-seconds", type=float, default=None,
                         help="with --limits: the kernels' seconds on one device")
+    parser.add_argument("--kernel", action="store_true",
+                        help="measure those first: the back-projection kernel alone over the "
+                             "volume (its passes on the first slab of the volume in one piece)")
     args = parser.parse_args()
-    folder = Path(args.folder)
+    folder = Path(args.folder).resolve()
     folder.mkdir(parents=True, exist_ok=True)
     g = geometry(args.size, args.projections, tuple(args.detector))
     n, (rows, cols) = g.n_angles, g.detector_shape
@@ -71,6 +75,8 @@ def main():
                    g.volume_shape, FIELD / args.size)
     print(f"scan: {scan} ({scan.stat().st_size / 2**30:.2f} GiB), made in "
           f"{time.perf_counter() - tick:.1f} s", flush=True)
+    if args.kernel:
+        args.kernel_seconds = _kernel_seconds(g)
 
     if counts is not None:
         with pybp.ConeBackprojector(g, filter="ramp", flats=flats, darks=darks) as bp:
@@ -89,7 +95,10 @@ def main():
         command += ["--memory-limit", args.memory_limit]
     for attempt in ("first", "second")[:args.runs]:
         tick = time.perf_counter()
-        subprocess.run(command, check=True)
+        # From the folder above the pybp this script imported: ``-m`` puts the current
+        # folder first on the path, which would run this checkout's pybp instead of an
+        # older tree given on PYTHONPATH.
+        subprocess.run(command, check=True, cwd=Path(pybp.__file__).resolve().parent.parent)
         wall = time.perf_counter() - tick
         print(f"whole command ({attempt}; the file in the page cache): {wall:.2f} s "
               f"({g.updates() / wall * 1e-9:.0f} GUPS): {' '.join(command[1:])}", flush=True)
@@ -103,6 +112,25 @@ def main():
                                  kernel_seconds=args.kernel_seconds)
             print(f"{attempt}: " + bench_io.against(case, bench_io.load(args.limits), wall),
                   flush=True)
+
+
+def _kernel_seconds(g) -> float:
+    """The back-projection kernel alone over ``g``'s volume on the chosen device
+    (``PYBP_DEVICE``), its profiler's parameters: median of 2 after a warm-up."""
+    import pyopencl as cl
+
+    from pybp.cl.device import describe, select_device
+    from pybp.cone.profiler import default_params
+    from pybp.tune.cone import kernel_seconds
+
+    device = select_device(None)
+    queue = cl.CommandQueue(cl.Context([device]),
+                            properties=cl.command_queue_properties.PROFILING_ENABLE)
+    params = default_params(describe(device))
+    seconds = kernel_seconds(g, params, queue, 2)
+    print(f"the back-projection kernel alone ({params}): {seconds:.2f} s "
+          f"({g.updates() / seconds * 1e-9:.0f} GUPS)", flush=True)
+    return seconds
 
 
 def _write_blocks(path, rng, shape, flats, darks, degrees):

@@ -65,13 +65,13 @@ def main():
         extra = options.get(name, {})
         for k in counts:  # the kernels built, the host memory warm
             timed(method, data, geometry, 1, devices[:k], extra)
-        one = None
+        one = first = None
         for k in counts:
             short, _ = timed(method, data, geometry, 2, devices[:k], extra)
             long, volume = timed(method, data, geometry, 2 + args.iterations, devices[:k], extra)
             each = (long - short) / args.iterations
             one = volume if one is None else one
-            first = each if k == 1 else first
+            first = each if first is None else first  # the fewest devices' (one)
             print(f"{name} on {k}: {each:.4f} s an iteration ({updates / each * 1e-9:.0f} GUPS, "
                   f"{first / each:.2f}x one); calls of 2 and {2 + args.iterations} iterations "
                   f"{short:.2f} s and {long:.2f} s; bit for bit with one: "

@@ -33,6 +33,7 @@ from pathlib import Path
 import numpy as np
 import tifffile
 
+import pybp
 from pybp.bench import io as bench_io, volume as bench_pipeline
 from pybp.stream import sources
 from pybp.bench.kernels import rate
@@ -159,7 +160,7 @@ def describe(stats):
 
 
 def from_file(args, devices):
-    folder = Path(args.folder)
+    folder = Path(args.folder).resolve()
     folder.mkdir(parents=True, exist_ok=True)
     path = folder / "scan.h5"
     if not path.exists():
@@ -182,7 +183,8 @@ def from_file(args, devices):
         command = [sys.executable, "-m", "pybp", "reconstruct", str(path), "-o", str(output),
                    "--center", center, *extra]
         tick = time.perf_counter()
-        done = subprocess.run(command, capture_output=True, text=True)
+        done = subprocess.run(command, capture_output=True, text=True,  # (this pybp: see
+                              cwd=Path(pybp.__file__).resolve().parent.parent)  # cone_file_speed)
         wall = time.perf_counter() - tick
         if done.returncode:
             print(f"{label}: failed\n{done.stderr[-2000:]}", flush=True)

@@ -9,7 +9,8 @@ import threading
 import numpy as np
 
 from pybp import checks, distributed
-from pybp.cone import run, store
+from pybp.cone import run
+from pybp.cone import store as stores
 from pybp.cone.backproject import SlabRecipe, plane_range
 from pybp.geometry.cone import ConeGeometry
 from pybp.parallel import speed
@@ -54,7 +55,10 @@ class ConeBackprojector:
     pre-weighted and filtered once into page-locked host memory (``store_bytes`` of
     it, pinned on the first call and kept until :meth:`close`), from which each slab
     takes its windows by DMA; where that store would take over half the host's
-    memory, each slab reads and filters its windows again (slower: docs/benchmarks.md).
+    memory, or with ``store=False``, each slab reads and filters its windows again.
+    The store pays from the second call on: pinning it takes longer than the slabs'
+    reading again (2048^3 at a quarter limit: 16 s to pin 32 GiB, 1.1x the rows read;
+    docs/benchmarks.md), so a single call (``pybp reconstruct``'s) goes without.
     ``planes``: ``(first, stop)``, the z planes to
     reconstruct (None: all; from a multiple of 16 they equal the whole volume's bit for
     bit). ``flats`` and ``darks`` (frames or their means), with a filter: the
@@ -70,7 +74,7 @@ class ConeBackprojector:
 
     def __init__(self, geometry: ConeGeometry, params=None, filter=None, padding="zero",
                  short_scan=None, memory_limit=None, planes=None, flats=None, darks=None,
-                 device=None, context=None, queue=None, progress=False):
+                 device=None, context=None, queue=None, progress=False, store=True):
         _check_geometry(geometry)
         self.geometry, self.progress = geometry, progress
         if device is None and context is None and queue is None:
@@ -80,8 +84,8 @@ class ConeBackprojector:
             padding=padding, short_scan=short_scan, memory_limit=memory_limit, planes=planes,
             flats=flats, darks=darks)
         self._fill = None  # in several slabs: the filtered projections kept between them
-        kept = store.stored(self._recipe, padding, short_scan, flats, darks, memory_limit,
-                            queue)
+        kept = stores.stored(self._recipe, padding, short_scan, flats, darks, memory_limit,
+                             queue) if store else None
         if kept is not None:
             self._recipe.close()
             self._fill, self._recipe = kept

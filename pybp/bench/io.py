@@ -19,6 +19,7 @@ is the case's lower bound: a run's wall time is reported as that bound over it.
 
 from __future__ import annotations
 
+import io
 import json
 import os
 import shutil
@@ -35,6 +36,8 @@ import pyopencl as cl
 from pybp.cl import pacing
 from pybp.cl.device import describe, open_device
 from pybp.cl.staging import Staging
+from pybp.io.output import disk
+from pybp.stream.sources import WRITE_PIECE_BYTES
 
 GB = 1e9
 THREADS = (1, 2, 4, 8, 16, 32, 64)  # host copies' thread counts, up to twice the cores
@@ -160,7 +163,28 @@ def drop_from_cache(path):
 
 
 def _write_npy(path, volume, threads, sync):
-    np.save(path, volume)
+    """One ``.npy`` as the command's output writes it: its space reserved, then pieces
+    of whole slices (:data:`pybp.stream.sources.WRITE_PIECE_BYTES`) by ``threads``
+    threads, each piece flushed (``sync``) by the thread that wrote it."""
+    header = io.BytesIO()
+    np.lib.format.write_array_header_1_0(header, dict(
+        descr=np.lib.format.dtype_to_descr(volume.dtype), fortran_order=False,
+        shape=volume.shape))
+    fd = os.open(path, os.O_RDWR | os.O_CREAT | os.O_TRUNC, 0o644)
+    try:
+        offset, per_slice = len(header.getvalue()), volume[0].nbytes
+        disk.reserve(fd, offset + volume.nbytes)
+        disk.write_all(fd, header.getvalue(), 0)
+        per = max(1, WRITE_PIECE_BYTES // per_slice)
+
+        def piece(a):
+            disk.write_all(fd, volume[a:a + per], offset + a * per_slice)
+            if sync:
+                os.fsync(fd)
+        with ThreadPoolExecutor(threads) as pool:
+            list(pool.map(piece, range(0, len(volume), per)))
+    finally:
+        os.close(fd)
     if sync:
         _synced(path)
 
@@ -217,9 +241,10 @@ def files(folder, shape, repeats: int = 2, threads=None) -> dict:
     """File speeds in ``folder`` (a directory made and removed inside it) for a float32
     volume of ``shape`` ``(slices, ny, nx)``, GB/s: ``write_cache`` and ``write_disk``
     of each format (:data:`FORMATS`; ``None`` where its library is missing; the disk's
-    with every file's ``fsync``, as the command writes; TIFF's files by the best of
-    ``threads`` threads, each flushing its own), ``read_cache`` and ``read_disk`` of the ``.npy`` (the best of
-    ``threads`` threads), and ``filesystem``. ``threads``: default 1, 4, the
+    with every file's ``fsync``, as the command writes; TIFF's files and the ``.npy``'s
+    pieces by the best of ``threads`` threads, each flushing its own; HDF5 from one
+    thread), ``read_cache`` and ``read_disk`` of the ``.npy`` (the best of ``threads``
+    threads), and ``filesystem``. ``threads``: default 1, 4, the
     cores and twice them."""
     cores = os.cpu_count() or 1
     counts = threads or sorted({1, min(4, cores), cores, 2 * cores})
@@ -236,7 +261,8 @@ def files(folder, shape, repeats: int = 2, threads=None) -> dict:
                 except ImportError:
                     found[f"write_cache_{name}"] = found[f"write_disk_{name}"] = None
                     continue
-            for_threads = counts if name == "tiff" else [1]
+            # (h5py writes one dataset from one thread at a time)
+            for_threads = counts if name in ("npy", "tiff") else [1]
             written = []
 
             def removed():  # the files written so far (the disk holds one at a time)
@@ -383,10 +409,10 @@ def report(limits: dict, cases=()) -> str:
     lines.append(f"files ({f['filesystem']}): read {f['read_cache']:.2f} GB/s from the page "
                  f"cache, {f['read_disk']:.2f} GB/s from the disk")
     for form in FORMATS:
-        cache, disk = f.get(f"write_cache_{form}"), f.get(f"write_disk_{form}")
+        cache, to_disk = f.get(f"write_cache_{form}"), f.get(f"write_disk_{form}")
         lines.append(f"  write {form}: " + ("its library is not installed (the io extra: "
                                             "pip install \".[io]\")" if cache is None else
-                                            f"{cache:.2f} GB/s into the page cache, {disk:.2f} "
+                                            f"{cache:.2f} GB/s into the page cache, {to_disk:.2f} "
                                             f"GB/s to the disk (fsync)"))
     for case in cases:
         b = bounds(case, limits)

@@ -198,7 +198,7 @@ class _Planes:
                   if k in ("filter", "padding", "memory_limit")}
         return _checked(ConeBackprojector, self.geometry, self.options["params"], planes=planes,
                         flats=self.flats, darks=self.darks, device=self.devices[0],
-                        progress=not self.args.quiet, **passes)
+                        progress=not self.args.quiet, store=False, **passes)
 
     def close(self):
         if self.whole is not None:

@@ -34,7 +34,7 @@ from pybp.stages.normalize import FLOOR_TRANSMISSION
 from pybp.stream import memory, pipeline
 from pybp.stream.executor import Executor, Layout
 from pybp.stream.memory import MemoryPlan
-from pybp.stream.sources import copy_blocks, frame_mean, put_rows
+from pybp.stream.sources import WriteBehind, copy_blocks, frame_mean, put_rows
 
 PREWEIGHT_GROUP = (64, 4, 1)
 ROWS = "projections"  # the chunk's buffer: its projections' windows of rows, in place
@@ -478,11 +478,24 @@ class SlabRun:
     """One device's part of a run (pybp/stream/slabs.py): for each slab it takes, the
     passes of ``source`` (projections, or with a ``filtered`` recipe the filtered rows
     whose row 0 is the detector's ``first_row``) through ``recipe``'s stages, then the
-    slab read back into ``out`` (the planes of the recipe's ``planes``)."""
+    slab read back into ``out`` (the planes of the recipe's ``planes``). Into an output
+    that is not in host memory (a file), slabs that host memory holds (beside those
+    of the other ``members``) are written behind
+    (:class:`pybp.stream.sources.WriteBehind`): the next slab's kernels run while the
+    disk takes the last one (2048^3 to a ``.npy``: docs/benchmarks.md)."""
 
-    def __init__(self, recipe: SlabRecipe, source, out, first_row=0):
+    def __init__(self, recipe: SlabRecipe, source, out, first_row=0, members=1):
         self.recipe, self.source, self.out, self.first_row = recipe, source, out, first_row
         self.executor = recipe.reserve()
+        self.behind = None
+        slabs_each = -(-len(recipe.plan.slabs) // members)
+        if not isinstance(out, np.ndarray) and slabs_each > 1:
+            # (one slab has nothing to be written behind; with two, the second waits
+            # for the first's writes whatever it is held in)
+            _, ny, nx = recipe.geometry.volume_shape
+            largest = (max(slab.n_planes for slab in recipe.plan.slabs), ny, nx)
+            parts = min(slabs_each - 1, WriteBehind.parts(largest, members))
+            self.behind = WriteBehind(parts) if parts else None
 
     def begin(self, slab, pool):
         r = self.recipe
@@ -492,6 +505,22 @@ class SlabRun:
 
     def end(self, slab, pool, stop):
         _, ny, nx = self.recipe.geometry.volume_shape
-        at = slab.first_plane - self.recipe.planes.start
-        self.executor.read_work(SLAB, (slab.n_planes, ny, nx), lambda a, b, planes: put_rows(
-            pool, self.out, at + a, planes), stop)
+        at, shape = slab.first_plane - self.recipe.planes.start, (slab.n_planes, ny, nx)
+        if self.behind is None:
+            self.executor.read_work(SLAB, shape, lambda a, b, planes: put_rows(
+                pool, self.out, at + a, planes), stop)
+            return
+        held = self.behind.hold(shape, stop)
+        self.executor.read_work(SLAB, shape, lambda a, b, planes: copy_blocks(
+            pool, held[a:b], planes), stop)
+        self.behind.write(self.out, at, held, stop)
+
+    def settle(self, stop, quiet=False):
+        """Wait for the slabs written behind (:meth:`WriteBehind.settle`), and free
+        their memory."""
+        if self.behind is not None:
+            try:
+                self.behind.settle(stop, quiet)
+            finally:
+                self.behind.close()
+                self.behind = None

@@ -208,7 +208,7 @@ def slabs_of(recipes, source, out, progress=True, first_row=0, fill=None) -> int
             replaced = fill.run(source, bar, stop)
             source, first_row = fill.store, fill.store.first_row
         return replaced + accumulate(
-            [SlabRun(recipe, source, out, first_row) for recipe in recipes],
+            [SlabRun(recipe, source, out, first_row, len(recipes)) for recipe in recipes],
             Parts(plan.slabs, stop), bar, stop)
     finally:
         bar.close()

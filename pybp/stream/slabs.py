@@ -10,7 +10,9 @@ A member (one device's recipe) gives, for a part: ``begin(part)``, the schedule 
 chunks and how to read and copy them (``(rows, read, copy)`` as
 :func:`pybp.stream.pipeline.stream` takes them, with its executor: ``executor``); and
 ``end(part, pool, stop)``, called once every chunk is in, which reads the part back
-into the output.
+into the output (or hands it to writers of its own); and ``settle(stop, quiet)``,
+called once it takes no more parts, which waits for those writers (raising their
+first error unless ``quiet``).
 """
 
 from __future__ import annotations
@@ -31,13 +33,18 @@ def accumulate(members, take, progress=None, stop=None) -> int:
     def runs(index, member):
         def run():
             with sources.copy_pools() as (reading, writing):
-                while not stop.is_set() and (part := take()) is not None:
-                    rows, read, copy = member.begin(part, reading)
-                    reported[index] += pipeline.stream(member.executor, rows, read, None,
-                                                       progress, None, stop, copy)
-                    if stop.is_set():
-                        return
-                    member.end(part, writing, stop)
+                try:
+                    while not stop.is_set() and (part := take()) is not None:
+                        rows, read, copy = member.begin(part, reading)
+                        reported[index] += pipeline.stream(member.executor, rows, read, None,
+                                                           progress, None, stop, copy)
+                        if stop.is_set():
+                            break
+                        member.end(part, writing, stop)
+                except BaseException:
+                    member.settle(stop, quiet=True)
+                    raise
+                member.settle(stop)
         return run
 
     calls = [runs(i, member) for i, member in enumerate(members)]

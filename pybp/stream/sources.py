@@ -10,6 +10,7 @@ import contextlib
 import os
 import threading
 from concurrent.futures import ThreadPoolExecutor
+from concurrent.futures import wait as wait_futures
 
 import numpy as np
 
@@ -177,3 +178,109 @@ class FlatField(RowBlocks):
     def _read(self, first, stop):
         return np.stack([frame_mean(f, first, stop) for f in self.frames])
 
+
+WRITE_PIECE_BYTES = 64 << 20  # one write (and its flush to the disk) of a part's planes
+BEHIND_WRITES = 3  # pieces written at once (as the rows' stream writes its pieces)
+SETTLE_POLL = 0.1  # seconds between looks at a stop while waiting for writes
+
+
+class WriteBehind:
+    """Parts of the volume (cone beam's slabs) written to an output that is not in host
+    memory (a file, a dataset) on threads of their own while the device goes on with
+    the next part: that part's kernels run while the disk takes this one.
+
+    ``hold(shape, stop)`` gives the host array a part of ``shape`` comes down into, in
+    turn one of ``parts`` arrays (made on first use): it first waits until that
+    array's last writes have ended, so the disk sets the pace and host memory stays
+    at ``parts`` parts. With two, a part comes down while the one before is still being
+    written (a thin last slab then waits for nothing).
+    ``write(out, at, rows, stop)`` hands the rows to ``threads`` writers in pieces of
+    whole planes and returns. A failed write sets ``stop``, so that the device stops
+    within a fraction of a second, and is raised by a later ``hold`` or by
+    :meth:`settle`. Once ``stop`` is set, pieces not begun are dropped; those begun end
+    whole (the outputs record a plane as done once it is on the disk: ``--resume``
+    writes the rest)."""
+
+    def __init__(self, parts, threads=BEHIND_WRITES):
+        self.pool = ThreadPoolExecutor(threads, thread_name_prefix="pybp-write-behind")
+        self.futures = [[] for _ in range(parts)]  # the writes from each array
+        self.arrays = [None] * parts
+        self.turn = 0
+        # Writes running, counted here rather than by the pool: a Ctrl-C inside
+        # Thread.start leaves a worker the pool neither knows of nor waits for.
+        self._state, self._running, self._closed = threading.Condition(), 0, False
+
+    @staticmethod
+    def parts(shape, members=1) -> int:
+        """How many parts of ``shape`` (float32) each of ``members`` may hold in host
+        memory: 2, 1 or 0 (none: the part is written as it comes down)."""
+        part = 4 * int(np.prod(shape)) * members
+        return next((k for k in (2, 1) if checks.within_host_share(k * part)), 0)
+
+    def hold(self, shape, stop=None) -> np.ndarray:
+        self._wait(self.futures[self.turn], stop)
+        count, array = int(np.prod(shape)), self.arrays[self.turn]
+        if array is None or array.size < count:
+            # (its pages are first touched by the copy threads that fill it: touching
+            # 13 GiB ahead on one thread took longer than a slab's kernels)
+            self.arrays[self.turn] = array = None
+            self.arrays[self.turn] = array = np.empty(count, np.float32)
+        return array[:count].reshape(shape)
+
+    def write(self, out, at, rows, stop):
+        per = max(1, WRITE_PIECE_BYTES // max(1, rows[0].nbytes))
+        futures = self.futures[self.turn] = []
+        self.turn = (self.turn + 1) % len(self.futures)
+        for a in range(0, len(rows), per):
+            futures.append(self.pool.submit(self._put, out, at + a, rows[a:a + per], stop))
+
+    def _put(self, out, at, rows, stop):
+        with self._state:
+            if self._closed or (stop is not None and stop.is_set()):
+                return  # dropped: not begun
+            self._running += 1
+        try:
+            out[at:at + len(rows)] = rows
+        except BaseException:
+            if stop is not None:
+                stop.set()
+            raise
+        finally:
+            with self._state:
+                self._running -= 1
+                self._state.notify_all()
+
+    @staticmethod
+    def _wait(futures, stop=None, quiet=False):
+        """Wait for ``futures``, then raise the first error among them (unless
+        ``quiet``). Where ``stop`` is set, or ``quiet``, those not begun are dropped."""
+        error = None
+        for future in futures:
+            while not future.done():
+                if quiet or (stop is not None and stop.is_set()):
+                    future.cancel()
+                wait_futures([future], timeout=SETTLE_POLL)  # short waits: Ctrl-C gets in
+            if not future.cancelled() and error is None:
+                error = future.exception()
+        if error is not None and not quiet:
+            raise error
+
+    def settle(self, stop=None, quiet=False):
+        """Wait for every write handed over, then raise the first error among them
+        (unless ``quiet``: the caller is raising an error of its own). Where ``stop``
+        is set, or ``quiet``, those not begun are dropped."""
+        writes = [f for futures in self.futures for f in futures]
+        self._wait(writes, stop, quiet)
+        self.futures = [[] for _ in self.futures]
+
+    def close(self):
+        """Wait for the writes begun (those not begun are dropped) and free the memory."""
+        for futures in self.futures:
+            for future in futures:
+                future.cancel()
+        with self._state:
+            self._closed = True
+            while self._running:
+                self._state.wait(SETTLE_POLL)
+        self.pool.shutdown(wait=True, cancel_futures=True)
+        self.futures, self.arrays = [], []

@@ -1,0 +1,244 @@
+"""Cone beam's slabs written behind (pybp/stream/sources.py's WriteBehind, used by
+pybp/cone/backproject.py's SlabRun): into an output that is not in host memory, a
+slab comes down into host memory and is written on threads of its own while the
+device goes on. The volume is the one-piece volume bit for bit, with the store or
+without; the held arrays are taken in turn and wait for their writes; a failed write
+stops the run and is raised; Ctrl-C ends within a second, leaving each piece written
+whole or not at all; and the command's ``.npy`` resumes after a full disk to the
+same bits."""
+
+import _thread
+import errno
+import threading
+import time
+
+import numpy as np
+import pytest
+from test_cone_files import run
+
+import pybp
+from pybp import checks
+from pybp.cone.params import ConeParams
+from pybp.geometry.cone import ConeGeometry
+from pybp.io.output import disk
+from pybp.io import open_scan
+from pybp.io.cone import read_geometry
+from pybp.io.output.npy import NpyFile
+from pybp.stream import sources
+from pybp.stream.sources import WriteBehind
+
+EXACT = ConeParams("exact", 4, 2, (8, 4))
+
+
+class Recorded:
+    """An output that is not a NumPy array: ``out[a:b] = planes`` into ``array``, each
+    piece recorded with the thread that wrote it; ``gate`` (an Event) holds writes
+    back until set; ``fail_at``: the piece (counted from 1) that raises ENOSPC;
+    ``seconds``: how long each write takes."""
+
+    def __init__(self, shape, gate=None, fail_at=None, seconds=0.0):
+        self.array = np.full(shape, np.nan, np.float32)
+        self.shape, self.dtype = self.array.shape, self.array.dtype
+        self.gate, self.fail_at, self.seconds = gate, fail_at, seconds
+        self.pieces, self.begun, self._lock = [], 0, threading.Lock()
+
+    def __setitem__(self, key, planes):
+        with self._lock:
+            self.begun += 1
+            number = self.begun
+        if self.gate is not None:
+            self.gate.wait(10)
+        if number == self.fail_at:
+            raise OSError(errno.ENOSPC, "No space left on device")
+        time.sleep(self.seconds)
+        self.array[key] = planes
+        with self._lock:
+            self.pieces.append((key.start, key.stop, threading.current_thread().name))
+
+
+def test_parts_follow_the_host_memory(monkeypatch):
+    """Two parts where two of every member's fit the host's share, one where one does,
+    none where none does (each part then written as it comes down)."""
+    part = (64, 256, 256)  # 16 MiB, of a share of 512 MiB
+    monkeypatch.setattr(checks, "host_memory", lambda: 1 << 30)
+    assert WriteBehind.parts(part) == 2 and WriteBehind.parts(part, members=16) == 2
+    assert WriteBehind.parts(part, members=17) == 1 and WriteBehind.parts(part, 32) == 1
+    assert WriteBehind.parts(part, 33) == 0
+
+
+def test_held_arrays_go_in_turn_and_wait_for_their_writes(monkeypatch):
+    """With two parts, the second hold is other memory and does not wait; the third is
+    the first's memory and waits until its writes have ended; every piece lands with
+    the values handed over, from the writers' threads."""
+    monkeypatch.setattr(sources, "WRITE_PIECE_BYTES", 4 * 8 * 8 * 2)  # two planes a piece
+    gate = threading.Event()
+    out = Recorded((24, 8, 8), gate=gate)
+    behind = WriteBehind(parts=2)
+    try:
+        first = behind.hold((8, 8, 8))
+        first[:] = 1
+        behind.write(out, 0, first, None)
+        second = behind.hold((8, 8, 8))
+        assert not np.shares_memory(first, second)
+        second[:] = 2
+        behind.write(out, 8, second, None)
+        held = []
+        third = threading.Thread(target=lambda: held.append(behind.hold((8, 8, 8))))
+        third.start()
+        third.join(0.5)
+        assert third.is_alive() and not held  # the first part's writes are held back
+        gate.set()
+        third.join(10)
+        assert held and np.shares_memory(held[0], first)
+        held[0][:] = 3
+        behind.write(out, 16, held[0], None)
+        behind.settle()
+    finally:
+        behind.close()
+    want = np.repeat(np.arange(1, 4, dtype=np.float32), 8)[:, None, None] * np.ones((8, 8))
+    assert np.array_equal(out.array, want)
+    assert len(out.pieces) == 12  # 3 parts of 4 pieces
+    assert {name.split("_")[0] for _, _, name in out.pieces} == {"pybp-write-behind"}
+
+
+def test_a_failed_write_stops_the_run_and_is_raised(monkeypatch):
+    """The second piece's ENOSPC sets ``stop``; the pieces not begun are dropped; the
+    error is raised by ``settle`` (and by a later ``hold``)."""
+    monkeypatch.setattr(sources, "WRITE_PIECE_BYTES", 4 * 8 * 8)  # a plane a piece
+    out = Recorded((16, 8, 8), fail_at=2, seconds=0.05)
+    stop = threading.Event()
+    behind = WriteBehind(parts=1, threads=1)
+    try:
+        rows = behind.hold((16, 8, 8))
+        rows[:] = 5
+        behind.write(out, 0, rows, stop)
+        with pytest.raises(OSError) as caught:
+            behind.settle(stop)
+        assert caught.value.errno == errno.ENOSPC and stop.is_set()
+        assert len(out.pieces) == 1 and out.begun <= 3  # one thread: the rest dropped
+    finally:
+        behind.close()
+
+
+def _slabs_case(rng):
+    g = ConeGeometry.circular(np.linspace(0, 2 * np.pi, 14, endpoint=False), (41, 64),
+                              pixel_size=1.0, source_origin=200.0, origin_detector=100.0,
+                              volume_shape=(48, 40, 40), voxel_size=0.6)
+    return g, rng.standard_normal((14, 41, 64)).astype(np.float32), 48 * 40 * 40 * 4 // 4
+
+
+@pytest.mark.parametrize("store", [True, False], ids=["store", "no-store"])
+def test_slabs_written_behind_equal_one_piece_bit_for_bit(cl_device, rng, store, monkeypatch):
+    """A quarter-volume limit (4 slabs or more) into an output that is not an array: the
+    slabs are written by the write-behind threads, and the volume is one piece's bit
+    for bit, from the store of filtered rows or without; where host memory holds no
+    slab, they are written as they come down, to the same bits."""
+    g, projections, limit = _slabs_case(rng)
+    one = pybp.fdk(projections, g, params=EXACT, device=cl_device, progress=False)
+    with pybp.ConeBackprojector(g, EXACT, filter="ramp", memory_limit=limit, store=store,
+                                device=cl_device) as bp:
+        assert len(bp.plan.slabs) >= 4 and bool(bp.store_bytes) == store
+        out = Recorded(g.volume_shape)
+        bp(projections, out=out)
+        assert np.array_equal(out.array, one)
+        assert {name.split("_")[0] for _, _, name in out.pieces} == {"pybp-write-behind"}
+        monkeypatch.setattr(checks, "host_memory", lambda: 1 << 10)
+        out = Recorded(g.volume_shape)
+        bp(projections, out=out)
+        assert np.array_equal(out.array, one)
+        assert not any(name.startswith("pybp-write-behind") for _, _, name in out.pieces)
+
+
+def test_ctrl_c_while_slabs_are_written_behind_leaves_whole_pieces(cl_device, rng,
+                                                                    monkeypatch):
+    """A Ctrl-C (KeyboardInterrupt in the calling thread) while the writers work ends
+    the call within a second; every piece is written whole or not at all, and those
+    written hold the one-piece volume's values."""
+    monkeypatch.setattr(sources, "WRITE_PIECE_BYTES", 4 * 40 * 40)  # a plane a piece
+    g, projections, limit = _slabs_case(rng)
+    one = pybp.fdk(projections, g, params=EXACT, device=cl_device, progress=False)
+    sent = []
+
+    class Interrupting(Recorded):
+        def __setitem__(self, key, planes):
+            if not sent:
+                sent.append(time.monotonic())
+                _thread.interrupt_main()
+            super().__setitem__(key, planes)
+
+    out = Interrupting(g.volume_shape, seconds=0.05)
+    with pybp.ConeBackprojector(g, EXACT, filter="ramp", memory_limit=limit, store=False,
+                                device=cl_device) as bp:
+        with pytest.raises(KeyboardInterrupt):
+            bp(projections, out=out)
+        assert time.monotonic() - sent[0] < 1.0
+    written = np.zeros(g.volume_shape[0], bool)
+    for a, b, _ in out.pieces:
+        written[a:b] = True
+    assert written.any() and not written.all()
+    assert np.array_equal(out.array[written], one[written])
+    assert np.isnan(out.array[~written]).all()  # none begun and left half-written
+
+
+@pytest.fixture(scope="module")
+def scan64(tmp_path_factory):
+    folder = tmp_path_factory.mktemp("cone64")
+    from pybp.cli import commands as cli
+    assert cli.main(["demo", "--cone", "--size", "64", "--write-scan",
+                     str(folder / "scan.h5")]) == 0
+    return folder
+
+
+def _limit_for_slabs(folder, device, at_least=3) -> str:
+    """The command's ``--memory-limit`` that gives the scan's volume in ``at_least``
+    slabs on ``device`` (its kernels' passes take more memory on some devices)."""
+    with open_scan(str(folder / "scan.h5")) as scan:
+        g = read_geometry(folder / "scan-cone.json", scan.angles, scan.shape[1:])
+        flats, darks = scan.flats[:], scan.darks[:]
+    for kib in range(100, 8000, 20):
+        try:
+            with pybp.ConeBackprojector(g, filter="ramp", memory_limit=kib << 10, flats=flats,
+                                        darks=darks, device=device, store=False) as bp:
+                assert len(bp.plan.slabs) >= at_least
+                return f"{kib}K"
+        except ValueError:  # no slab fits
+            continue
+    raise AssertionError("no memory limit gives slabs")
+
+
+def test_the_commands_npy_resumes_after_a_full_disk_to_the_same_bits(scan64, tmp_path,
+                                                                       cl_device, capsys,
+                                                                       monkeypatch):
+    """``pybp reconstruct --geometry`` into a ``.npy`` in 3 slabs or more, written behind: the
+    volume of one piece bit for bit; ENOSPC at its third piece: one line naming the
+    disk and --resume, and --resume then gives the same bits."""
+    monkeypatch.setattr(sources, "WRITE_PIECE_BYTES", 4 * 64 * 64 * 8)  # 8 planes a piece
+    argv = ["reconstruct", str(scan64 / "scan.h5"), "--geometry", str(scan64 / "scan-cone.json"),
+            "--device", cl_device.name, "--quiet"]
+    whole = tmp_path / "whole.npy"
+    assert run(argv + ["-o", str(whole)], capsys)[0] == 0
+    real, pieces = disk.write_all, []
+
+    def failing(fd, data, offset=None):
+        if fd == failing.fd:  # the volume's pieces (the header went before)
+            pieces.append(offset)
+            if len(pieces) == 3:
+                raise OSError(errno.ENOSPC, "No space left on device")
+        return real(fd, data, offset)
+
+    failing.fd = None
+    real_create = NpyFile._create
+
+    def create(self):
+        real_create(self)
+        failing.fd = self.fd
+
+    slabs = tmp_path / "slabs.npy"
+    limited = argv + ["-o", str(slabs), "--memory-limit", _limit_for_slabs(scan64, cl_device)]
+    with monkeypatch.context() as patch:
+        patch.setattr(NpyFile, "_create", create)
+        patch.setattr(disk, "write_all", failing)
+        code, printed = run(limited, capsys)
+    assert code != 0 and "disk is full" in printed.err and "--resume" in printed.err
+    assert run(limited + ["--resume"], capsys)[0] == 0
+    assert np.array_equal(np.load(slabs), np.load(whole))
