@@ -134,6 +134,8 @@ def test_slabs_written_behind_equal_one_piece_bit_for_bit(cl_device, rng, store,
     for bit, from the store of filtered rows or without; where host memory holds no
     slab, they are written as they come down, to the same bits."""
     g, projections, limit = _slabs_case(rng)
+    with pytest.raises(TypeError, match="store: expected True or False"):
+        pybp.ConeBackprojector(g, EXACT, store="no", device=cl_device)
     one = pybp.fdk(projections, g, params=EXACT, device=cl_device, progress=False)
     with pybp.ConeBackprojector(g, EXACT, filter="ramp", memory_limit=limit, store=store,
                                 device=cl_device) as bp:

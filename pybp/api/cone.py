@@ -76,6 +76,8 @@ class ConeBackprojector:
                  short_scan=None, memory_limit=None, planes=None, flats=None, darks=None,
                  device=None, context=None, queue=None, progress=False, store=True):
         _check_geometry(geometry)
+        if not isinstance(store, (bool, np.bool_)):
+            raise TypeError(f"store: expected True or False, got {store!r}")
         self.geometry, self.progress = geometry, progress
         if device is None and context is None and queue is None:
             speed.choose_cpu_runtime()  # where several CPU runtimes work: the fastest here
