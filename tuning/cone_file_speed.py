@@ -119,13 +119,12 @@ def _kernel_seconds(g) -> float:
     (``PYBP_DEVICE``), its profiler's parameters: median of 2 after a warm-up."""
     import pyopencl as cl
 
-    from pybp.cl.device import describe, select_device
+    from pybp.cl.device import describe, open_device
     from pybp.cone.profiler import default_params
     from pybp.tune.cone import kernel_seconds
 
-    device = select_device(None)
-    queue = cl.CommandQueue(cl.Context([device]),
-                            properties=cl.command_queue_properties.PROFILING_ENABLE)
+    device, context, _ = open_device(None)
+    queue = cl.CommandQueue(context, properties=cl.command_queue_properties.PROFILING_ENABLE)
     params = default_params(describe(device))
     seconds = kernel_seconds(g, params, queue, 2)
     print(f"the back-projection kernel alone ({params}): {seconds:.2f} s "

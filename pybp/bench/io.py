@@ -19,7 +19,6 @@ is the case's lower bound: a run's wall time is reported as that bound over it.
 
 from __future__ import annotations
 
-import io
 import json
 import os
 import shutil
@@ -36,7 +35,7 @@ import pyopencl as cl
 from pybp.cl import pacing
 from pybp.cl.device import describe, open_device
 from pybp.cl.staging import Staging
-from pybp.io.output import disk
+from pybp.io.output import disk, npy
 from pybp.stream.sources import WRITE_PIECE_BYTES
 
 GB = 1e9
@@ -166,15 +165,12 @@ def _write_npy(path, volume, threads, sync):
     """One ``.npy`` as the command's output writes it: its space reserved, then pieces
     of whole slices (:data:`pybp.stream.sources.WRITE_PIECE_BYTES`) by ``threads``
     threads, each piece flushed (``sync``) by the thread that wrote it."""
-    header = io.BytesIO()
-    np.lib.format.write_array_header_1_0(header, dict(
-        descr=np.lib.format.dtype_to_descr(volume.dtype), fortran_order=False,
-        shape=volume.shape))
+    head = npy.header(volume.shape, volume.dtype)
     fd = os.open(path, os.O_RDWR | os.O_CREAT | os.O_TRUNC, 0o644)
     try:
-        offset, per_slice = len(header.getvalue()), volume[0].nbytes
+        offset, per_slice = len(head), volume[0].nbytes
         disk.reserve(fd, offset + volume.nbytes)
-        disk.write_all(fd, header.getvalue(), 0)
+        disk.write_all(fd, head, 0)
         per = max(1, WRITE_PIECE_BYTES // per_slice)
 
         def piece(a):

@@ -14,6 +14,15 @@ from pybp.io.output.base import Output, check_same, converted, partial_path, sid
 from pybp.io.output.lock import lock_path
 
 
+def header(shape, dtype) -> bytes:
+    """The ``.npy`` header (format 1.0) of a C-ordered array of ``shape`` and ``dtype``."""
+    text = io.BytesIO()
+    np.lib.format.write_array_header_1_0(text, dict(
+        descr=np.lib.format.dtype_to_descr(np.dtype(dtype)), fortran_order=False,
+        shape=tuple(shape)))
+    return text.getvalue()
+
+
 class NpyFile(Output):
     """A ``.npy`` stack built as ``NAME.partial`` (written through the file, not a
     memory map, so that a full disk is an error rather than SIGBUS); which slices are
@@ -49,14 +58,11 @@ class NpyFile(Output):
             self.made.append(self.sidecar)
         disk.write_json(self.sidecar, self.metadata)  # first: it describes whatever follows
         self.made += [self.partial, self.record_path]
-        header = io.BytesIO()
-        np.lib.format.write_array_header_1_0(header, dict(
-            descr=np.lib.format.dtype_to_descr(self.dtype), fortran_order=False,
-            shape=self.shape))
+        head = header(self.shape, self.dtype)
         self.fd = os.open(self.partial, os.O_RDWR | os.O_CREAT | os.O_TRUNC, 0o644)
-        self.offset = len(header.getvalue())
+        self.offset = len(head)
         disk.reserve(self.fd, self.offset + self.shape[0] * self.slice_bytes)
-        disk.write_all(self.fd, header.getvalue(), 0)
+        disk.write_all(self.fd, head, 0)
         self.record_fd = os.open(self.record_path, os.O_RDWR | os.O_CREAT | os.O_TRUNC, 0o644)
         disk.write_all(self.record_fd, bytes(self.shape[0]), 0)
         os.fsync(self.fd)
