@@ -62,7 +62,9 @@ class ConeBackprojector:
     ``planes``: ``(first, stop)``, the z planes to
     reconstruct (None: all; from a multiple of 16 they equal the whole volume's bit for
     bit). ``flats`` and ``darks`` (frames or their means), with a filter: the
-    projections are detector counts, normalised and ``-log`` taken on the device.
+    projections are detector counts, normalised and ``-log`` taken on the device
+    (counts of 8 or 16 bits go up as they are, read straight from an HDF5 dataset or
+    TIFF files into the staging).
     ``device``, ``context`` or ``queue`` as for :class:`pybp.Backprojector`.
     ``progress``: a progress line (projections done, GUPS, time left) on standard error for
     calls longer than 2 s.

@@ -30,15 +30,22 @@ from pybp.geometry import cone_weights as weights
 from pybp.geometry.cone import ConeGeometry
 from pybp.stages.base import Chunk, Need, Stage, Zeros
 from pybp.stages.filters import FILTERS, PADDINGS, Filter
-from pybp.stages.normalize import FLOOR_TRANSMISSION
+from pybp.stages.normalize import FLOOR_TRANSMISSION, RAW_TYPES
 from pybp.stream import memory, pipeline
 from pybp.stream.executor import Executor, Layout
 from pybp.stream.memory import MemoryPlan
-from pybp.stream.sources import WriteBehind, copy_blocks, frame_mean, put_rows
+from pybp.stream.sources import WriteBehind, copy_blocks, frame_mean, in_blocks, put_rows, read_into
 
 PREWEIGHT_GROUP = (64, 4, 1)
 ROWS = "projections"  # the chunk's buffer: its projections' windows of rows, in place
+COUNTS = "counts"  # detector counts as they came, where they go up as integers
 SLAB = "slab"  # the slab of the volume the passes add into
+# Counts of these types go up as they are (half the bytes of float32, or a quarter),
+# read straight into staging where the source can (pybp/stream/sources.py: read_into);
+# the pre-weighting converts them. Wider ones become float32 on the host.
+RAW_COUNTS = {dtype: name for dtype, name in RAW_TYPES.items()
+              if dtype.kind in "iu" and dtype.itemsize <= 2}
+COUNTS_BYTES = 2  # per pixel of a pass's counts buffer (planned for the widest of them)
 # Passes in flight: one going up while the one before is back-projected. Three, at a
 # memory limit of a quarter of 512^3, made thinner slabs and a slower volume (H200: 16
 # slabs, 0.54 s against 11 and 0.45 s: tuning/cone_slab_copies.py --slots).
@@ -76,6 +83,8 @@ class Preweight(Stage):
     def __init__(self, recipe, short_scan, flats, darks):
         g, d, context = recipe.geometry, recipe.device, recipe.context
         self.recipe, self.counts = recipe, flats is not None
+        # Counts may go up as integers (a buffer of their own) where the recipe plans it.
+        self.raw_counts = self.counts and getattr(recipe, "raw_counts", False)
         self.weighted = recipe.filter is not None
         flags = cl.mem_flags.READ_ONLY | cl.mem_flags.COPY_HOST_PTR
         self.frames = self.columns = self.flat = self.dark = None
@@ -94,13 +103,29 @@ class Preweight(Stage):
                 frame_mean(checks.frames(darks, "darks", tuple(g.detector_shape)))))
         self.shared_bytes = sum(b.size for b in (self.frames, self.columns, self.flat, self.dark)
                                 if b is not None)
-        self.kernel = codegen.declared(
-            context, d, kernels.preweight_source(self.counts, real, FLOOR_TRANSMISSION,
-                                                 weighted=self.weighted),
-            "cone_preweight", kernels.preweight_args(self.counts, self.weighted, real))
+        self.context, self.cl_device, self.real = context, d, real
+        self.kernels = {None: self._kernel(None)}  # by the counts' raw type (None: floats)
+        self.raw = None  # the raw type of the call's counts (None: in the images, as floats)
         self.needs = (Need(ROWS, recipe.image_bytes),
-                      Need("replaced", fixed=4, host=np.dtype(np.uint32)))
+                      Need("replaced", fixed=4, host=np.dtype(np.uint32))) + \
+            ((Need(COUNTS, recipe.image_bytes // 4 * COUNTS_BYTES),) if self.raw_counts else ())
         self._zeros = Zeros()
+
+    def _kernel(self, raw):
+        return codegen.declared(
+            self.context, self.cl_device,
+            kernels.preweight_source(self.counts, self.real, FLOOR_TRANSMISSION,
+                                     weighted=self.weighted, raw=raw),
+            "cone_preweight", kernels.preweight_args(self.counts, self.weighted, self.real, raw))
+
+    def counts_dtype(self, dtype) -> np.dtype | None:
+        """How counts of ``dtype`` go up: as they are (their dtype), or None (as float32,
+        converted on the host); and the kernel that takes them, built once."""
+        dtype = None if dtype is None else np.dtype(dtype)
+        self.raw = RAW_COUNTS.get(dtype) if self.raw_counts else None
+        if self.raw not in self.kernels:
+            self.kernels[self.raw] = self._kernel(self.raw)
+        return dtype if self.raw else None
 
     def enqueue(self, chunk):
         r, q, b = self.recipe, chunk.queue, chunk.buffers
@@ -115,14 +140,17 @@ class Preweight(Stage):
                          first_projection=first, first_row=first_row)
         if self.counts:
             extra.update(flat=self.flat, dark=self.dark)
-        grid = (_round_up(n_cols, PREWEIGHT_GROUP[0]), _round_up(n_rows, PREWEIGHT_GROUP[1]),
-                count)
+        if self.raw:
+            extra.update(counts=b[COUNTS])
+        # (from raw counts, the images' rows after an odd window are zeroed too)
+        grid = (_round_up(n_cols, PREWEIGHT_GROUP[0]),
+                _round_up(stride if self.raw else n_rows, PREWEIGHT_GROUP[1]), count)
         # Counts: each replaced pixel counted once, by the first slab whose windows hold
         # it. Line integrals: every slab checks all its rows, so that with several
         # devices none writes a slab a NaN spread into while another refuses it.
         counted = r.counted_rows(first // r.params.projections_per_pass) if self.counts \
             else (first_row, first_row + n_rows)
-        events.append((self.name, self.kernel(
+        events.append((self.name, self.kernels[self.raw](
             q, grid, PREWEIGHT_GROUP, images=b[ROWS], n_rows=n_rows, row_stride=stride,
             n_cols=n_cols, counted_first=counted[0] - first_row, counted_stop=counted[1] - first_row,
             replaced_count=b["replaced"], **extra)))
@@ -269,6 +297,7 @@ class SlabRecipe:
             raise ValueError("filtered: the rows given are ready for the back-projection "
                              "(FDK's filtered line integrals, with a filter); give no flats")
         self.counts = flats is not None
+        self.raw_counts = self.counts  # integer counts go up as they are (Preweight)
         real = np.float64 if p.positions == "double" else np.float32
         self.matrices = np.ascontiguousarray(geometry.voxel_matrices(), real).reshape(
             geometry.n_angles, kernels.MATRIX_VALUES)
@@ -306,7 +335,8 @@ class SlabRecipe:
         self.layout = Layout(ROWS, np.dtype(np.float32), (stride, n_cols), 0, None, ())
         self.memory = MemoryPlan.create(
             self.stages, d, geometry.n_angles, widths=(p.projections_per_pass,),
-            chunk_slices=p.projections_per_pass, slots=PASS_SLOTS, own=(ROWS,),
+            chunk_slices=p.projections_per_pass, slots=PASS_SLOTS,
+            own=(ROWS, COUNTS) if self.raw_counts else (ROWS,),
             preferred=p.projections_per_pass, memory_limit=memory_limit,
             subject=f"params: a pass of {p.projections_per_pass} projections",
             advice="use fewer projections_per_pass, or allow more memory (memory_limit)")
@@ -324,9 +354,12 @@ class SlabRecipe:
             + 2 * (matrix_bytes + 4)
         share = None if devices == 1 else \
             -(-len(self.planes) // devices // slabs.PLANE_ALIGN) * slabs.PLANE_ALIGN
+        # Each pass in flight holds its images, and its counts where they go up as
+        # integers; the texture family one pass of images more.
+        buffers = PASS_SLOTS * (1 + self.raw_counts * COUNTS_BYTES / 4) + (p.family == "texture")
         return slabs.plan(g, p.projections_per_pass, p.voxels_per_item,
                           memory.budget(d, memory_limit) - kept, d.max_allocation,
-                          PASS_SLOTS + (p.family == "texture"), self.planes, share)
+                          buffers, self.planes, share)
 
     @staticmethod
     def _checked_params(params, d) -> ConeParams:
@@ -342,9 +375,14 @@ class SlabRecipe:
                              "not have; use family='exact'")
         return p
 
-    def reserve(self) -> Executor:
-        """The executor, its stages and slots reserved (kept from the last call)."""
-        self.executor.reserve(self.stages, self.layout, self.memory)
+    def reserve(self, dtype=None) -> Executor:
+        """The executor, its stages and slots reserved (kept from the last call) for
+        projections of ``dtype``: counts of :data:`RAW_COUNTS`' types go up as they are,
+        into a buffer of their own; anything else as float32, into the images."""
+        raw = self.stages[0].counts_dtype(dtype) if self.raw_counts else None
+        layout = self.layout if raw is None else \
+            Layout(COUNTS, raw, self.layout.input_row, 0, None, ())
+        self.executor.reserve(self.stages, layout, self.memory)
         return self.executor
 
     def global_size(self, n_planes) -> tuple:
@@ -432,7 +470,7 @@ class Window:
     count``, rows ``rows``: ``n_rows`` of them), shaped as a chunk's images (the rows
     made even: the FFT pairs an odd last row with a zero row after it), which is what
     goes up: the device's images of a pass hold its window's rows and no more. Sliced,
-    a window of fewer projections; read (``numpy.asarray``) in blocks of projections on
+    a window of fewer projections; read (:meth:`read_into`) in blocks of projections on
     the copy threads, in parallel where the source releases the GIL (an h5py dataset, a
     scan's files); :func:`copier` puts the zero row after an odd window."""
 
@@ -452,6 +490,12 @@ class Window:
         rows = self.source[self.first:self.first + self.count, self.rows]
         return np.asarray(rows, dtype)
 
+    def read_into(self, destination):
+        """The rows into ``destination`` ``(count, rows made even, n_cols)``, its first
+        ``n_rows`` rows of each projection (:func:`pybp.stream.sources.read_into`)."""
+        read_into(destination, self.source, slice(self.first, self.first + self.count),
+                  self.rows)
+
     @property
     def upload(self):
         """Where the source is in page-locked memory (:class:`pybp.cone.store.Store`):
@@ -465,10 +509,12 @@ class Window:
 
 def copier(pool):
     """``copy(destination, window)`` for the stream: a :class:`Window`'s rows into
-    staging over ``pool`` (converted to float32), zeros after them."""
+    staging (of the counts' integer type, or float32) in blocks of projections over
+    ``pool``, read straight into it where the source can, zeros after them."""
     def copy(destination, window):
         n = window.n_rows
-        copy_blocks(pool, destination[:, :n], window)
+        in_blocks(pool, len(window), destination.nbytes,
+                  lambda a, b: window[a:b].read_into(destination[a:b]))
         if n < destination.shape[1]:
             destination[:, n:] = 0
     return copy
@@ -486,7 +532,7 @@ class SlabRun:
 
     def __init__(self, recipe: SlabRecipe, source, out, first_row=0, members=1):
         self.recipe, self.source, self.out, self.first_row = recipe, source, out, first_row
-        self.executor = recipe.reserve()
+        self.executor = recipe.reserve(getattr(source, "dtype", None))
         self.behind = None
         slabs_each = -(-len(recipe.plan.slabs) // members)
         if not isinstance(out, np.ndarray) and slabs_each > 1:

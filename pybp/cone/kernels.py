@@ -40,9 +40,13 @@ def backproject_source(p: ConeParams, distance_weight: bool = False,
                           shared_column=shared_column)
 
 
-def preweight_args(flat_field: bool, weighted: bool = True, real: str = "float") -> tuple:
+def preweight_args(flat_field: bool, weighted: bool = True, real: str = "float",
+                   raw: str | None = None) -> tuple:
     """The pre-weighting's arguments; the flat and dark means in ``real`` (as parallel
-    beam's normalisation takes them)."""
+    beam's normalisation takes them); ``raw``: the OpenCL type of the counts where they
+    come in a buffer of their own (None: in the images, as floats)."""
+    counts = (Arg("counts", f"__global const {raw} *", "the pass's counts, laid out as the "
+                  "images"),) if raw else ()
     means = (Arg("flat", f"__global const {real} *", "the flats' mean, n_rows x n_cols of the detector"),
              Arg("dark", f"__global const {real} *", "the darks' mean")) if flat_field else ()
     weights = (Arg("frames", "__global const float *", f"per projection: {FRAME_VALUES} values "
@@ -53,7 +57,7 @@ def preweight_args(flat_field: bool, weighted: bool = True, real: str = "float")
         if weighted else ()
     return (
         Arg("images", "__global float *", "the pass's images, row_stride x n_cols each, in place"),
-        *means, *weights,
+        *counts, *means, *weights,
         *ints("n_rows", "row_stride", "n_cols"),
         Arg("counted_first", "const int", "the window's first row whose replaced values are counted"),
         Arg("counted_stop", "const int", "and its row after the last (rows an earlier slab counted: none)"),
@@ -61,14 +65,16 @@ def preweight_args(flat_field: bool, weighted: bool = True, real: str = "float")
     )
 
 
-def preweight_source(flat_field: bool, real: str, floor: float, weighted: bool = True) -> str:
+def preweight_source(flat_field: bool, real: str, floor: float, weighted: bool = True,
+                     raw: str | None = None) -> str:
     """``flat_field``: the images are counts, made line integrals first (``floor``: what
-    a non-positive transmission becomes), in ``real`` arithmetic. Not ``weighted`` (the
+    a non-positive transmission becomes), in ``real`` arithmetic; ``raw``: the counts
+    come as that OpenCL integer type in a buffer of their own. Not ``weighted`` (the
     plain back-projection): only the line integrals' check, NaN and Inf counted."""
     return codegen.render("cone/preweight.cl.mako",
-                          {"cone_preweight": preweight_args(flat_field, weighted, real)},
+                          {"cone_preweight": preweight_args(flat_field, weighted, real, raw)},
                           frame_values=FRAME_VALUES, flat_field=flat_field, real=real,
-                          floor=repr(float(floor)), weighted=weighted, rows=False)
+                          floor=repr(float(floor)), weighted=weighted, rows=False, raw=raw)
 
 
 WEIGHT_ROWS_ARGS = (
@@ -85,4 +91,4 @@ def weight_rows_source(floor: float) -> str:
     function as :func:`preweight_source`'s)."""
     return codegen.render("cone/preweight.cl.mako", {"cone_weight_rows": WEIGHT_ROWS_ARGS},
                           frame_values=FRAME_VALUES, flat_field=False, real="float",
-                          floor=repr(float(floor)), weighted=True, rows=True)
+                          floor=repr(float(floor)), weighted=True, rows=True, raw=None)

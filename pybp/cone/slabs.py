@@ -92,12 +92,13 @@ def _slabs(geometry, passes, planes_per_slab, planes):
 
 
 def plan(geometry: ConeGeometry, projections_per_pass: int, voxels_per_item: int,
-         budget: int, volume_limit: int, pass_buffers: int = 2, planes: range | None = None,
+         budget: int, volume_limit: int, pass_buffers: float = 2, planes: range | None = None,
          most_planes: int | None = None) -> SlabPlan:
     """The tallest slabs of z ``planes`` (None: all; a multiple of ``voxels_per_item``
     planes, so that where ``planes`` starts on such a multiple a slab's columns of
     voxels are those of one pass) whose volume (at most ``volume_limit`` bytes, one
-    buffer) and ``pass_buffers`` pass buffers fit ``budget`` bytes, of at most
+    buffer) and ``pass_buffers`` pass buffers (of float32 images; a buffer of narrower
+    values counts its share) fit ``budget`` bytes, of at most
     ``most_planes`` planes (None: no bound); ``ValueError`` naming ``memory_limit``
     where not even one column of planes fits."""
     _, ny, nx = geometry.volume_shape
@@ -136,7 +137,7 @@ def plan(geometry: ConeGeometry, projections_per_pass: int, voxels_per_item: int
     if best is None:
         candidate = made(step)
         if not fits(candidate):
-            passes_bytes = pass_buffers * candidate.pass_bytes(n_cols, projections_per_pass)
+            passes_bytes = int(pass_buffers * candidate.pass_bytes(n_cols, projections_per_pass))
             raise ValueError(
                 f"memory_limit: {_gib(budget)} of device memory hold no slab of {step} planes "
                 f"of {ny} x {nx} voxels ({_gib(step * plane_bytes)}, in one buffer of at most "

@@ -76,19 +76,41 @@ class TiffStack:
                 self._offsets[i] = (offset, tuple(page.shape), np.dtype(page.dtype))
         return self._offsets[i]
 
-    def _frame_rows(self, i, rows):
+    def _frame_rows(self, i, rows, out=None):
+        """Rows ``rows`` of frame ``i``; into ``out`` (C-contiguous, of the stack's dtype)
+        where given, straight from the file where the frame is stored in one piece."""
         offset, shape, dtype = self._layout(i)
         if shape != self.shape[1:] or dtype != self.dtype:
             raise ValueError(f"{self.name}: {self.files[i]} is {shape} {dtype}, the first "
                              f"file {self.shape[1:]} {self.dtype}")
-        if offset is None:
-            with _tiff(self.files[i], self.name) as tif:
-                return tif.pages[0].asarray()[rows]
         first, stop, step = rows.indices(shape[0])
         stop = max(first, stop)
-        data = np.fromfile(self.files[i], dtype, count=(stop - first) * shape[1],
-                           offset=offset + first * shape[1] * dtype.itemsize)
-        return data.reshape(-1, shape[1])[::step]
+        if offset is not None and out is not None and step == 1:
+            with open(self.files[i], "rb") as file:
+                file.seek(offset + first * shape[1] * dtype.itemsize)
+                got = file.readinto(memoryview(out).cast("B"))
+            if got != out.nbytes:
+                raise ValueError(f"{self.name}: {self.files[i]} ends before its image does")
+            return out
+        if offset is None:
+            with _tiff(self.files[i], self.name) as tif:
+                data = tif.pages[0].asarray()[rows]
+        else:
+            data = np.fromfile(self.files[i], dtype, count=(stop - first) * shape[1],
+                               offset=offset + first * shape[1] * dtype.itemsize)
+            data = data.reshape(-1, shape[1])[::step]
+        if out is not None:
+            out[...] = data
+        return data
+
+    def read_direct(self, destination, source_sel, dest_sel):
+        """As h5py's ``Dataset.read_direct``, for the selections pybp makes: frames and
+        rows (``source_sel``, two slices) into ``destination[dest_sel]`` (all frames,
+        the first rows), ``destination`` C-contiguous of the stack's dtype; each frame's
+        rows read from its file straight into it where stored in one piece."""
+        frames, rows = source_sel
+        for k, i in enumerate(range(*frames.indices(len(self.files)))):
+            self._frame_rows(i, rows, out=destination[k][dest_sel[1:]])
 
     def __getitem__(self, key):
         key = key if isinstance(key, tuple) else (key,)

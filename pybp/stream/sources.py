@@ -21,19 +21,42 @@ PARALLEL_COPY_BYTES = 8 << 20  # smaller copies are not worth the threads
 REFERENCE_BYTES = 64 << 20  # flats and darks averaged per block of rows
 
 
+def in_blocks(pool, count: int, n_bytes: int, work):
+    """``work(a, b)`` for blocks ``[a, b)`` of ``range(count)`` on ``pool`` where
+    ``n_bytes`` are worth the threads (:data:`PARALLEL_COPY_BYTES`), else one call."""
+    if pool is None or n_bytes < PARALLEL_COPY_BYTES or count < 2:
+        work(0, count)
+        return
+    edges = np.linspace(0, count, min(count, 4 * COPY_THREADS) + 1).astype(int)
+    futures = [pool.submit(work, a, b) for a, b in zip(edges[:-1], edges[1:]) if b > a]
+    for future in futures:
+        future.result()
+
+
 def copy_blocks(pool, destination, source):
     """``destination[...] = source`` (NumPy arrays of one shape), in blocks of the first
     axis on ``pool`` when it is large; casts as needed. (Blocks of the second axis for
     chunks of 4 slices, 8 blocks instead of 4, made two GPUs slower, not faster, on the
     H200 machine: 3.99 s against 2.88 s, the host's memory already busy.)"""
-    if pool is None or destination.nbytes < PARALLEL_COPY_BYTES or len(destination) < 2:
-        np.copyto(destination, source, casting="unsafe")
-        return
-    edges = np.linspace(0, len(destination), min(len(destination), 4 * COPY_THREADS) + 1).astype(int)
-    futures = [pool.submit(np.copyto, destination[a:b], source[a:b], casting="unsafe")
-               for a, b in zip(edges[:-1], edges[1:]) if b > a]
-    for future in futures:
-        future.result()
+    in_blocks(pool, len(destination), destination.nbytes, lambda a, b: np.copyto(
+        destination[a:b], source[a:b], casting="unsafe"))
+
+
+def read_into(destination, source, frames: slice, rows: slice):
+    """``destination[:, :n] = source[frames, rows]`` (``n``: the rows): read straight
+    into ``destination`` (C-contiguous) where the source reads into an array of its own
+    dtype (an h5py dataset's ``read_direct``, a :class:`pybp.io.readers.TiffStack`'s),
+    else read into an array of the source's and copied, converting. (HDF5 reading
+    uint16 straight into float32 ran slower than reading and NumPy's conversion: the
+    direct read pays where the staging holds the file's type, cone beam's integer
+    counts.)"""
+    n = len(range(*rows.indices(source.shape[1])))
+    direct = getattr(source, "read_direct", None)
+    if direct is not None and np.dtype(source.dtype) == destination.dtype \
+            and destination.flags.c_contiguous:
+        direct(destination, (frames, rows), (slice(None), slice(0, n)))
+    else:
+        np.copyto(destination[:, :n], np.asarray(source[frames, rows]), casting="unsafe")
 
 
 @contextlib.contextmanager

@@ -1,5 +1,6 @@
 ## FDK's pre-weighting, in place, before the row filter: with flat_field, detector counts
-## first become line integrals, -log((p - dark) / (flat - dark)) with the means of the
+## (read from `counts`, of the integer type `raw`, where they went up as integers; else
+## from the images themselves, as floats) first become line integrals, -log((p - dark) / (flat - dark)) with the means of the
 ## flats and darks (in `real`: double where the device has it, as in normalisation for
 ## parallel beam); then each pixel times the cosine of its ray to the detector's normal
 ## (the source's depth over the ray's length) and its column's weight (angular weight
@@ -46,14 +47,24 @@ __kernel void cone_preweight(
 ${args['cone_preweight']}
 {
     const int c = get_global_id(0), row = get_global_id(1), q = get_global_id(2);
+% if raw:
+    if (c >= n_cols || row >= row_stride)
+        return;
+    const size_t at = ((size_t)q * row_stride + row) * n_cols + c;
+    if (row >= n_rows) {  // the zero row after an odd window (the FFT's pair), as uploaded
+        images[at] = 0.0f;
+        return;
+    }
+% else:
     if (c >= n_cols || row >= n_rows)
         return;
     const size_t at = ((size_t)q * row_stride + row) * n_cols + c;
+% endif
     bool replaced = false;
 % if flat_field:
     const size_t pixel = (size_t)(first_row + row) * n_cols + c;
-    const float sample = line_integral(transmission(images[at], dark[pixel], flat[pixel]),
-                                       &replaced);
+    const float sample = line_integral(transmission(${"counts" if raw else "images"}[at],
+                                                    dark[pixel], flat[pixel]), &replaced);
 % else:
     // Line integrals as given: a NaN or Inf is counted, and the caller refuses the data
     // before a slab is written.
