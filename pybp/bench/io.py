@@ -186,9 +186,25 @@ def _write_npy(path, volume, threads, sync):
 
 
 def _write_hdf5(path, volume, threads, sync):
+    """One HDF5 dataset chunked per slice as the command's output writes it: pieces of
+    whole slices by ``threads`` threads, one HDF5 call at a time, each piece flushed
+    (``sync``) to the disk outside that lock, while another goes into the file."""
     import h5py
+    lock, per = threading.Lock(), max(1, WRITE_PIECE_BYTES // volume[0].nbytes)
     with h5py.File(path, "w") as f:
-        f.create_dataset("volume", data=volume)
+        data = f.create_dataset("volume", volume.shape, volume.dtype,
+                                chunks=(1,) + volume.shape[1:])
+
+        def piece(a):
+            with lock:
+                data[a:a + per] = volume[a:a + per]
+                if sync:
+                    f.flush()
+                fd = f.id.get_vfd_handle()
+            if sync:
+                os.fsync(fd)
+        with ThreadPoolExecutor(threads) as pool:
+            list(pool.map(piece, range(0, len(volume), per)))
     if sync:
         _synced(path)
 
@@ -238,8 +254,8 @@ def files(folder, shape, repeats: int = 2, threads=None) -> dict:
     volume of ``shape`` ``(slices, ny, nx)``, GB/s: ``write_cache`` and ``write_disk``
     of each format (:data:`FORMATS`; ``None`` where its library is missing; the disk's
     with every file's ``fsync``, as the command writes; TIFF's files and the ``.npy``'s
-    pieces by the best of ``threads`` threads, each flushing its own; HDF5 from one
-    thread), ``read_cache`` and ``read_disk`` of the ``.npy`` (the best of ``threads``
+    and the HDF5 dataset's pieces by the best of ``threads`` threads, each flushing its
+    own), ``read_cache`` and ``read_disk`` of the ``.npy`` (the best of ``threads``
     threads), and ``filesystem``. ``threads``: default 1, 4, the
     cores and twice them."""
     cores = os.cpu_count() or 1
@@ -257,8 +273,6 @@ def files(folder, shape, repeats: int = 2, threads=None) -> dict:
                 except ImportError:
                     found[f"write_cache_{name}"] = found[f"write_disk_{name}"] = None
                     continue
-            # (h5py writes one dataset from one thread at a time)
-            for_threads = counts if name in ("npy", "tiff") else [1]
             written = []
 
             def removed():  # the files written so far (the disk holds one at a time)
@@ -273,9 +287,9 @@ def files(folder, shape, repeats: int = 2, threads=None) -> dict:
                 write(target, volume, n, sync)
 
             found[f"write_cache_{name}"] = max(rate(lambda: to(n, False), removed)
-                                               for n in for_threads)
+                                               for n in counts)
             found[f"write_disk_{name}"] = max(rate(lambda: to(n, True), removed)
-                                              for n in for_threads)
+                                              for n in counts)
             if name == "npy":  # the last, read back below
                 npy = written.pop()
             removed()

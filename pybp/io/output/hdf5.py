@@ -73,21 +73,28 @@ class Hdf5File(Output):
         os.fsync(fd)
 
     def _sync(self):
-        self.file.flush()
-        os.fsync(self.file.id.get_vfd_handle())
+        """The file's buffers handed to the system (one HDF5 call at a time), then
+        flushed to the disk outside the lock: another writer's piece goes into the
+        file meanwhile, so the disk and the copies into the file overlap."""
+        with Hdf5File._writing:
+            self.file.flush()
+            fd = self.file.id.get_vfd_handle()
+        os.fsync(fd)
 
-    # One write at a time (from the executor's writing threads): h5py serialises its
-    # calls anyway, and each slice's data, sync, record and sync then stay together, so
-    # that a failed sync leaves every earlier slice recorded.
+    # One HDF5 call at a time (from the writing threads): h5py serialises its calls
+    # anyway. Each piece's record is written only once its data are on the disk, so a
+    # failed sync leaves every slice recorded on the disk.
     _writing = threading.Lock()
 
     def __setitem__(self, key, slices):
         start = 0 if key.start is None else key.start
         data = converted(slices, self.dtype, self.first_row + start)
-        with Hdf5File._writing, disk.writing(self.partial):
-            self.data[start:start + len(data)] = data
+        with disk.writing(self.partial):
+            with Hdf5File._writing:
+                self.data[start:start + len(data)] = data
             self._sync()  # the data on the disk before the record that says it is there
-            self.record[start:start + len(data)] = 1
+            with Hdf5File._writing:
+                self.record[start:start + len(data)] = 1
             self._sync()
         self.done[start:start + len(data)] = True
 
