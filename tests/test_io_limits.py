@@ -3,6 +3,7 @@ machine, and the lower bound they set on a case."""
 
 import json
 import os
+import re
 
 import numpy as np
 import pytest
@@ -63,6 +64,8 @@ def test_the_limits_are_measured_and_the_files_removed(cl_device, tmp_path):
     assert speeds["bytes"] == 4 * 4 * 32 * 32 and speeds["filesystem"] != ""
     for name in ("read_cache", "read_disk", "write_cache_npy", "write_disk_npy"):
         assert speeds[name] > 0, name
+    cores = os.cpu_count() or 1
+    assert speeds["write_disk_npy_threads"] in {1, min(4, cores), cores, 2 * cores}
     assert os.listdir(tmp_path) == []
 
 
@@ -76,6 +79,7 @@ def test_bench_io_reports_the_bounds_and_writes_the_limits(cl_device, tmp_path, 
     out = capsys.readouterr().out
     assert "host copies (NumPy, GB/s by threads)" in out and "page-locked transfers" in out
     assert "parallel 32^3 to npy on 1 device(s): at least" in out and "held by" in out
+    assert re.search(r"write npy: .* GB/s to the disk \(fsync, from \d+ threads\)", out)
     kept = json.loads(limits.read_text())
     assert kept["files"]["read_cache"] > 0 and kept["transfers"]["devices"]
     case = io.standard_cases(32)[0]

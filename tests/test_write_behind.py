@@ -18,6 +18,8 @@ from test_cone_files import run
 
 import pybp
 from pybp import checks
+from pybp.cone import backproject
+from pybp.cone import slabs as cone_slabs
 from pybp.cone.params import ConeParams
 from pybp.geometry.cone import ConeGeometry
 from pybp.io.output import disk
@@ -244,3 +246,57 @@ def test_the_commands_npy_resumes_after_a_full_disk_to_the_same_bits(scan64, tmp
     assert code != 0 and "disk is full" in printed.err and "--resume" in printed.err
     assert run(limited + ["--resume"], capsys)[0] == 0
     assert np.array_equal(np.load(slabs), np.load(whole))
+
+
+def test_tapered_slabs_cut_the_last_full_slab_and_come_last():
+    """The last slab of the full height is cut into a half, a quarter and the rest (the
+    larger first, multiples of the step), taken after every other slab; every plane
+    once, each cut slab's windows those of its planes; plans of one slab, or of slabs
+    under four steps, stay as they are."""
+    g = ConeGeometry.circular(np.linspace(0, 2 * np.pi, 12, endpoint=False), (90, 64),
+                              pixel_size=1.0, source_origin=200.0, origin_detector=100.0,
+                              volume_shape=(200, 40, 40), voxel_size=0.6)
+    passes = tuple((a, 4) for a in range(0, 12, 4))
+    plan = cone_slabs.SlabPlan(passes, cone_slabs._slabs(g, passes, 64, range(200)), 90, 64)
+    assert [s.n_planes for s in plan.slabs] == [64, 64, 64, 8]
+    cut = cone_slabs.tapered(g, plan, 8)
+    assert [(s.first_plane, s.n_planes) for s in cut] == [
+        (0, 64), (64, 64), (192, 8), (128, 32), (160, 16), (176, 16)]
+    for s in cut[-3:]:
+        assert s.windows == tuple(cone_slabs.window(g, range(s.first_plane, s.first_plane
+                                                             + s.n_planes), range(a, a + n))
+                                  for a, n in passes)
+    assert cone_slabs.tapered(g, plan, 4)[-3:] == cut[-3:]
+    odd = cone_slabs.SlabPlan(passes, cone_slabs._slabs(g, passes, 56, range(200)), 90, 56)
+    assert [s.n_planes for s in cone_slabs.tapered(g, odd, 8)[-3:]] == [24, 16, 16]
+    assert cone_slabs.tapered(g, odd, 16) == odd.slabs  # 56 planes: under 4 x 16
+    one = cone_slabs.SlabPlan(passes, cone_slabs._slabs(g, passes, 200, range(200)), 90, 200)
+    assert cone_slabs.tapered(g, one, 8) == one.slabs
+
+
+def test_slabs_written_behind_are_tapered_and_equal_one_piece(cl_device, rng, monkeypatch):
+    """Into an output that is not an array, the slabs are taken in the tapered order (the
+    last full one cut, thinnest last), and the volume is one piece's bit for bit; into
+    an array, in the plan's order."""
+    g = ConeGeometry.circular(np.linspace(0, 2 * np.pi, 14, endpoint=False), (41, 64),
+                              pixel_size=1.0, source_origin=200.0, origin_detector=100.0,
+                              volume_shape=(72, 40, 40), voxel_size=0.6)
+    projections = rng.standard_normal((14, 41, 64)).astype(np.float32)
+    one = pybp.fdk(projections, g, params=EXACT, device=cl_device, progress=False)
+    taken = []
+    begin = backproject.SlabRun.begin
+    monkeypatch.setattr(backproject.SlabRun, "begin", lambda self, slab, pool: (
+        taken.append((slab.first_plane, slab.n_planes)), begin(self, slab, pool))[1])
+    with pybp.ConeBackprojector(g, EXACT, filter="ramp", memory_limit=72 * 40 * 40 * 4 // 2,
+                                store=False, device=cl_device) as bp:
+        plan = [(s.first_plane, s.n_planes) for s in bp.plan.slabs]
+        assert len(plan) >= 2 and bp.plan.slab_planes >= 16
+        out = Recorded(g.volume_shape)
+        bp(projections, out=out)
+        assert np.array_equal(out.array, one)
+        want = [(s.first_plane, s.n_planes) for s in cone_slabs.tapered(g, bp.plan, 4)]
+        assert taken == want and len(want) == len(plan) + 2
+        assert [n for _, n in want[-3:]] == sorted((n for _, n in want[-3:]), reverse=True)
+        taken.clear()
+        array = bp(projections)
+        assert taken == plan and np.array_equal(array, one)

@@ -255,9 +255,9 @@ def files(folder, shape, repeats: int = 2, threads=None) -> dict:
     of each format (:data:`FORMATS`; ``None`` where its library is missing; the disk's
     with every file's ``fsync``, as the command writes; TIFF's files and the ``.npy``'s
     and the HDF5 dataset's pieces by the best of ``threads`` threads, each flushing its
-    own), ``read_cache`` and ``read_disk`` of the ``.npy`` (the best of ``threads``
-    threads), and ``filesystem``. ``threads``: default 1, 4, the
-    cores and twice them."""
+    own; ``write_disk_FORMAT_threads``: the count that did best), ``read_cache`` and
+    ``read_disk`` of the ``.npy`` (the best of ``threads`` threads), and
+    ``filesystem``. ``threads``: default 1, 4, the cores and twice them."""
     cores = os.cpu_count() or 1
     counts = threads or sorted({1, min(4, cores), cores, 2 * cores})
     volume = np.random.default_rng(0).random(shape, np.float32)
@@ -288,8 +288,8 @@ def files(folder, shape, repeats: int = 2, threads=None) -> dict:
 
             found[f"write_cache_{name}"] = max(rate(lambda: to(n, False), removed)
                                                for n in counts)
-            found[f"write_disk_{name}"] = max(rate(lambda: to(n, True), removed)
-                                              for n in counts)
+            found[f"write_disk_{name}"], found[f"write_disk_{name}_threads"] = max(
+                (rate(lambda: to(n, True), removed), n) for n in counts)
             if name == "npy":  # the last, read back below
                 npy = written.pop()
             removed()
@@ -404,6 +404,12 @@ def measure(devices, folder=None, n_bytes=1 << 30, shape=(64, 1024, 1024), repea
     return limits
 
 
+def _from(files: dict, form: str) -> str:
+    """``, from N threads``: the writer threads of the disk's best (limits that have it)."""
+    threads = files.get(f"write_disk_{form}_threads")
+    return f", from {threads} threads" if threads else ""
+
+
 def report(limits: dict, cases=()) -> str:
     """The limits and each case's bound, as text."""
     lines = ["host copies (NumPy, GB/s by threads): " + ", ".join(
@@ -423,7 +429,7 @@ def report(limits: dict, cases=()) -> str:
         lines.append(f"  write {form}: " + ("its library is not installed (the io extra: "
                                             "pip install \".[io]\")" if cache is None else
                                             f"{cache:.2f} GB/s into the page cache, {to_disk:.2f} "
-                                            f"GB/s to the disk (fsync)"))
+                                            f"GB/s to the disk (fsync{_from(f, form)})"))
     for case in cases:
         b = bounds(case, limits)
         parts = ", ".join(f"{k} {v:.2f} s" for k, v in b.items()

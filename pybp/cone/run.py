@@ -195,9 +195,12 @@ def slabs_of(recipes, source, out, progress=True, first_row=0, fill=None) -> int
     then read."""
     geometry, plan = recipes[0].geometry, recipes[0].plan
     _, ny, nx = geometry.volume_shape
-    planes = sum(slab.n_planes for slab in plan.slabs)
-    bar = Progress((len(plan.slabs) + (fill is not None)) * geometry.n_angles,
-                   planes * ny * nx / len(plan.slabs), progress, what="projections",
+    parts = plan.slabs
+    if not isinstance(out, np.ndarray) and len(parts) > len(recipes):  # written behind
+        parts = slabs.tapered(geometry, plan, recipes[0].params.voxels_per_item)
+    planes = sum(slab.n_planes for slab in parts)
+    bar = Progress((len(parts) + (fill is not None)) * geometry.n_angles,
+                   planes * ny * nx / len(parts), progress, what="projections",
                    rate="GUPS")
     stop = threading.Event()
     try:
@@ -209,7 +212,7 @@ def slabs_of(recipes, source, out, progress=True, first_row=0, fill=None) -> int
             source, first_row = fill.store, fill.store.first_row
         return replaced + accumulate(
             [SlabRun(recipe, source, out, first_row, len(recipes)) for recipe in recipes],
-            Parts(plan.slabs, stop), bar, stop)
+            Parts(parts, stop), bar, stop)
     finally:
         bar.close()
 

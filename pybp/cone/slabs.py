@@ -82,13 +82,35 @@ def even(n: int) -> int:
     return n + n % 2
 
 
+def _slab(geometry, passes, planes: range) -> Slab:
+    return Slab(planes.start, len(planes),
+                tuple(window(geometry, planes, range(a, a + n)) for a, n in passes))
+
+
 def _slabs(geometry, passes, planes_per_slab, planes):
-    slabs = []
-    for first in range(planes.start, planes.stop, planes_per_slab):
-        planes_here = range(first, min(planes.stop, first + planes_per_slab))
-        windows = tuple(window(geometry, planes_here, range(a, a + n)) for a, n in passes)
-        slabs.append(Slab(first, len(planes_here), windows))
-    return tuple(slabs)
+    return tuple(_slab(geometry, passes, range(first, min(planes.stop, first + planes_per_slab)))
+                 for first in range(planes.start, planes.stop, planes_per_slab))
+
+
+def tapered(geometry: ConeGeometry, plan: SlabPlan, step: int) -> tuple:
+    """``plan``'s slabs in the order to take them where each is written behind (while
+    the next one's passes run): the last slab of the full height cut into a half, a
+    quarter and the rest of it (multiples of ``step`` planes, the larger first), taken
+    after every other. What is left after the last pass is then the read-back and the
+    writes of a quarter of a slab, and what is queued before them, rather than of a
+    whole slab (2048^3 to a ``.npy``: docs/benchmarks.md, issue 53's fourth step).
+    Plans of one slab, or of slabs under ``4 * step`` planes, stay as they are."""
+    full = plan.slab_planes
+    last = max((i for i, slab in enumerate(plan.slabs) if slab.n_planes == full), default=None)
+    if len(plan.slabs) < 2 or last is None or full < 4 * step:
+        return plan.slabs
+    half = full // 2 // step * step
+    quarter = (full - half) // 2 // step * step
+    edges = [plan.slabs[last].first_plane]
+    for n in sorted((half, quarter, full - half - quarter), reverse=True):
+        edges.append(edges[-1] + n)
+    cut = tuple(_slab(geometry, plan.passes, range(a, b)) for a, b in zip(edges[:-1], edges[1:]))
+    return plan.slabs[:last] + plan.slabs[last + 1:] + cut
 
 
 def plan(geometry: ConeGeometry, projections_per_pass: int, voxels_per_item: int,
