@@ -298,6 +298,25 @@ def test_windows_hold_every_row_a_slab_reads(rng):
             assert np.floor(rows.max()) + 1 < first + n_rows or first + n_rows == 61
 
 
+def test_windows_of_passes_are_those_of_every_voxel_they_project():
+    """A pass's window (:func:`slabs.windows`, every pass from one projection of the
+    corners) is the rows that every voxel centre of the planes projects onto in any of
+    its projections (float64, voxel by voxel), with the bilinear sample's second row
+    and a row of margin each side, made even and clipped to the detector."""
+    g = scan(np.linspace(0, 2 * np.pi, 11, endpoint=False), volume=(40, 20, 20), detector=(61, 40),
+             volume_offset=(1.0, 2.0, 3.0))
+    passes = ((0, 3), (3, 3), (6, 3), (9, 2))
+    for planes in (range(0, 8), range(8, 20), range(36, 40)):
+        found = slabs.windows(g, planes, passes)
+        for (a, n), (first, n_rows) in zip(passes, found):
+            rows = np.concatenate([reference.project_voxels(g, p, planes)[0].ravel()
+                                   for p in range(a, a + n)])
+            low = int(np.clip(np.floor(rows.min()) - 1, 0, 60))
+            high = int(np.clip(np.floor(rows.max()) + 3, low + 1, 61))
+            assert (first, first + n_rows) == (low - low % 2, min(61, high + high % 2))
+            assert slabs.window(g, planes, range(a, a + n)) == (first, n_rows)
+
+
 def test_several_devices_each_take_a_slab_of_their_share(cl_device, rng):
     """With several devices a volume that one device holds whole is cut into slabs of
     at most each device's share of the planes (from multiples of 16), so that every

@@ -55,18 +55,28 @@ def window(geometry: ConeGeometry, planes: range, projections: range) -> tuple:
     """``(first_row, n_rows)``: the detector rows the voxel centres of z ``planes``
     project onto (with the bilinear sample's second row and a margin) in any of
     ``projections``; the first row even; at least one row."""
+    return windows(geometry, planes, ((projections.start, len(projections)),))[0]
+
+
+def windows(geometry: ConeGeometry, planes: range, passes) -> tuple:
+    """:func:`window` of ``planes`` for each ``(first, count)`` of ``passes``, the
+    corners projected by every projection at once (one call a pass took 0.15 ms: the
+    plan of 2048 projections of a 2048^3 volume, 0.6 s)."""
     nz, ny, nx = geometry.volume_shape
     n_rows = geometry.detector_shape[0]
     corners = np.array([(i, j, k, 1.0) for i in (0, nx - 1) for j in (0, ny - 1)
                         for k in (planes.start, planes.stop - 1)])
-    m = geometry.voxel_matrices()[projections.start:projections.stop]
-    projected = np.einsum("nac,pc->npa", m, corners)
+    projected = np.einsum("nac,pc->npa", geometry.voxel_matrices(), corners)
     rows = projected[..., 1] / projected[..., 2]
-    first = int(np.clip(np.floor(rows.min()) - MARGIN_ROWS, 0, n_rows - 1))
-    stop = int(np.clip(np.floor(rows.max()) + 2 + MARGIN_ROWS, first + 1, n_rows))
-    first -= first % 2
-    stop = min(n_rows, stop + stop % 2)
-    return first, stop - first
+    low, high = np.floor(rows.min(axis=1)), np.floor(rows.max(axis=1))
+    found = []
+    for a, n in passes:
+        first = int(np.clip(low[a:a + n].min() - MARGIN_ROWS, 0, n_rows - 1))
+        stop = int(np.clip(high[a:a + n].max() + 2 + MARGIN_ROWS, first + 1, n_rows))
+        first -= first % 2
+        stop = min(n_rows, stop + stop % 2)
+        found.append((first, stop - first))
+    return tuple(found)
 
 
 def _gib(n_bytes: int) -> str:
@@ -83,8 +93,7 @@ def even(n: int) -> int:
 
 
 def _slab(geometry, passes, planes: range) -> Slab:
-    return Slab(planes.start, len(planes),
-                tuple(window(geometry, planes, range(a, a + n)) for a, n in passes))
+    return Slab(planes.start, len(planes), windows(geometry, planes, passes))
 
 
 def _slabs(geometry, passes, planes_per_slab, planes):

@@ -87,8 +87,8 @@ class StoreFill:
         self.geometry, self.params, self.device, self.context = geometry, params, device, context
         self.filter, n, ppp = filter, geometry.n_angles, params.projections_per_pass
         n_cols = geometry.detector_shape[1]
-        self.windows = tuple(slabs.window(geometry, planes, range(a, min(n, a + ppp)))
-                             for a in range(0, n, ppp))
+        self.windows = slabs.windows(geometry, planes,
+                                     tuple((a, min(ppp, n - a)) for a in range(0, n, ppp)))
         first = min(w[0] for w in self.windows)
         self.shape = (n, max(sum(w) for w in self.windows) - first, n_cols)
         self.first_row, self.store = first, None
