@@ -300,3 +300,23 @@ def test_slabs_written_behind_are_tapered_and_equal_one_piece(cl_device, rng, mo
         taken.clear()
         array = bp(projections)
         assert taken == plan and np.array_equal(array, one)
+
+
+def test_tapered_slabs_shared_by_two_devices_equal_one_piece(cl_device, rng, monkeypatch):
+    """Two devices taking the tapered slabs as they are free, into an output that is not
+    an array: every plane once, the volume one piece's bit for bit."""
+    g = ConeGeometry.circular(np.linspace(0, 2 * np.pi, 14, endpoint=False), (41, 64),
+                              pixel_size=1.0, source_origin=200.0, origin_detector=100.0,
+                              volume_shape=(96, 40, 40), voxel_size=0.6)
+    projections = rng.standard_normal((14, 41, 64)).astype(np.float32)
+    one = pybp.fdk(projections, g, params=EXACT, device=cl_device, progress=False)
+    taken = []
+    begin = backproject.SlabRun.begin
+    monkeypatch.setattr(backproject.SlabRun, "begin", lambda self, slab, pool: (
+        taken.append((slab.first_plane, slab.n_planes)), begin(self, slab, pool))[1])
+    out = Recorded(g.volume_shape)
+    pybp.fdk(projections, g, params=EXACT, devices=[cl_device, cl_device], out=out,
+             memory_limit=96 * 40 * 40 * 4 // 4, progress=False)
+    assert len(taken) >= 5 and min(n for _, n in taken) < max(n for _, n in taken)
+    assert sorted(p for a, n in taken for p in range(a, a + n)) == list(range(96))
+    assert np.array_equal(out.array, one)
