@@ -122,11 +122,21 @@ def test_a_failed_write_stops_the_run_and_is_raised(monkeypatch):
         behind.close()
 
 
-def _slabs_case(rng):
+def _slabs_case(rng, nz=48):
+    """A volume of ``nz`` planes, its projections, and a quarter of its bytes."""
     g = ConeGeometry.circular(np.linspace(0, 2 * np.pi, 14, endpoint=False), (41, 64),
                               pixel_size=1.0, source_origin=200.0, origin_detector=100.0,
-                              volume_shape=(48, 40, 40), voxel_size=0.6)
-    return g, rng.standard_normal((14, 41, 64)).astype(np.float32), 48 * 40 * 40 * 4 // 4
+                              volume_shape=(nz, 40, 40), voxel_size=0.6)
+    return g, rng.standard_normal((14, 41, 64)).astype(np.float32), nz * 40 * 40 * 4 // 4
+
+
+def _slabs_taken(monkeypatch) -> list:
+    """``(first_plane, n_planes)`` of each slab a run takes, in the order taken."""
+    taken = []
+    begin = backproject.SlabRun.begin
+    monkeypatch.setattr(backproject.SlabRun, "begin", lambda self, slab, pool: (
+        taken.append((slab.first_plane, slab.n_planes)), begin(self, slab, pool))[1])
+    return taken
 
 
 @pytest.mark.parametrize("store", [True, False], ids=["store", "no-store"])
@@ -278,16 +288,10 @@ def test_slabs_written_behind_are_tapered_and_equal_one_piece(cl_device, rng, mo
     """Into an output that is not an array, the slabs are taken in the tapered order (the
     last full one cut, thinnest last), and the volume is one piece's bit for bit; into
     an array, in the plan's order."""
-    g = ConeGeometry.circular(np.linspace(0, 2 * np.pi, 14, endpoint=False), (41, 64),
-                              pixel_size=1.0, source_origin=200.0, origin_detector=100.0,
-                              volume_shape=(72, 40, 40), voxel_size=0.6)
-    projections = rng.standard_normal((14, 41, 64)).astype(np.float32)
+    g, projections, quarter = _slabs_case(rng, nz=72)
     one = pybp.fdk(projections, g, params=EXACT, device=cl_device, progress=False)
-    taken = []
-    begin = backproject.SlabRun.begin
-    monkeypatch.setattr(backproject.SlabRun, "begin", lambda self, slab, pool: (
-        taken.append((slab.first_plane, slab.n_planes)), begin(self, slab, pool))[1])
-    with pybp.ConeBackprojector(g, EXACT, filter="ramp", memory_limit=72 * 40 * 40 * 4 // 2,
+    taken = _slabs_taken(monkeypatch)
+    with pybp.ConeBackprojector(g, EXACT, filter="ramp", memory_limit=2 * quarter,
                                 store=False, device=cl_device) as bp:
         plan = [(s.first_plane, s.n_planes) for s in bp.plan.slabs]
         assert len(plan) >= 2 and bp.plan.slab_planes >= 16
@@ -305,18 +309,12 @@ def test_slabs_written_behind_are_tapered_and_equal_one_piece(cl_device, rng, mo
 def test_tapered_slabs_shared_by_two_devices_equal_one_piece(cl_device, rng, monkeypatch):
     """Two devices taking the tapered slabs as they are free, into an output that is not
     an array: every plane once, the volume one piece's bit for bit."""
-    g = ConeGeometry.circular(np.linspace(0, 2 * np.pi, 14, endpoint=False), (41, 64),
-                              pixel_size=1.0, source_origin=200.0, origin_detector=100.0,
-                              volume_shape=(96, 40, 40), voxel_size=0.6)
-    projections = rng.standard_normal((14, 41, 64)).astype(np.float32)
+    g, projections, quarter = _slabs_case(rng, nz=96)
     one = pybp.fdk(projections, g, params=EXACT, device=cl_device, progress=False)
-    taken = []
-    begin = backproject.SlabRun.begin
-    monkeypatch.setattr(backproject.SlabRun, "begin", lambda self, slab, pool: (
-        taken.append((slab.first_plane, slab.n_planes)), begin(self, slab, pool))[1])
+    taken = _slabs_taken(monkeypatch)
     out = Recorded(g.volume_shape)
     pybp.fdk(projections, g, params=EXACT, devices=[cl_device, cl_device], out=out,
-             memory_limit=96 * 40 * 40 * 4 // 4, progress=False)
+             memory_limit=quarter, progress=False)
     assert len(taken) >= 5 and min(n for _, n in taken) < max(n for _, n in taken)
     assert sorted(p for a, n in taken for p in range(a, a + n)) == list(range(96))
     assert np.array_equal(out.array, one)
