@@ -103,6 +103,63 @@ def test_held_arrays_go_in_turn_and_wait_for_their_writes(monkeypatch):
     assert {name.split("_")[0] for _, _, name in out.pieces} == {"pybp-write-behind"}
 
 
+class Gated(np.ndarray):
+    """An array whose writes are recorded, the third held back until ``gate`` is set."""
+
+    def __setitem__(self, key, value):
+        self.writes.append(time.perf_counter())
+        if len(self.writes) == 3:
+            self.gate.wait(10)
+        super().__setitem__(key, value)
+
+
+def test_arrays_touched_ahead_are_held_as_made():
+    """Given the largest part, the arrays are made at once and touched on a thread;
+    holds wait for it and hand out those arrays, not new ones."""
+    behind = WriteBehind(parts=2, part=(8, 64, 64))
+    try:
+        made = list(behind.arrays)
+        toucher = behind._toucher
+        toucher.thread.join(10)
+        assert all(done.is_set() for done in toucher.done)
+        out = Recorded((13, 64, 64))
+        first = behind.hold((8, 64, 64))
+        first[:] = 1
+        behind.write(out, 0, first, None)
+        second = behind.hold((5, 64, 64))
+        second[:] = 2
+        behind.write(out, 8, second, None)
+        behind.settle()
+        assert np.shares_memory(first, made[0]) and np.shares_memory(second, made[1])
+        assert np.array_equal(out.array[:, 0, 0], [1] * 8 + [2] * 5)
+    finally:
+        behind.close()
+
+
+def test_touching_stops_before_an_array_is_handed_out(monkeypatch):
+    """A hold that comes while its array is being touched stops the thread and waits
+    for it: no page of the array is written once it is handed out, and the arrays
+    after it are left to the copy threads."""
+    monkeypatch.setattr(sources, "TOUCH_BYTES", 4 * 1024 * 16)  # 16 pages a block
+    gate = threading.Event()
+    arrays = []
+    for _ in range(2):
+        a = np.zeros(1024 * 16 * 8, np.float32).view(Gated)
+        a.writes, a.gate = [], gate
+        arrays.append(a)
+    toucher = sources.Toucher(arrays)
+    while len(arrays[0].writes) < 3:  # the thread waits in its third block
+        time.sleep(0.001)
+    threading.Timer(0.3, gate.set).start()
+    started = time.perf_counter()
+    assert not toucher.touched(0)
+    handed = time.perf_counter()
+    assert handed - started >= 0.25 and not toucher.thread.is_alive()
+    time.sleep(0.05)
+    assert len(arrays[0].writes) == 3 and max(arrays[0].writes) < handed
+    assert not arrays[1].writes and not any(done.is_set() for done in toucher.done)
+
+
 def test_a_failed_write_stops_the_run_and_is_raised(monkeypatch):
     """The second piece's ENOSPC sets ``stop``; the pieces not begun are dropped; the
     error is raised by ``settle`` (and by a later ``hold``)."""

@@ -541,7 +541,7 @@ class SlabRun:
             _, ny, nx = recipe.geometry.volume_shape
             largest = (max(slab.n_planes for slab in recipe.plan.slabs), ny, nx)
             parts = min(slabs_each - 1, WriteBehind.parts(largest, members))
-            self.behind = WriteBehind(parts) if parts else None
+            self.behind = WriteBehind(parts, part=largest) if parts else None
 
     def begin(self, slab, pool):
         r = self.recipe
