@@ -4,12 +4,16 @@ machine, and the lower bound they set on a case."""
 import json
 import os
 import re
+import threading
+import time
 
 import numpy as np
 import pytest
 
 from pybp.cli.commands import main
 from pybp.bench import io
+from pybp.io.output import disks
+from pybp.io.writers import open_output
 
 LIMITS = {  # GB/s, as measure() gives them (JSON keys are strings)
     "host_copies": {"1": 10.0, "8": 40.0},
@@ -87,3 +91,76 @@ def test_bench_io_reports_the_bounds_and_writes_the_limits(cl_device, tmp_path, 
     assert main(["bench", "--io", "--folder", str(tmp_path / "none")]) == 2
     assert "--folder: " in capsys.readouterr().err
     assert np.isfinite(io.bounds(case, kept)["read"])
+
+
+def test_writer_threads_are_kept_per_disk(tmp_path, monkeypatch):
+    """What pybp bench --io found best is kept per mount point and file system type:
+    read back for a path on that disk, merged with the other formats, and not taken for
+    another file system mounted there or from a file that is not pybp's record."""
+    monkeypatch.setenv("PYBP_CACHE_DIR", str(tmp_path / "cache"))
+    assert disks.writers(tmp_path / "v.npy", "npy") is None
+    point, kind = disks.mount(tmp_path)
+    assert point and tmp_path.resolve().as_posix().startswith(point.rstrip("/"))
+    disks.record(tmp_path, {"npy": 3, "tiff": 5})
+    disks.record(tmp_path / "any", {"hdf5": 2})
+    assert [disks.writers(tmp_path / "new" / "v", form) for form in ("npy", "hdf5", "tiff")] \
+        == [3, 2, 5]
+    monkeypatch.setattr(disks, "mount", lambda path: (point, kind + "-other"))
+    assert disks.writers(tmp_path / "v.npy", "npy") is None
+    monkeypatch.undo()
+    monkeypatch.setenv("PYBP_CACHE_DIR", str(tmp_path / "cache"))
+    (tmp_path / "cache" / disks.FILE).write_text('{"format": 1, "disks": {"%s": '
+                                                 '{"filesystem": "%s", "writers": {"npy": 0}}}}'
+                                                 % (point, kind))
+    assert disks.writers(tmp_path / "v.npy", "npy") is None
+    (tmp_path / "cache" / disks.FILE).write_text("not json")
+    assert disks.writers(tmp_path / "v.npy", "npy") is None
+
+
+def test_outputs_are_written_by_the_kept_writers(tmp_path, monkeypatch):
+    """An output on a measured disk carries the kept count (a view of it too), and a
+    folder of TIFF slices writes that many files at once; elsewhere, the defaults."""
+    monkeypatch.setenv("PYBP_CACHE_DIR", str(tmp_path / "cache"))
+    shape = (6, 8, 8)
+    plain = open_output(tmp_path / "plain.npy", shape)
+    try:
+        assert plain.writers is None
+    finally:
+        plain.close()
+    disks.record(tmp_path, {"npy": 3, "tiff": 2})
+    npy_out = open_output(tmp_path / "v.npy", shape)
+    tiffs = open_output(tmp_path / "slices", shape)
+    try:
+        assert npy_out.writers == 3 and npy_out.view(2, 4).writers == 3
+        assert tiffs.writers == 2 and tiffs.slices.writers == 2
+        seen = set()
+        write = tiffs.slices.write
+        def recorded(index, image):
+            seen.add(threading.current_thread().name)
+            time.sleep(0.02)
+            write(index, image)
+        monkeypatch.setattr(tiffs.slices, "write", recorded)
+        tiffs[0:6] = np.ones(shape, np.float32)
+        assert len(seen) == 2
+    finally:
+        npy_out.close()
+        tiffs.close()
+
+
+def test_bench_io_keeps_the_writers_from_files_large_enough(cl_device, tmp_path, monkeypatch,
+                                                            capsys):
+    """pybp bench --io keeps the counts it found for the folder's disk where its files
+    were of KEEP_BYTES or more, and says so; under that, it says it kept none."""
+    monkeypatch.setenv("PYBP_CACHE_DIR", str(tmp_path / "cache"))
+    folder = tmp_path / "disk"
+    folder.mkdir()
+    args = ["bench", "--io", "--devices", cl_device.name, "--gib", "0.002", "--size", "32",
+            "--repeats", "1", "--folder", str(folder), "--json", str(tmp_path / "l.json")]
+    assert main(args) == 0
+    assert "writer threads not kept for" in capsys.readouterr().out
+    assert disks.writers(folder / "v.npy", "npy") is None
+    monkeypatch.setattr(io, "KEEP_BYTES", 1)
+    assert main(args) == 0
+    assert "writer threads kept for outputs under" in capsys.readouterr().out
+    files = json.loads((tmp_path / "l.json").read_text())["files"]
+    assert disks.writers(folder / "v.npy", "npy") == files["write_disk_npy_threads"]

@@ -7,6 +7,7 @@ float64: the device's normalisation, transpose and chunking add at most
 
 import errno
 import io
+import re
 import threading
 import time
 import warnings
@@ -286,6 +287,26 @@ def test_progress_shows_rows_speed_and_time_left():
         warnings.simplefilter("error")
         Progress(10, 1e9, delay=3600.0, stream=quiet).update(10)  # short work: silent
     assert quiet.getvalue() == ""
+
+
+def test_progress_of_parts_of_other_sizes_ends_whole():
+    """Parts that differ in size move the line by their share (Progress.scaled): after
+    each part, the line stands at the share of the planes done, and it ends at its total,
+    on a line of its own, whatever the weights' rounding."""
+    sizes = [448, 448, 448, 256, 224, 112, 112]  # the tapered slabs of 2048 planes
+    total = len(sizes) * 2048
+    text = io.StringIO()
+    progress = Progress(total, 1e9, delay=0.0, stream=text, what="projections")
+    done = 0
+    for size in sizes:
+        part = progress.scaled(size * len(sizes) / sum(sizes))
+        for _ in range(2048 // 16):
+            part.update(16)
+        done += size
+        assert progress.done == pytest.approx(total * done / sum(sizes), rel=1e-12)
+    assert progress.done == total
+    line = rf"pybp: {total}/{total} projections, [^,]+ GU/s, 0 s left \n$"
+    assert re.search(line, text.getvalue())
 
 
 def test_half_storage_scales_on_the_device(cl_device):

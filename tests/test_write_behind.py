@@ -26,7 +26,7 @@ from pybp.io.output import disk
 from pybp.io import open_scan
 from pybp.io.cone import read_geometry
 from pybp.io.output.npy import NpyFile
-from pybp.stream import sources
+from pybp.stream import pipeline, sources
 from pybp.stream.sources import WriteBehind
 
 EXACT = ConeParams("exact", 4, 2, (8, 4))
@@ -220,6 +220,24 @@ def test_slabs_written_behind_equal_one_piece_bit_for_bit(cl_device, rng, store,
         assert not any(name.startswith("pybp-write-behind") for _, _, name in out.pieces)
 
 
+def test_slabs_are_written_by_the_outputs_writers(cl_device, rng, monkeypatch):
+    """An output that names its writers (those pybp bench --io found best on its disk)
+    is written by that many threads, to the same bits; one that does not, by
+    BEHIND_WRITES of them."""
+    monkeypatch.setattr(sources, "WRITE_PIECE_BYTES", 4 * 40 * 40)  # a plane a piece
+    g, projections, limit = _slabs_case(rng)
+    one = pybp.fdk(projections, g, params=EXACT, device=cl_device, progress=False)
+    with pybp.ConeBackprojector(g, EXACT, filter="ramp", memory_limit=limit,
+                                device=cl_device) as bp:
+        for writers, most in ((2, 2), (None, sources.BEHIND_WRITES)):
+            out = Recorded(g.volume_shape, seconds=0.02)
+            out.writers = writers
+            bp(projections, out=out)
+            assert np.array_equal(out.array, one)
+            names = {name for _, _, name in out.pieces}
+            assert 2 <= len(names) <= most and len(out.pieces) == g.volume_shape[0]
+
+
 def test_ctrl_c_while_slabs_are_written_behind_leaves_whole_pieces(cl_device, rng,
                                                                     monkeypatch):
     """A Ctrl-C (KeyboardInterrupt in the calling thread) while the writers work ends
@@ -348,6 +366,12 @@ def test_slabs_written_behind_are_tapered_and_equal_one_piece(cl_device, rng, mo
     g, projections, quarter = _slabs_case(rng, nz=72)
     one = pybp.fdk(projections, g, params=EXACT, device=cl_device, progress=False)
     taken = _slabs_taken(monkeypatch)
+    weights, bars, stream = [], [], pipeline.stream
+    def spied(executor, rows, read, write, progress, *rest):
+        weights.append(getattr(progress, "weight", 1.0))
+        bars.append(getattr(progress, "bar", progress))
+        return stream(executor, rows, read, write, progress, *rest)
+    monkeypatch.setattr(pipeline, "stream", spied)
     with pybp.ConeBackprojector(g, EXACT, filter="ramp", memory_limit=2 * quarter,
                                 store=False, device=cl_device) as bp:
         plan = [(s.first_plane, s.n_planes) for s in bp.plan.slabs]
@@ -358,9 +382,14 @@ def test_slabs_written_behind_are_tapered_and_equal_one_piece(cl_device, rng, mo
         want = [(s.first_plane, s.n_planes) for s in cone_slabs.tapered(g, bp.plan, 4)]
         assert taken == want and len(want) == len(plan) + 2
         assert [n for _, n in want[-3:]] == sorted((n for _, n in want[-3:]), reverse=True)
+        # the progress line moves by each slab's share of the planes, not a slab's count
+        assert weights == [n * len(want) / g.volume_shape[0] for _, n in want]
+        assert bars[0].done == bars[0].total == len(want) * g.n_angles
+        weights.clear()
         taken.clear()
         array = bp(projections)
         assert taken == plan and np.array_equal(array, one)
+        assert weights == [n * len(plan) / g.volume_shape[0] for _, n in plan]
 
 
 def test_tapered_slabs_shared_by_two_devices_equal_one_piece(cl_device, rng, monkeypatch):

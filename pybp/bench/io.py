@@ -35,7 +35,7 @@ import pyopencl as cl
 from pybp.cl import pacing
 from pybp.cl.device import describe, open_device
 from pybp.cl.staging import Staging
-from pybp.io.output import disk, npy
+from pybp.io.output import disk, disks, npy
 from pybp.stream.sources import WRITE_PIECE_BYTES
 
 GB = 1e9
@@ -123,22 +123,8 @@ def transfers(devices, n_bytes: int, repeats: int = 3) -> dict:
 
 
 def filesystem(folder) -> str:
-    """The type of the file system ``folder`` lies on (``/proc/mounts``'s longest
-    mount point above it), or ``"unknown"``."""
-    path = os.path.realpath(folder)
-    best, kind = "", "unknown"
-    try:
-        with open("/proc/mounts") as mounts:
-            for line in mounts:
-                fields = line.split()
-                if len(fields) >= 3:
-                    point = fields[1]
-                    inside = path == point or path.startswith(point.rstrip("/") + "/")
-                    if inside and len(point) > len(best):
-                        best, kind = point, fields[2]
-    except OSError:
-        pass
-    return kind
+    """The type of the file system ``folder`` lies on, or ``"unknown"``."""
+    return disks.mount(folder)[1]
 
 
 def _synced(path):
@@ -244,6 +230,7 @@ def _read_threads(path, into, offset, threads):
         os.close(fd)
 
 
+KEEP_BYTES = 256 << 20  # smaller files tell little of the writer threads a disk wants
 # The formats a run writes: the writer, the name, and the library it needs (an extra)
 FORMATS = {"npy": (_write_npy, "volume.npy", None), "hdf5": (_write_hdf5, "volume.h5", "h5py"),
            "tiff": (_write_tiffs, "slices", "tifffile")}
@@ -402,6 +389,23 @@ def measure(devices, folder=None, n_bytes=1 << 30, shape=(64, 1024, 1024), repea
     progress(f"files of {np.prod(shape) * 4 / 2 ** 30:.3g} GiB in {folder} ...")
     limits["files"] = files(folder, shape, max(1, repeats - 1))
     return limits
+
+
+def keep_writers(folder, files: dict):
+    """Keep, for ``folder``'s disk, the writer threads that did best for each format in
+    ``files`` (:func:`files`), so that outputs there are written by as many
+    (:mod:`pybp.io.output.disks`); only where the files were of :data:`KEEP_BYTES` or
+    more. The file they are kept in, or None."""
+    counts = writer_counts(files)
+    if files.get("bytes", 0) < KEEP_BYTES or not counts:
+        return None
+    return disks.record(folder, counts)
+
+
+def writer_counts(files: dict) -> dict:
+    """Format -> the writer threads that did best to the disk, in ``files``."""
+    return {form: files[f"write_disk_{form}_threads"] for form in FORMATS
+            if files.get(f"write_disk_{form}_threads")}
 
 
 def _from(files: dict, form: str) -> str:

@@ -7,6 +7,7 @@ from __future__ import annotations
 import importlib.util
 import json
 import sys
+import tempfile
 import time
 from dataclasses import fields as dataclass_fields
 from pathlib import Path
@@ -24,6 +25,7 @@ from pybp.cli import cone as cone_cli
 from pybp.cli.writing import EXIT_INTERRUPTED
 from pybp.geometry.parallel import Geometry, ParallelGeometry
 from pybp.io.demo import phantom_scan, write_dxchange
+from pybp.io.output import disks
 from pybp.io.images import SLICE_SUFFIXES, write_slice
 from pybp.io.readers import HDF5_SUFFIXES
 from pybp.io.writers import check_output_file
@@ -207,6 +209,17 @@ def _bench_io(args):
     cases = bench_io.standard_cases(size) + (
         bench_io.standard_cases(size, len(devices)) if len(devices) > 1 else [])
     print(bench_io.report(limits, cases))
+    folder = args.folder or tempfile.gettempdir()
+    kept = bench_io.keep_writers(folder, limits["files"])
+    point = disks.mount(folder)[0]
+    if kept is not None:
+        counts = ", ".join(f"{form} {n}" for form, n in bench_io.writer_counts(
+            limits["files"]).items())
+        print(f"writer threads kept for outputs under {point}: {counts} ({kept})")
+    else:
+        print(f"writer threads not kept for {point}: the files were "
+              f"{limits['files']['bytes'] / 2 ** 20:.0f} MiB, under "
+              f"{bench_io.KEEP_BYTES >> 20} MiB (--gib)")
     if args.json:
         Path(args.json).write_text(json.dumps(limits, indent=1))
         print(f"wrote {args.json}")

@@ -34,7 +34,8 @@ from pybp.stages.normalize import FLOOR_TRANSMISSION, RAW_TYPES
 from pybp.stream import memory, pipeline
 from pybp.stream.executor import Executor, Layout
 from pybp.stream.memory import MemoryPlan
-from pybp.stream.sources import WriteBehind, copy_blocks, frame_mean, in_blocks, put_rows, read_into
+from pybp.stream.sources import (BEHIND_WRITES, WriteBehind, copy_blocks, frame_mean, in_blocks,
+                                 put_rows, read_into)
 
 PREWEIGHT_GROUP = (64, 4, 1)
 ROWS = "projections"  # the chunk's buffer: its projections' windows of rows, in place
@@ -541,7 +542,10 @@ class SlabRun:
             _, ny, nx = recipe.geometry.volume_shape
             largest = (max(slab.n_planes for slab in recipe.plan.slabs), ny, nx)
             parts = min(slabs_each - 1, WriteBehind.parts(largest, members))
-            self.behind = WriteBehind(parts, part=largest) if parts else None
+            # (as many writers as did best on the output's disk, where pybp bench --io
+            # measured it: pybp/io/output/disks.py)
+            writers = getattr(out, "writers", None) or BEHIND_WRITES
+            self.behind = WriteBehind(parts, writers, part=largest) if parts else None
 
     def begin(self, slab, pool):
         r = self.recipe

@@ -212,7 +212,7 @@ def slabs_of(recipes, source, out, progress=True, first_row=0, fill=None) -> int
             source, first_row = fill.store, fill.store.first_row
         return replaced + accumulate(
             [SlabRun(recipe, source, out, first_row, len(recipes)) for recipe in recipes],
-            Parts(parts, stop), bar, stop)
+            Parts(parts, stop), bar, stop, lambda slab: slab.n_planes * len(parts) / planes)
     finally:
         bar.close()
 

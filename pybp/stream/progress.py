@@ -26,7 +26,15 @@ class Progress:
     def update(self, count):
         with self._lock:
             self.done += count
+            if abs(self.done - self.total) <= 1e-9 * self.total:  # weighted counts' rounding
+                self.done = self.total
             self._show()
+
+    def scaled(self, weight: float) -> "Scaled":
+        """This line as work of ``weight`` times the size it counts in takes it: a slab
+        of 112 planes where the line counts slabs of 292 on average moves it by 112/292
+        of a projection for each."""
+        return Scaled(self, weight)
 
     def work(self, stage, units):
         """A :class:`pybp.cl.pacing.Pacer`'s listener: ``units`` of ``stage`` finished."""
@@ -59,3 +67,19 @@ class Progress:
             if self.shown and self.done < self.total:
                 print(file=self.stream, flush=True)
             self.shown = False
+
+
+class Scaled:
+    """A :class:`Progress` seen by work of another size (:meth:`Progress.scaled`)."""
+
+    def __init__(self, bar: Progress, weight: float):
+        self.bar, self.weight = bar, weight
+
+    def update(self, count):
+        self.bar.update(count * self.weight)
+
+    def work(self, stage, units):
+        self.bar.work(stage, units)
+
+    def close(self):
+        self.bar.close()

@@ -23,10 +23,11 @@ from pybp.stream import pipeline, sources
 from pybp.stream.team import join_all
 
 
-def accumulate(members, take, progress=None, stop=None) -> int:
+def accumulate(members, take, progress=None, stop=None, weight=None) -> int:
     """Run every part ``take()`` gives (None: no more; any thread) on ``members``;
     return the sum of what the stages reported (values replaced). ``progress``: a
-    :class:`pybp.stream.progress.Progress` moved on by each chunk."""
+    :class:`pybp.stream.progress.Progress` moved on by each chunk, by ``weight(part)``
+    times its count where parts differ in size."""
     stop = stop if stop is not None else threading.Event()
     reported = [0] * len(members)
 
@@ -36,8 +37,10 @@ def accumulate(members, take, progress=None, stop=None) -> int:
                 try:
                     while not stop.is_set() and (part := take()) is not None:
                         rows, read, copy = member.begin(part, reading)
+                        bar = progress if progress is None or weight is None else \
+                            progress.scaled(weight(part))
                         reported[index] += pipeline.stream(member.executor, rows, read, None,
-                                                           progress, None, stop, copy)
+                                                           bar, None, stop, copy)
                         if stop.is_set():
                             break
                         member.end(part, writing, stop)

@@ -10,6 +10,7 @@ from pathlib import Path
 import numpy as np
 
 from pybp import __version__
+from pybp.io.output import disks
 from pybp.io.output.lock import OutputLock
 
 DTYPES = ("float32", "float16")
@@ -98,10 +99,15 @@ def converted(slices, dtype, first_row):
 class Output:
     """Shared by the three kinds: ``shape``, ``dtype``, ``done`` (one flag per slice),
     ``remaining()`` row ranges, ``finish()``, ``close()``, and ``discard()`` (what this
-    run made, when it wrote no slice)."""
+    run made, when it wrote no slice). ``writers``: the threads that did best writing
+    this kind to this disk (:mod:`pybp.io.output.disks`), or None (the writers'
+    defaults)."""
+
+    kind = None  # "npy", "hdf5" or "tiff"
 
     def __init__(self, path, shape, dtype, metadata):
         self.path, self.shape, self.dtype = Path(path), tuple(shape), np.dtype(dtype)
+        self.writers = disks.writers(self.path, self.kind)
         self.metadata = dict(metadata, shape=list(self.shape), dtype=self.dtype.name)
         self.metadata.setdefault(MARK, __version__)
         self.first_row = int(self.metadata.get("first_row", 0))
@@ -185,6 +191,7 @@ class View:
     def __init__(self, output, first, stop):
         self.output, self.first = output, first
         self.shape, self.dtype = (stop - first,) + output.shape[1:], output.dtype
+        self.writers = output.writers
 
     def __setitem__(self, key, slices):
         start = 0 if key.start is None else key.start

@@ -23,6 +23,7 @@ class Hdf5File(Output):
     ``NAME.partial`` with ``/pybp_done`` (one byte per slice), which goes when every
     slice is in (a partial file without it is complete: killed before its rename)."""
 
+    kind = "hdf5"
     file = record = None
 
     def open(self, resume=False):

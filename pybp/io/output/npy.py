@@ -29,6 +29,7 @@ class NpyFile(Output):
     in is kept in ``NAME.partial.done`` (one byte per slice); the metadata in
     ``NAME.json``."""
 
+    kind = "npy"
     fd = record_fd = None
 
     def open(self, resume=False):

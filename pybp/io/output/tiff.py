@@ -22,11 +22,12 @@ POOL_LOCK = threading.Lock()  # guards the making of a TiffSlices' threads
 class TiffSlices:
     """Writes slices into ``folder`` as ``slice_00042.tif`` for detector row 42, each
     whole (temporary name, flushed to the disk, renamed), several at once;
-    ``slices[a:b] = images`` writes rows ``first_row + a`` on. Picklable: what Dask
-    workers write with."""
+    ``slices[a:b] = images`` writes rows ``first_row + a`` on, ``writers`` files at once
+    (default :data:`WRITE_THREADS`). Picklable: what Dask workers write with."""
 
-    def __init__(self, folder, first_row, n_slices, dtype, description):
+    def __init__(self, folder, first_row, n_slices, dtype, description, writers=None):
         self.folder, self.first_row, self.dtype = Path(folder), first_row, np.dtype(dtype)
+        self.writers = writers or WRITE_THREADS
         self.digits = max(5, len(str(first_row + n_slices - 1)))
         self.description = description
         self._pool = None
@@ -62,7 +63,7 @@ class TiffSlices:
         start = 0 if key.start is None else key.start
         with POOL_LOCK:  # pieces come from several threads (pybp.stream.executor.WRITES)
             if self._pool is None:
-                self._pool = ThreadPoolExecutor(WRITE_THREADS, thread_name_prefix="pybp-tiff")
+                self._pool = ThreadPoolExecutor(self.writers, thread_name_prefix="pybp-tiff")
         futures = [self._pool.submit(self._counted, start + i, s) for i, s in enumerate(slices)]
         for future in futures:  # every write ends (whole or removed) before an error is raised
             future.exception()
@@ -97,6 +98,8 @@ class TiffSlices:
 class TiffFolder(Output):
     """``FOLDER/slice_00042.tif`` for detector row 42, float32 (or float16)."""
 
+    kind = "tiff"
+
     slices = None
 
     def open(self, resume=False):
@@ -109,7 +112,8 @@ class TiffFolder(Output):
         self._remove_partial()
         description = json.dumps({k: self.metadata[k] for k in ("center", "filter", "input")
                                   if k in self.metadata})
-        self.slices = TiffSlices(folder, self.first_row, self.shape[0], self.dtype, description)
+        self.slices = TiffSlices(folder, self.first_row, self.shape[0], self.dtype, description,
+                                 self.writers)
         stored = folder / METADATA
         if resume and stored.exists():
             check_same(json.loads(stored.read_text()), self.metadata, folder)
