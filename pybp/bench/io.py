@@ -122,11 +122,6 @@ def transfers(devices, n_bytes: int, repeats: int = 3) -> dict:
             member[2].release()
 
 
-def filesystem(folder) -> str:
-    """The type of the file system ``folder`` lies on, or ``"unknown"``."""
-    return disks.mount(folder)[1]
-
-
 def _synced(path):
     fd = os.open(path, os.O_RDONLY)
     try:
@@ -248,7 +243,7 @@ def files(folder, shape, repeats: int = 2, threads=None) -> dict:
     cores = os.cpu_count() or 1
     counts = threads or sorted({1, min(4, cores), cores, 2 * cores})
     volume = np.random.default_rng(0).random(shape, np.float32)
-    found = dict(filesystem=filesystem(folder), bytes=volume.nbytes)
+    found = dict(filesystem=disks.mount(folder)[1], bytes=volume.nbytes)
     work = Path(tempfile.mkdtemp(prefix="pybp-io-", dir=folder))
     def rate(step, prepare=None):
         return volume.nbytes / _best_seconds(step, repeats, prepare) / GB
