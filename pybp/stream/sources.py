@@ -233,7 +233,7 @@ class WriteBehind:
 
     Given ``part`` (the largest shape), the arrays are made at once and their pages
     touched on a thread of their own while the first part's kernels run, so that the
-    first read-back into each does not wait for the kernel to give it its pages (on the
+    first read-back into each does not wait for the system to give it its pages (on the
     H200 machine, 448 planes of 2048^2 came down in 0.89-1.12 s into new memory and in
     0.45-0.55 s into touched memory). A hold that comes before its array is touched
     stops the touching and the copy threads touch the rest."""
@@ -331,8 +331,8 @@ class WriteBehind:
 
 
 class Toucher:
-    """Touches the pages of ``arrays`` (one float a page, which has the kernel give
-    each page), in order, on a daemon thread, a block of :data:`TOUCH_BYTES` at a
+    """Touches the pages of ``arrays`` (one float a page, which has the operating system
+    give each page), in order, on a daemon thread, a block of :data:`TOUCH_BYTES` at a
     time; :meth:`touched` says whether an array is done, or stops the thread where it
     is not, so that no page is touched once the array is handed out."""
 
