@@ -405,7 +405,7 @@ def writer_counts(files: dict) -> dict:
 
 def _from(files: dict, form: str) -> str:
     """``, from N threads``: the writer threads of the disk's best (limits that have it)."""
-    threads = files.get(f"write_disk_{form}_threads")
+    threads = writer_counts(files).get(form)
     return f", from {threads} threads" if threads else ""
 
 
