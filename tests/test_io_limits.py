@@ -164,3 +164,59 @@ def test_bench_io_keeps_the_writers_from_files_large_enough(cl_device, tmp_path,
     assert "writer threads kept for outputs under" in capsys.readouterr().out
     files = json.loads((tmp_path / "l.json").read_text())["files"]
     assert disks.writers(folder / "v.npy", "npy") == files["write_disk_npy_threads"]
+
+
+@pytest.mark.parametrize("kept, most, want", [(None, 16, 3), (4, 16, 4), (5, 3, 3)])
+def test_pieces_written_at_once_follow_the_kept_writers(cl_device, tmp_path, monkeypatch,
+                                                        kept, most, want):
+    """Into a ``.npy`` on a disk with a kept writer count, the parallel stream writes
+    that many downloaded pieces at once (at most MOST_WRITES; none kept: WRITES), and
+    the volume is bit for bit the one made into an array. A folder of TIFF files
+    writes its pieces' slices on threads of its own: WRITES pieces, whatever is kept."""
+    import pybp
+    from pybp.io.output.npy import NpyFile
+    from pybp.stream import executor, team
+
+    monkeypatch.setenv("PYBP_CACHE_DIR", str(tmp_path / "cache"))
+    monkeypatch.setattr(team, "MOST_WRITES", most)
+    monkeypatch.setattr(executor, "WRITES", 3)
+    monkeypatch.setattr(team, "WRITES", 3)
+    n, size, rows = 24, 32, 24
+    monkeypatch.setattr(executor, "PIECE_BYTES", 4 * size * size)  # a slice a piece
+    rng = np.random.default_rng(5)
+    projections = rng.uniform(0, 1, (n, rows, size)).astype(np.float32)
+    angles = np.linspace(0, np.pi, n, endpoint=False)
+    want_volume = pybp.reconstruct(projections, angles, device=cl_device, progress=False,
+                                   log=False)
+    if kept is not None:
+        disks.record(tmp_path, {"npy": kept, "tiff": 40})
+    running, most_running, lock = [0], [0], threading.Lock()
+    real = NpyFile.__setitem__
+
+    def slow(self, key, slices):
+        with lock:
+            running[0] += 1
+            most_running[0] = max(most_running[0], running[0])
+        time.sleep(0.05)  # the disk: the next pieces come down meanwhile
+        try:
+            real(self, key, slices)
+        finally:
+            with lock:
+                running[0] -= 1
+    monkeypatch.setattr(NpyFile, "__setitem__", slow)
+    output = open_output(tmp_path / "v.npy", (rows, size, size))
+    try:
+        assert team.file_writes(output) == want == team.file_writes(output.view(2, 6))
+        pybp.reconstruct(projections, angles, out=output, device=cl_device, progress=False,
+                         log=False)
+        output.finish()
+    finally:
+        output.close()
+    assert most_running[0] == want
+    assert np.array_equal(np.load(tmp_path / "v.npy"), want_volume)
+    tiffs = open_output(tmp_path / "slices", (rows, size, size))
+    try:
+        assert team.file_writes(tiffs) == 3
+    finally:
+        tiffs.close()
+    assert team.file_writes(np.zeros(3)) == 3  # not a file output: WRITES (run gives 1)

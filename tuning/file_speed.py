@@ -10,6 +10,12 @@ the disk's own read and write speed measured in the same folder.
 Reads are timed cold (the input's pages dropped from the page cache with
 ``posix_fadvise(DONTNEED)`` after an fsync, no root needed) and warm. Writes land in
 the page cache; the time to write them to the disk (``sync``) is reported beside.
+
+Issue 53's parallel cases, 2048^3 into each format, the input in the page cache only,
+two runs each, without the breakdown through the API (``--quick``):
+
+    python tuning/file_speed.py --size 2048 --rows 2048 --folder /tmp/fs \
+        --limits limits.json --output npy h5 tiff --input warm --runs 2 --quick
 """
 
 from __future__ import annotations
@@ -30,6 +36,17 @@ from pybp.io.demo import write_dxchange
 from pybp.api.volumes import reconstruct
 
 BLOCK = 64 << 20
+# --output -> (the output's name in the folder, the format of pybp bench --io's limits)
+OUTPUTS = {"tiff": ("slices-{}", "tiff"), "npy": ("volume-{}.npy", "npy"),
+           "h5": ("volume-{}.h5", "hdf5")}
+
+
+def remove(path: Path):
+    """An output of this script: a folder, or a file and its ``.json`` sidecar."""
+    if path.is_dir():
+        shutil.rmtree(path)
+    path.unlink(missing_ok=True)
+    path.with_suffix(".json").unlink(missing_ok=True)
 
 
 def disk_speed(folder: Path, n_bytes: int):
@@ -50,6 +67,22 @@ def disk_speed(folder: Path, n_bytes: int):
     read = n_bytes / (time.perf_counter() - tick) * 1e-9
     path.unlink()
     return write, read
+
+
+def read_through(path: Path):
+    """Read ``path`` once, which leaves it in the page cache."""
+    with open(path, "rb", buffering=0) as f:
+        while f.read(BLOCK):
+            pass
+
+
+def _scan_shape(path: Path):
+    """The projections' shape of a DXchange file, or None."""
+    try:
+        with open_scan(path) as opened:
+            return tuple(opened.projections.shape)
+    except (OSError, ValueError, KeyError):
+        return None
 
 
 def timed_cli(argv):
@@ -73,58 +106,87 @@ def main():
     parser.add_argument("--disk-gib", type=float, default=8.0, help="size of the disk test")
     parser.add_argument("--limits", default=None,
                         help="limits from pybp bench --io --json: each run beside its bound")
+    parser.add_argument("--output", nargs="+", default=["tiff"], choices=sorted(OUTPUTS),
+                        help="a folder of TIFF slices, a .npy or an HDF5 file (several: each "
+                             "in turn, from the one scan)")
+    parser.add_argument("--input", default="both", choices=("both", "cold", "warm"),
+                        help="the input read from the disk (cold), the page cache, or both")
+    parser.add_argument("--runs", type=int, default=1, help="whole commands per input state")
+    parser.add_argument("--keep-scan", action="store_true",
+                        help="reuse the folder's scan.h5 where it has these sizes, and leave it")
+    parser.add_argument("--quick", action="store_true",
+                        help="no disk test, no breakdown through the API, no pybp center")
     args = parser.parse_args()
     n_angles = args.angles or args.size
     folder = Path(args.folder)
     folder.mkdir(parents=True, exist_ok=True)
 
-    write, read = disk_speed(folder, int(args.disk_gib * (1 << 30)) // BLOCK * BLOCK)
-    print(f"disk ({folder.resolve()}): write {write:.2f} GB/s (with fsync), cold read "
-          f"{read:.2f} GB/s, {args.disk_gib:.0f} GiB file")
+    if not args.quick:
+        write, read = disk_speed(folder, int(args.disk_gib * (1 << 30)) // BLOCK * BLOCK)
+        print(f"disk ({folder.resolve()}): write {write:.2f} GB/s (with fsync), cold read "
+              f"{read:.2f} GB/s, {args.disk_gib:.0f} GiB file")
 
     print("--- in memory to in memory (pybp bench --pipeline) ---", flush=True)
     memory = bench_pipeline.run(device=args.device, size=args.size, n_angles=n_angles,
                                 rows=args.rows, n_flats=args.flats, with_silx=False)
 
-    angles, projections, flats, darks = bench_pipeline.make_scan(args.size, n_angles,
-                                                                 args.rows, args.flats)
     scan = folder / "scan.h5"
-    scan.unlink(missing_ok=True)
-    tick = time.perf_counter()
-    write_dxchange(scan, projections, flats, darks, np.degrees(angles))
-    bench_io.drop_from_cache(scan)
-    print(f"wrote {scan} ({scan.stat().st_size / 1e9:.2f} GB) in "
-          f"{time.perf_counter() - tick:.1f} s (with fsync)")
-    del projections, flats, darks
+    shape = (n_angles, args.rows, args.size)
+    if not (args.keep_scan and _scan_shape(scan) == shape):
+        angles, projections, flats, darks = bench_pipeline.make_scan(args.size, n_angles,
+                                                                     args.rows, args.flats)
+        scan.unlink(missing_ok=True)
+        tick = time.perf_counter()
+        write_dxchange(scan, projections, flats, darks, np.degrees(angles))
+        bench_io.drop_from_cache(scan)
+        print(f"wrote {scan} ({scan.stat().st_size / 1e9:.2f} GB) in "
+              f"{time.perf_counter() - tick:.1f} s (with fsync)")
+        del projections, flats, darks
     updates = float(args.size) ** 2 * n_angles * args.rows
     kernel_seconds = updates / (memory["kernel_gups"] * 1e9)
     limits = bench_io.load(args.limits) if args.limits else None
     center = str((args.size - 1) / 2)
     device = [] if args.device is None else ["--device", args.device]
     results = {}
-    for name in ("cold", "warm"):
-        out = folder / f"slices-{name}"
-        shutil.rmtree(out, ignore_errors=True)
+    states = ("cold", "warm") if args.input == "both" else (args.input,)
+    if states == ("warm",):
+        read_through(scan)  # into the page cache (a scan just written was dropped from it)
+    for kind, name in [(k, state) for k in args.output for state in states
+                       for _ in range(args.runs)]:
+        name_pattern, form = OUTPUTS[kind]
+        out = folder / name_pattern.format(name)
+        remove(out)
         if name == "cold":
             bench_io.drop_from_cache(scan)
-        print(f"--- file to TIFF folder, input {name} ---", flush=True)
+        print(f"--- file to {kind}, input {name} ---", flush=True)
         wall = timed_cli(["reconstruct", str(scan), "-o", str(out), "--center", center] + device)
         tick = time.perf_counter()
         os.sync()
         flush = time.perf_counter() - tick
-        results[name] = wall
+        results.setdefault(f"{kind} {name}", []).append(wall)
         if args.limits:
-            case = bench_io.Case(f"file to TIFF, input {name}", read=scan.stat().st_size,
+            case = bench_io.Case(f"file to {kind}, input {name}",
+                                 read=scan.stat().st_size,
                                  written=4 * args.rows * args.size ** 2,
                                  copied=scan.stat().st_size + 4 * args.rows * args.size ** 2,
                                  up=scan.stat().st_size, down=4 * args.rows * args.size ** 2,
-                                 format="tiff", kernel_seconds=kernel_seconds)
+                                 format=form, kernel_seconds=kernel_seconds)
             print(f"{name}: " + bench_io.against(case, limits, wall, cached=name == "warm"))
         print(f"{name}: {wall:.2f} s wall, {updates / wall * 1e-9:.3g} GU/s, "
-              f"{100 * (updates / wall) / (updates / memory['wall']):.0f}% of in memory; "
-              f"then sync of the slices to disk {flush:.2f} s "
+              f"{100 * (updates / wall) / (updates / memory['wall']):.0f}% of in memory, "
+              f"{100 * kernel_seconds / wall:.0f}% of the kernel's speed; "
+              f"then sync of the output to disk {flush:.2f} s "
               f"({args.rows * args.size ** 2 * 4 / max(flush, 1e-9) * 1e-9:.2f} GB/s)")
-        shutil.rmtree(out)
+        remove(out)
+    summary = "; ".join(f"{key} " + ", ".join(f"{w:.2f}" for w in walls) + " s"
+                        for key, walls in results.items())
+    if args.quick:
+        print(f"summary: in memory {memory['wall']:.2f} s ({memory['gups']:.0f} GU/s, kernel "
+              f"only {memory['kernel_gups']:.0f}, {kernel_seconds:.2f} s); file to "
+              f"{summary}")
+        if not args.keep_scan:
+            scan.unlink()
+        return
 
     print("--- where the time goes, warm input, through the API ---", flush=True)
     out = folder / "slices-stats"
@@ -148,9 +210,9 @@ def main():
     timed_cli(["center", str(scan)])
     print(f"pybp center on the file: {time.perf_counter() - tick:.1f} s")
     print(f"summary: in memory {memory['wall']:.2f} s ({memory['gups']:.0f} GU/s, kernel "
-          f"only {memory['kernel_gups']:.0f}); file to TIFF cold {results['cold']:.2f} s, "
-          f"warm {results['warm']:.2f} s")
-    scan.unlink()
+          f"only {memory['kernel_gups']:.0f}); file to {summary}")
+    if not args.keep_scan:
+        scan.unlink()
 
 
 if __name__ == "__main__":

@@ -29,6 +29,13 @@ from pybp.stream.executor import WRITES
 from pybp.stream.memory import CHUNK_SLICES, FILE_CHUNK_SLICES
 from pybp.stream.progress import Progress
 
+# Each piece being written holds a page-locked piece of the staging
+# (executor.PIECE_BYTES, 64 MiB), so a disk's kept count is followed up to here: 16
+# make 1.1 GB of staging (made at about 2 GB/s). 2048^3 to .npy on the H200 (32 kept):
+# 3 at once 20.6-21.5 s, 8 20.0-20.3 s, 16 17.4-22.0 s, 32 18.6-20.6 s.
+MOST_WRITES = 16
+
+
 @dataclass
 class Job:
     """Rows ``[first, stop)`` of ``projections`` ``(n_angles, n_rows, n_bins)`` (with
@@ -58,6 +65,19 @@ def _check_flats_above_darks(flats, darks, first, stop):
     if not (flat > dark).any():
         raise ValueError("flats: no pixel of the first flat frame is above the first dark "
                          "frame in the rows reconstructed (flats and darks swapped?)")
+
+
+def file_writes(out) -> int:
+    """Downloaded pieces written into the file output ``out`` at once: where a piece
+    is one write (``.npy``, HDF5), as many as the writer threads ``pybp bench --io``
+    kept for its disk (``out.writers``), at most :data:`MOST_WRITES`; else
+    :data:`pybp.stream.executor.WRITES`. A folder of TIFF files writes each piece's
+    slices on threads of its own (its ``writers``): more pieces at once gave it
+    nothing (2048^3 on the H200: 3, 8 or 16 pieces, 20.0-20.7 s)."""
+    kept = getattr(out, "writers", None)
+    if not kept or getattr(out, "kind", None) == "tiff":
+        return WRITES
+    return max(1, min(int(kept), MOST_WRITES))
 
 
 class Pipelines:
@@ -96,10 +116,10 @@ class Pipelines:
             _check_flats_above_darks(job.flats, job.darks, job.first, job.stop)
 
         # Inputs read from files take larger chunks, and outputs that are files
-        # several writes at once (memory.FILE_CHUNK_SLICES, executor.WRITES).
+        # several writes at once (memory.FILE_CHUNK_SLICES, file_writes).
         from_arrays = isinstance(job.projections, np.ndarray)
         preferred = CHUNK_SLICES if from_arrays else FILE_CHUNK_SLICES
-        writes = 1 if isinstance(job.out, np.ndarray) else WRITES
+        writes = 1 if isinstance(job.out, np.ndarray) else file_writes(job.out)
         grid = self._grid(job, preferred)
         if grid is not None:  # every device's chunks are those of the grid
             job = dataclasses.replace(job, chunk_slices=grid)

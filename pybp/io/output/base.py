@@ -191,7 +191,7 @@ class View:
     def __init__(self, output, first, stop):
         self.output, self.first = output, first
         self.shape, self.dtype = (stop - first,) + output.shape[1:], output.dtype
-        self.writers = output.writers
+        self.kind, self.writers = output.kind, output.writers
 
     def __setitem__(self, key, slices):
         start = 0 if key.start is None else key.start
