@@ -35,7 +35,7 @@ import pyopencl as cl
 from pybp.cl import pacing
 from pybp.cl.device import describe, open_device
 from pybp.cl.staging import Staging
-from pybp.io.output import disk, disks, npy
+from pybp.io.output import disk, disks, hdf5, npy
 from pybp.stream.sources import WRITE_PIECE_BYTES
 
 GB = 1e9
@@ -167,25 +167,37 @@ def _write_npy(path, volume, threads, sync):
 
 
 def _write_hdf5(path, volume, threads, sync):
-    """One HDF5 dataset chunked per slice as the command's output writes it: pieces of
-    whole slices by ``threads`` threads, one HDF5 call at a time, each piece flushed
-    (``sync``) to the disk outside that lock, while another goes into the file."""
+    """One HDF5 dataset chunked per slice as the command's output writes it
+    (:mod:`pybp.io.output.hdf5`): pieces of whole slices by ``threads`` threads, each
+    straight to its chunks' bytes and flushed (``sync``) by the thread that wrote it;
+    through h5py, one call at a time, where the chunks' bytes are not known."""
     import h5py
     lock, per = threading.Lock(), max(1, WRITE_PIECE_BYTES // volume[0].nbytes)
     with h5py.File(path, "w") as f:
-        data = f.create_dataset("volume", volume.shape, volume.dtype,
-                                chunks=(1,) + volume.shape[1:])
+        data = hdf5.make_slices(f, "volume", volume.shape, volume.dtype)
+        f.flush()
+        offsets = hdf5.slice_offsets(data)
+        fd = os.open(path, os.O_RDWR) if offsets is not None else None
 
         def piece(a):
+            if fd is not None:
+                hdf5.write_planes(fd, offsets, a, volume[a:a + per])
+                if sync:
+                    os.fsync(fd)
+                return
             with lock:
                 data[a:a + per] = volume[a:a + per]
                 if sync:
                     f.flush()
-                fd = f.id.get_vfd_handle()
+                handle = f.id.get_vfd_handle()
             if sync:
-                os.fsync(fd)
-        with ThreadPoolExecutor(threads) as pool:
-            list(pool.map(piece, range(0, len(volume), per)))
+                os.fsync(handle)
+        try:
+            with ThreadPoolExecutor(threads) as pool:
+                list(pool.map(piece, range(0, len(volume), per)))
+        finally:
+            if fd is not None:
+                os.close(fd)
     if sync:
         _synced(path)
 
