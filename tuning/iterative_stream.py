@@ -5,6 +5,10 @@ the same data in chunks, the wall time of each and whether they give the same bi
 
     python tuning/iterative_stream.py                       # 256 slices of 1024^2, 1024 angles
     python tuning/iterative_stream.py --size 128 --rows 16 --angles 128   # a CPU's case
+
+With ``--devices`` (``all``, or indices ``0,1``), the stream on the first of them and then
+on all of them, in the same run (issue 53's case: ``--size 2048 --angles 2048 --devices
+all``): the wall time of each, the speed-up, and whether the volumes are the same bits.
 """
 
 from __future__ import annotations
@@ -26,7 +30,11 @@ def main():
     parser.add_argument("--chunk-slices", type=int, default=None,
                         help="rows a chunk (default: pybp's, about 2 s of work each)")
     parser.add_argument("--device", default=None)
+    parser.add_argument("--devices", default=None,
+                        help="the stream on the first of these, then on all (all, or 0,1)")
     args = parser.parse_args()
+    if args.devices is not None:
+        return on_devices(args)
     angles = np.linspace(0, np.pi, args.angles, endpoint=False)
     geometry = pybp.ParallelGeometry(angles, args.size)
     data = np.random.default_rng(0).random((args.angles, args.rows, args.size), np.float32)
@@ -44,6 +52,36 @@ def main():
                                 chunk_slices=args.chunk_slices, stats=stats, **options)
     print(f"pybp.reconstruct(method='sirt'), chunks of {stats['chunk_slices']}: "
           f"{time.perf_counter() - tick:.2f} s; the same bits: {np.array_equal(one, streamed)}")
+
+
+def on_devices(args):
+    """``pybp.reconstruct(method="sirt")`` on one device, then on every device of
+    ``args.devices``: the median of two runs of each after a warm-up."""
+    from pybp.distributed import device_list
+
+    devices = device_list(args.devices)
+    print("devices: " + "; ".join(d.name for d in devices), flush=True)
+    angles = np.linspace(0, np.pi, args.angles, endpoint=False)
+    data = np.random.default_rng(0).random((args.angles, args.rows, args.size), np.float32)
+    options = dict(log=False, method="sirt", progress=False, angle_unit="rad",
+                   iterations=args.iterations, chunk_slices=args.chunk_slices)
+    volumes, walls = {}, {}
+    for label, where in (("1 device", dict(device=devices[0])),
+                         (f"{len(devices)} devices", dict(devices=devices))):
+        pybp.reconstruct(data[:, :8], angles, **dict(options, iterations=1), **where)
+        times = []
+        for _ in range(2):
+            tick = time.perf_counter()
+            volumes[label] = pybp.reconstruct(data, angles, **options, **where)
+            times.append(time.perf_counter() - tick)
+        walls[label] = float(np.median(times))
+        print(f"{label}: {walls[label]:.2f} s ({', '.join(f'{t:.2f}' for t in times)}) for "
+              f"{args.rows} slices of {args.size}^2 from {args.angles} angles, "
+              f"{args.iterations} iterations", flush=True)
+    one, many = walls.values()
+    first, second = volumes.values()
+    print(f"{len(devices)} devices: {one / many:.2f}x one; the same bits as one device: "
+          f"{np.array_equal(first, second)}")
 
 
 if __name__ == "__main__":
