@@ -220,3 +220,20 @@ def test_pieces_written_at_once_follow_the_kept_writers(cl_device, tmp_path, mon
     finally:
         tiffs.close()
     assert team.file_writes(np.zeros(3)) == 3  # not a file output: WRITES (run gives 1)
+
+
+@pytest.mark.parametrize("direct", [True, False])
+def test_the_bench_writes_hdf5_as_the_output_does(tmp_path, monkeypatch, direct):
+    """pybp bench --io's HDF5 writes (straight to the chunks' bytes, or through h5py where
+    they are not known) leave the volume h5py reads back bit for bit."""
+    h5py = pytest.importorskip("h5py")
+    from pybp.io.output import hdf5
+
+    if not direct:
+        monkeypatch.setattr(hdf5, "slice_offsets", lambda data: None)
+    monkeypatch.setattr(io, "WRITE_PIECE_BYTES", 3 * 16 * 20 * 4)  # three slices a piece
+    volume = np.random.default_rng(2).random((11, 16, 20), np.float32)
+    io._write_hdf5(tmp_path / "v.h5", volume, 4, True)
+    with h5py.File(tmp_path / "v.h5") as f:
+        assert f["volume"].chunks == (1, 16, 20)
+        np.testing.assert_array_equal(f["volume"][()], volume)
