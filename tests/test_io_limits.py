@@ -70,6 +70,9 @@ def test_the_limits_are_measured_and_the_files_removed(cl_device, tmp_path):
         assert speeds[name] > 0, name
     cores = os.cpu_count() or 1
     assert speeds["write_disk_npy_threads"] in {1, min(4, cores), cores, 2 * cores}
+    each = speeds["write_disk_npy_by_threads"]  # every count measured, the best kept
+    assert set(each) == {1, min(4, cores), cores, 2 * cores} and all(r > 0 for r in each.values())
+    assert each[speeds["write_disk_npy_threads"]] == speeds["write_disk_npy"] == max(each.values())
     assert os.listdir(tmp_path) == []
 
 
@@ -83,7 +86,8 @@ def test_bench_io_reports_the_bounds_and_writes_the_limits(cl_device, tmp_path, 
     out = capsys.readouterr().out
     assert "host copies (NumPy, GB/s by threads)" in out and "page-locked transfers" in out
     assert "parallel 32^3 to npy on 1 device(s): at least" in out and "held by" in out
-    assert re.search(r"write npy: .* GB/s to the disk \(fsync, from \d+ threads\)", out)
+    assert re.search(r"write npy: .* GB/s to the disk \(fsync, from \d+ threads; "
+                     r"\d+: [0-9.]+(, \d+: [0-9.]+)*\)", out)
     kept = json.loads(limits.read_text())
     assert kept["files"]["read_cache"] > 0 and kept["transfers"]["devices"]
     case = io.standard_cases(32)[0]
