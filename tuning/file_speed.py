@@ -61,9 +61,7 @@ def disk_speed(folder: Path, n_bytes: int):
     write = n_bytes / (time.perf_counter() - tick) * 1e-9
     bench_io.drop_from_cache(path)
     tick = time.perf_counter()
-    with open(path, "rb", buffering=0) as f:
-        while f.read(BLOCK):
-            pass
+    read_through(path)
     read = n_bytes / (time.perf_counter() - tick) * 1e-9
     path.unlink()
     return write, read

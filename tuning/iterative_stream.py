@@ -33,11 +33,11 @@ def main():
     parser.add_argument("--devices", default=None,
                         help="the stream on the first of these, then on all (all, or 0,1)")
     args = parser.parse_args()
-    if args.devices is not None:
-        return on_devices(args)
     angles = np.linspace(0, np.pi, args.angles, endpoint=False)
-    geometry = pybp.ParallelGeometry(angles, args.size)
     data = np.random.default_rng(0).random((args.angles, args.rows, args.size), np.float32)
+    if args.devices is not None:
+        return on_devices(args, angles, data)
+    geometry = pybp.ParallelGeometry(angles, args.size)
     options = dict(log=False, method="sirt", progress=False, angle_unit="rad",
                    device=args.device)
     pybp.sirt(data[:, :1], geometry, 1, device=args.device)  # warm-up: the kernels' builds
@@ -54,15 +54,13 @@ def main():
           f"{time.perf_counter() - tick:.2f} s; the same bits: {np.array_equal(one, streamed)}")
 
 
-def on_devices(args):
-    """``pybp.reconstruct(method="sirt")`` on one device, then on every device of
-    ``args.devices``: the median of two runs of each after a warm-up."""
+def on_devices(args, angles, data):
+    """``pybp.reconstruct(method="sirt")`` of ``data`` on one device, then on every
+    device of ``args.devices``: the median of two runs of each after a warm-up."""
     from pybp.distributed import device_list
 
     devices = device_list(args.devices)
     print("devices: " + "; ".join(d.name for d in devices), flush=True)
-    angles = np.linspace(0, np.pi, args.angles, endpoint=False)
-    data = np.random.default_rng(0).random((args.angles, args.rows, args.size), np.float32)
     options = dict(log=False, method="sirt", progress=False, angle_unit="rad",
                    iterations=args.iterations, chunk_slices=args.chunk_slices)
     volumes, walls = {}, {}
