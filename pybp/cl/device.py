@@ -14,6 +14,7 @@ import threading
 import time
 import warnings
 from dataclasses import dataclass
+from pathlib import Path
 
 import numpy as np
 import pyopencl as cl
@@ -21,6 +22,8 @@ import pyopencl as cl
 from pybp.cl import cache, codegen, implementations, profiles
 
 ENV_DEVICE = "PYBP_DEVICE"
+PCI_DEVICES = Path("/sys/bus/pci/devices")  # where Linux lists PCI devices (pci_address)
+NVIDIA_PCI_VENDOR = "0x10de"
 
 @functools.lru_cache(maxsize=1)
 def _register_pip_runtimes():
@@ -121,6 +124,7 @@ class DeviceDescription:
     timers: bool = True  # profiling timestamps match the wall clock (see probe())
     usable: bool = True  # builds and runs a trivial kernel (see probe())
     why_unusable: str = ""
+    pci_address: str | None = None  # "0000:1b:00.0", where the runtime says (pci_address())
 
     @property
     def identity(self) -> str:
@@ -197,10 +201,46 @@ def describe(device: cl.Device, index: int | None = None) -> DeviceDescription:
         extensions=extensions,
         max_work_group_size=int(device.max_work_group_size),
         implementation=implementations.identify(platform).name,
+        pci_address=pci_address(device),
     )
     verdict = probe(device)
     return dataclasses.replace(description, timers=verdict.timers, usable=verdict.usable,
                                why_unusable=verdict.why)
+
+
+def pci_address(device: cl.Device) -> str | None:
+    """The device's PCI slot as Linux names it under ``/sys/bus/pci/devices``
+    (``domain:bus:device.function``), from NVIDIA's or AMD's attribute queries; None
+    where the runtime does not say (CPU runtimes, other vendors)."""
+    extensions = device.extensions.split()
+    try:
+        if "cl_nv_device_attribute_query" in extensions:
+            slot = int(device.pci_slot_id_nv)
+            try:
+                domain = int(device.pci_domain_id_nv)
+            except (cl.Error, AttributeError):
+                domain = 0  # drivers before the domain query: the first domain
+            # NVIDIA does not document the slot's encoding: device << 3 | function (as
+            # hwloc reads it), or the device number (the H200 machine's driver: 6 for
+            # 0000:00:06.0). The NVIDIA device Linux lists at one of them wins.
+            head = f"{domain:04x}:{int(device.pci_bus_id_nv):02x}"
+            readings = (f"{head}:{slot >> 3:02x}.{slot & 7:x}", f"{head}:{slot:02x}.0")
+            return next((a for a in readings if _pci_vendor(a) == NVIDIA_PCI_VENDOR),
+                        readings[0])
+        if "cl_amd_device_attribute_query" in extensions:
+            topology = device.topology_amd
+            return (f"0000:{int(topology.bus):02x}:{int(topology.device):02x}."
+                    f"{int(topology.function):x}")
+    except (cl.Error, AttributeError, TypeError, ValueError):
+        return None
+    return None
+
+
+def _pci_vendor(address: str) -> str | None:
+    try:
+        return (PCI_DEVICES / address / "vendor").read_text().strip().lower()
+    except (OSError, UnicodeDecodeError):
+        return None
 
 
 def devices():

@@ -31,7 +31,7 @@ from pybp.geometry.cone import ConeGeometry
 from pybp.stages.base import Chunk, Need, Stage, Zeros
 from pybp.stages.filters import FILTERS, PADDINGS, Filter
 from pybp.stages.normalize import FLOOR_TRANSMISSION, RAW_TYPES
-from pybp.stream import memory, pipeline
+from pybp.stream import memory, numa, pipeline
 from pybp.stream.executor import Executor, Layout
 from pybp.stream.memory import MemoryPlan
 from pybp.stream.sources import (BEHIND_WRITES, WriteBehind, copy_blocks, frame_mean, in_blocks,
@@ -533,7 +533,14 @@ class SlabRun:
 
     def __init__(self, recipe: SlabRecipe, source, out, first_row=0, members=1):
         self.recipe, self.source, self.out, self.first_row = recipe, source, out, first_row
-        self.executor = recipe.reserve(getattr(source, "dtype", None))
+        # Its staging pinned and its held slabs touched (by a thread started here) in the
+        # memory of the device's NUMA node, where its stream runs (stream/numa.py).
+        with numa.near(recipe.device):
+            self._reserve(out, members)
+
+    def _reserve(self, out, members):
+        recipe = self.recipe
+        self.executor = recipe.reserve(getattr(self.source, "dtype", None))
         self.behind = None
         slabs_each = -(-len(recipe.plan.slabs) // members)
         if not isinstance(out, np.ndarray) and slabs_each > 1:

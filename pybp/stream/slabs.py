@@ -19,7 +19,7 @@ from __future__ import annotations
 
 import threading
 
-from pybp.stream import pipeline, sources
+from pybp.stream import numa, pipeline, sources
 from pybp.stream.team import join_all
 
 
@@ -33,7 +33,8 @@ def accumulate(members, take, progress=None, stop=None, weight=None) -> int:
 
     def runs(index, member):
         def run():
-            with sources.copy_pools() as (reading, writing):
+            # (on the CPUs of the device's NUMA node, as the rows' stream: stream/numa.py)
+            with numa.near(member.executor.device), sources.copy_pools() as (reading, writing):
                 try:
                     while not stop.is_set() and (part := take()) is not None:
                         rows, read, copy = member.begin(part, reading)

@@ -24,7 +24,7 @@ from functools import partial
 import numpy as np
 
 from pybp.cl.device import keep_ctrl_c
-from pybp.stream import pipeline, sources
+from pybp.stream import numa, pipeline, sources
 from pybp.stream.executor import WRITES
 from pybp.stream.memory import CHUNK_SLICES, FILE_CHUNK_SLICES
 from pybp.stream.progress import Progress
@@ -294,17 +294,20 @@ class _Stream:
             if self.bar is None:
                 self.bar = Progress(self.n, recipe.updates_per_slice(), self.job.progress,
                                     **recipe.progress_labels)
-        with self.prepare_lock:  # pinning ran one device at a time anyway: first come first
-            executor = host["executor"] = self.prepare(recipe)  # served, so one starts early
-        executor.stage_seconds.clear()
-        began = time.perf_counter()
-        host["prepare"] = began - self.tick
-        if not self.stop.is_set():
-            with sources.copy_pools() as (reading, writing):
-                host["clipped"] = pipeline.stream(
-                    executor, self.rows, partial(self.read, host),
-                    partial(self.write, host, writing), self.bar, host, self.stop,
-                    partial(self.copy, host, reading))
+        # On the CPUs of the device's NUMA node: its staging, copies and writes (and the
+        # threads that do them) in that node's memory (stream/numa.py).
+        with numa.near(recipe.device):
+            with self.prepare_lock:  # pinning ran one device at a time anyway: first come
+                executor = host["executor"] = self.prepare(recipe)  # first served
+            executor.stage_seconds.clear()
+            began = time.perf_counter()
+            host["prepare"] = began - self.tick
+            if not self.stop.is_set():
+                with sources.copy_pools() as (reading, writing):
+                    host["clipped"] = pipeline.stream(
+                        executor, self.rows, partial(self.read, host),
+                        partial(self.write, host, writing), self.bar, host, self.stop,
+                        partial(self.copy, host, reading))
         host["wall"] = time.perf_counter() - began
 
 
