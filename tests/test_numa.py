@@ -104,6 +104,19 @@ def test_nothing_is_bound_where_there_is_nothing_to_choose(tmp_path, monkeypatch
         assert cpus is None and allowed() == before
 
 
+def test_pybp_numa_is_on_or_off(tmp_path, monkeypatch):
+    """Binding follows PYBP_NUMA (on by default); any other value is refused by name."""
+    node_cpus = two_nodes(tmp_path, monkeypatch)
+    device = types.SimpleNamespace(pci_address=SLOT)
+    for value, want in (("on", node_cpus), (" ON ", node_cpus), ("1", node_cpus),
+                        ("off", None), ("0", None), ("no", None)):
+        monkeypatch.setenv(numa.ENV, value)
+        assert numa.cpus_near(device) == want, value
+    monkeypatch.setenv(numa.ENV, "sometimes")
+    with pytest.raises(ValueError, match="PYBP_NUMA: expected on or off, got 'sometimes'"):
+        numa.cpus_near(device)
+
+
 class NvDevice:
     """What pyopencl gives of an NVIDIA device's slot (bus 0x1b, device 3, function 1)."""
 

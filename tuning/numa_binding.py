@@ -53,6 +53,9 @@ def main(argv=None):
     parser.add_argument("--fake-half", action="store_true",
                         help="on a host of one node: bind to half the CPUs, as a second would")
     args = parser.parse_args(argv)
+    for name in ("size", "rows", "runs"):
+        if getattr(args, name) < 1:
+            parser.error(f"--{name}: expected at least 1, got {getattr(args, name)}")
     device = describe(open_device(None)[0])
     print(f"{device.name}: PCI slot {device.pci_address}, node "
           f"{numa.node_of(device.pci_address)}; the host's nodes {sorted(numa.nodes())}, "

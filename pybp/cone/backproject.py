@@ -536,10 +536,10 @@ class SlabRun:
         # Its staging pinned and its held slabs touched (by a thread started here) in the
         # memory of the device's NUMA node, where its stream runs (stream/numa.py).
         with numa.near(recipe.device):
-            self._reserve(out, members)
+            self._reserve(members)
 
-    def _reserve(self, out, members):
-        recipe = self.recipe
+    def _reserve(self, members):
+        recipe, out = self.recipe, self.out
         self.executor = recipe.reserve(getattr(self.source, "dtype", None))
         self.behind = None
         slabs_each = -(-len(recipe.plan.slabs) // members)

@@ -21,6 +21,7 @@ from pathlib import Path
 
 SYS = Path("/sys")  # (tests point it at a tree of their own)
 ENV = "PYBP_NUMA"  # "off": bind nothing
+SWITCH = {"": True, "on": True, "1": True, "yes": True, "off": False, "0": False, "no": False}
 
 
 def cpu_list(text: str) -> frozenset:
@@ -71,13 +72,20 @@ def cpus_of(node: int) -> frozenset:
         return frozenset()
 
 
+def enabled() -> bool:
+    """``PYBP_NUMA``: on (the default) or off; ``ValueError`` naming it for other values."""
+    value = os.environ.get(ENV, "").strip().lower()
+    if value not in SWITCH:
+        raise ValueError(f"{ENV}: expected on or off, got {os.environ[ENV]!r}")
+    return SWITCH[value]
+
+
 def cpus_near(device) -> frozenset | None:
     """The CPUs ``device`` (a :class:`pybp.cl.device.DeviceDescription`) streams from:
     its node's that this thread may run on; None where there is nothing to choose (one
     node, a slot or node not known, none of the node's CPUs allowed here,
     ``PYBP_NUMA=off``, no ``sched_setaffinity``)."""
-    if os.environ.get(ENV, "").strip().lower() in ("off", "0", "no") or \
-            not hasattr(os, "sched_setaffinity") or len(nodes()) < 2:
+    if not enabled() or not hasattr(os, "sched_setaffinity") or len(nodes()) < 2:
         return None
     node = node_of(getattr(device, "pci_address", None))
     if node is None:
