@@ -42,13 +42,18 @@ def _read(path: Path) -> str | None:
         return None
 
 
-def nodes() -> frozenset:
-    """The host's online NUMA nodes (empty where ``/sys`` does not say)."""
-    text = _read(SYS / "devices/system/node/online")
+def _listed(path: Path) -> frozenset:
+    """The numbers of the Linux CPU list in ``path`` (empty where it cannot be read)."""
+    text = _read(path)
     try:
         return cpu_list(text) if text is not None else frozenset()
     except ValueError:
         return frozenset()
+
+
+def nodes() -> frozenset:
+    """The host's online NUMA nodes (empty where ``/sys`` does not say)."""
+    return _listed(SYS / "devices/system/node/online")
 
 
 def node_of(pci_address: str | None) -> int | None:
@@ -65,11 +70,7 @@ def node_of(pci_address: str | None) -> int | None:
 
 def cpus_of(node: int) -> frozenset:
     """The CPUs of NUMA node ``node`` (empty where unknown)."""
-    text = _read(SYS / f"devices/system/node/node{node}/cpulist")
-    try:
-        return cpu_list(text) if text is not None else frozenset()
-    except ValueError:
-        return frozenset()
+    return _listed(SYS / f"devices/system/node/node{node}/cpulist")
 
 
 def enabled() -> bool:
