@@ -4,6 +4,7 @@ default (PoCL on a machine with no GPU), pinned in ``PYBP_DEVICE`` for the whole
 one table of tolerances for tests, ``pybp tune`` and ``pybp bench``."""
 
 import functools
+import itertools
 import os
 import zlib
 
@@ -80,6 +81,26 @@ def cpu_runtimes():
         if device.device_type_name(d) == "cpu":
             found.setdefault(d.platform.name.strip(), d)
     return tuple(found) or ("",)
+
+
+def rotated_grid(rotated, *factors):
+    """Parameter sets of a kernel's grid sized to the device: on a GPU every combination
+    of ``rotated`` and ``factors`` (lists of values or of value tuples); on a CPU every
+    combination of ``factors``, each with one value of ``rotated`` in turn, so that every
+    value of ``rotated`` still meets every value of each factor (checked here). A cold
+    PoCL build is about 2 s a kernel on CI's 2 cores: test_alu.py's full grids were 8 of
+    a cold run's 38 minutes. Each set is a flat tuple: ``rotated``'s value first."""
+    flat = [tuple(v if isinstance(v, tuple) else (v,)) for v in rotated]
+    combos = list(itertools.product(*[range(len(f)) for f in factors]))
+    if device_is_gpu():
+        picked = [(r, c) for r in range(len(flat)) for c in combos]
+    else:
+        picked = [(sum(c) % len(flat), c) for c in combos]
+        met = {(r, f, c[f]) for r, c in picked for f in range(len(factors))}
+        assert len(met) == len(flat) * sum(map(len, factors)), "a pair left out"
+    return [flat[r] + sum((tuple(v if isinstance(v, tuple) else (v,))
+                           for v in (factors[f][i] for f, i in enumerate(c))), ())
+            for r, c in picked]
 
 
 def real_sizes():

@@ -4,7 +4,7 @@ reference's bin except within 1e-4 bin of a boundary."""
 
 import numpy as np
 import pytest
-from conftest import assert_verified
+from conftest import assert_verified, rotated_grid
 
 import pybp
 from pybp import phantoms
@@ -23,14 +23,13 @@ LAYOUTS = ([(shape, "image", "float") for shape in range(len(ALU_SHAPES))]
            + [(0, "buffer", "float"), (0, "image", "half"), (0, "buffer", "half")])
 
 
-@pytest.mark.parametrize("shape,source,storage", LAYOUTS)
-@pytest.mark.parametrize("interpolation,cache", CACHES)
-@pytest.mark.parametrize("rounding", ROUNDINGS)
-@pytest.mark.parametrize("slices", SLICES_PER_PASS)
+@pytest.mark.parametrize("rounding,slices,interpolation,cache,shape,source,storage",
+                         rotated_grid(ROUNDINGS, SLICES_PER_PASS, CACHES, LAYOUTS))
 def test_alu_matches_reference(cl_device, rng, slices, rounding, interpolation, cache, shape,
                                source, storage):
     """Odd slice sizes and angle counts leave partial squares and partial rounds of
-    cached projections."""
+    cached projections. Every rounding meets every slice count, cache and layout; on a
+    GPU each combination of them all (conftest.rotated_grid)."""
     angles = np.sort(rng.uniform(0, np.pi, N_ANGLES))
     data = rng.standard_normal((slices, N_ANGLES, N_BINS)).astype(np.float32)
     bp = pybp.Backprojector(N_BINS, angles, center=(N_BINS - 1) / 2 - 5.2, slice_shape=(61, 75),
@@ -41,10 +40,8 @@ def test_alu_matches_reference(cl_device, rng, slices, rounding, interpolation, 
     assert_verified(bp(data), data, bp)
 
 
-@pytest.mark.parametrize("shape", [1, 2])
-@pytest.mark.parametrize("interpolation,cache", CACHES)
-@pytest.mark.parametrize("rounding", ["native", "fixed"])
-@pytest.mark.parametrize("slices", SLICES_PER_PASS)
+@pytest.mark.parametrize("rounding,slices,interpolation,cache,shape",
+                         rotated_grid(["native", "fixed"], SLICES_PER_PASS, CACHES, [1, 2]))
 def test_column_offsets_match_reference(cl_device, rng, slices, rounding, interpolation, cache,
                                         shape):
     """The h_x offset cache (Sect. 6.8), one offset per pixel column, changes only how a

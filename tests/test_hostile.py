@@ -10,6 +10,7 @@ import os
 import signal
 import subprocess
 import sys
+import threading
 import time
 
 import h5py
@@ -219,7 +220,7 @@ def test_a_full_disk_is_one_line_and_resume_finishes(scan, dx, tmp_path, cl_devi
                                                       monkeypatch, capsys):  # noqa: F811
     """ENOSPC injected at the write site of each kind after its first write: one line naming the
     output, the slices complete and --resume; no crash; --resume completes the volume."""
-    calls = {"n": 0}
+    calls = {"n": 0, "lock": threading.Lock()}
     if kind == "s":
         site, name = disk, "atomic_write"
     elif kind == "r.npy":
@@ -233,10 +234,14 @@ def test_a_full_disk_is_one_line_and_resume_finishes(scan, dx, tmp_path, cl_devi
             return real(*args)  # the header and the record
         if kind == "s" and not args[0].name.startswith("slice_"):
             return real(*args)  # the metadata
-        calls["n"] += 1
-        # HDF5: data, then record synced, by writers flushing at once (outside the
-        # file's lock): the failures begin once a piece is recorded on the disk.
-        if (args[0].done.any() if kind == "r.h5" else calls["n"] > 1):
+        if kind == "r.h5":  # each piece's data go beside libhdf5, one sync for its record
+            assert args[0].fd is not None
+        # Writers run at once: counted under a lock, so that exactly the first write (a
+        # piece's record, for HDF5) reaches the disk, whatever order the threads take.
+        with calls["lock"]:
+            calls["n"] += 1
+            first = calls["n"] == 1
+        if not first:
             raise OSError(errno.ENOSPC, "No space left on device")
         return real(*args)
 

@@ -123,6 +123,9 @@ def test_bench_command_small(capsys):
     out = capsys.readouterr().out
     assert "multiproj/local" in out and "FAILED" not in out
     assert main(["bench", "--size", "0"]) == 2
-    assert main(["bench", "--size", "32", "--repeats", "1", "--hybrid-sweep"]) == 0
+    # one setting of the sweep's three (each split a kernel of its own to build)
+    assert main(["bench", "--size", "32", "--repeats", "1", "--hybrid-sweep", "--slices", "1",
+                 "--interpolation", "linear"]) == 0
     out = capsys.readouterr().out
     assert "best" in out and "FAILED" not in out
+    assert "hybrid v1 linear float: best" in out and "nearest" not in out
