@@ -6,6 +6,7 @@ import subprocess
 import sys
 from pathlib import Path
 
+import numpy as np
 import pyopencl as cl
 import pytest
 
@@ -143,3 +144,39 @@ def test_rendered_sources_are_kept_and_match_a_fresh_render(tmp_path, monkeypatc
         patched.setattr(codegen, "_fingerprint", lambda: b"another checkout")
         with pytest.raises(AssertionError, match="rendered again"):
             render(params)
+
+
+def test_binaries_are_kept_from_the_build_their_implementation_says(cl_device, tmp_path,
+                                                                      monkeypatch):
+    """A program is built from source, then from the binary kept in pybp's cache: at
+    once, or on PoCL from its second build (a binary there compiles every kernel once
+    more: ``binary_on_reuse``). Each build runs the kernel right."""
+    from pybp.cl import implementations
+    if not implementations.identify(cl_device.platform.name).binaries:
+        pytest.skip("this implementation keeps no binaries")
+    monkeypatch.setenv("PYBP_CACHE_DIR", str(tmp_path))
+    made, loaded = [], []
+    real_make, real_program = codegen._make_binary, codegen.cl.Program
+    monkeypatch.setattr(codegen, "_make_binary", lambda program: made.append(program) or
+                        real_make(program))
+
+    def program(*args):
+        loaded.append(len(args) == 3)  # (context, devices, binaries)
+        return real_program(*args)
+    monkeypatch.setattr(codegen.cl, "Program", program)
+    source = "__kernel void thrice(__global float *a) { a[get_global_id(0)] *= 3.0f; }"
+    context = cl.Context([cl_device])
+    queue = cl.CommandQueue(context)
+    kept = 1 if implementations.identify(cl_device.platform.name).binary_on_reuse else 0
+    for build in range(3):
+        loaded.clear()
+        prg = codegen.compiled(context, source)
+        data = np.arange(16, dtype=np.float32)
+        buffer = cl.Buffer(context, cl.mem_flags.READ_WRITE | cl.mem_flags.COPY_HOST_PTR,
+                           hostbuf=data)
+        prg.thrice(queue, (16,), None, buffer)
+        cl.enqueue_copy(queue, data, buffer)
+        np.testing.assert_array_equal(data, 3 * np.arange(16, dtype=np.float32))
+        assert len(list(tmp_path.glob("binaries/*.bin"))) == (build >= kept), build
+        assert len(made) == (build >= kept), build  # made once, at build `kept`
+        assert loaded == ([True] if build > kept else [False]), build

@@ -171,9 +171,10 @@ def _cached(context, source, options) -> cl.Program:
     digest of the source, the options, the device and driver and pyopencl's version,
     or built and its binary kept (written whole: no lock, so a killed build leaves
     nothing behind; pyopencl's cache left a lock file that stopped every later build
-    for a minute). PoCL still takes about 20 ms per program from source against 1 ms
-    from the binary (2 cores, PoCL 3.0): a dozen programs were a third of the ``pybp
-    reconstruct`` of a tiny scan."""
+    for a minute); on PoCL, kept from its second build (``binary_on_reuse``: the first
+    is marked, :func:`_first_build`). PoCL still takes about 20 ms per program from
+    source against 1 ms from the binary (2 cores, PoCL 3.0): a dozen programs were a
+    third of the ``pybp reconstruct`` of a tiny scan."""
     device = context.devices[0]
     platform = device.platform
     identity = "|".join([platform.name, platform.version, device.name, device.version,
@@ -185,6 +186,8 @@ def _cached(context, source, options) -> cl.Program:
     except (OSError, cl.Error):
         pass  # not built before, or a binary the driver no longer takes
     program = cl.Program(context, source).build(options=list(options))
+    if implementations.identify(platform.name).binary_on_reuse and _first_build(path):
+        return program
     _make_binary(program)
     try:
         path.parent.mkdir(parents=True, exist_ok=True)
@@ -192,6 +195,21 @@ def _cached(context, source, options) -> cl.Program:
     except OSError:
         pass  # an unwritable cache: built again next time
     return program
+
+
+def _first_build(path) -> bool:
+    """Whether the program whose binary ``path`` would hold is built here for the first
+    time; marked built (``KEY.built`` beside it) if so. Where the cache cannot be
+    written, every build is a first: no binary, as none could be kept."""
+    mark = path.with_suffix(".built")
+    if mark.exists():
+        return False
+    try:
+        mark.parent.mkdir(parents=True, exist_ok=True)
+        cache.write_bytes_new(mark, b"")
+    except OSError:
+        pass
+    return True
 
 
 CL_PROGRAM_BINARY_SIZES = 0x1165
@@ -307,7 +325,7 @@ def interruptible(work, cl_device):
             _NOTICED.set()
             if sys.stderr is not None and os.environ.get(NOTICE_VARIABLE) != "0":
                 print(f"pybp: building the OpenCL kernels for {cl_device.name.strip()} "
-                      f"(the first time only: they are kept in {cache.cache_dir()})",
+                      f"(kept in {cache.cache_dir()} for later runs)",
                       file=sys.stderr, flush=True)
     if "error" in outcome:
         raise outcome["error"]

@@ -37,6 +37,9 @@ class Implementation:
     build_options: tuple = ()  # given to every build of pybp's kernels (pybp.cl.codegen)
     # Whether built programs are kept as binaries (pybp's cache of them, pybp.cl.codegen).
     binaries: bool = True
+    # Whether a binary costs a compile of its own, so that it is kept only from a
+    # program's second build, by a later process (pybp.cl.codegen._cached).
+    binary_on_reuse: bool = False
 
 
 # First match wins; keep the catch-all last.
@@ -48,7 +51,11 @@ IMPLEMENTATIONS = (
     # Its API checker reports the program-binary calls of a binary cache as errors.
     Implementation("Oclgrind", "oclgrind", simulator=True, threads=False,
                    build_options=("-cl-opt-disable",), binaries=False),
-    Implementation("PoCL", "portable computing language", rank=1),
+    # PoCL makes a binary by compiling each kernel of the program once more, for any
+    # work-group size (0.4-1.2 s a program on 2 cores, half of a first build, for 19 ms
+    # saved on each later one): not for a kernel built once, as a tuning candidate or
+    # one of the tests' thousand variants.
+    Implementation("PoCL", "portable computing language", rank=1, binary_on_reuse=True),
     Implementation("Intel CPU runtime", "intel(r) opencl", rank=2),
     # Mesa 22.3: every kernel's CL_KERNEL_WORK_GROUP_SIZE reads 32 (its SIMD width),
     # reqd_work_group_size(256) kernels included, which then run at 256 as asked. (Its
