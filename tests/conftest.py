@@ -90,17 +90,16 @@ def rotated_grid(rotated, *factors):
     value of ``rotated`` still meets every value of each factor (checked here). A cold
     PoCL build is about 2 s a kernel on CI's 2 cores: test_alu.py's full grids were 8 of
     a cold run's 38 minutes. Each set is a flat tuple: ``rotated``'s value first."""
-    flat = [tuple(v if isinstance(v, tuple) else (v,)) for v in rotated]
+    def flat(value):
+        return value if isinstance(value, tuple) else (value,)
     combos = list(itertools.product(*[range(len(f)) for f in factors]))
     if device_is_gpu():
-        picked = [(r, c) for r in range(len(flat)) for c in combos]
+        picked = [(r, c) for r in range(len(rotated)) for c in combos]
     else:
-        picked = [(sum(c) % len(flat), c) for c in combos]
+        picked = [(sum(c) % len(rotated), c) for c in combos]
         met = {(r, f, c[f]) for r, c in picked for f in range(len(factors))}
-        assert len(met) == len(flat) * sum(map(len, factors)), "a pair left out"
-    return [flat[r] + sum((tuple(v if isinstance(v, tuple) else (v,))
-                           for v in (factors[f][i] for f, i in enumerate(c))), ())
-            for r, c in picked]
+        assert len(met) == len(rotated) * sum(map(len, factors)), "a pair left out"
+    return [sum((flat(f[i]) for f, i in zip(factors, c)), flat(rotated[r])) for r, c in picked]
 
 
 def real_sizes():
