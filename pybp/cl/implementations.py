@@ -52,9 +52,9 @@ IMPLEMENTATIONS = (
     Implementation("Oclgrind", "oclgrind", simulator=True, threads=False,
                    build_options=("-cl-opt-disable",), binaries=False),
     # PoCL makes a binary by compiling each kernel of the program once more, for any
-    # work-group size (0.4-1.2 s a program on 2 cores, half of a first build, for 19 ms
-    # saved on each later one): not for a kernel built once, as a tuning candidate or
-    # one of the tests' thousand variants.
+    # work-group size (up to 1.2 s a program on 2 cores; 6.2 s of a first Backprojector's
+    # 12.2 s, tuning/first_builds.py) to save 19 ms on each later build: not for a kernel
+    # built once, as a tuning candidate or one of the tests' variants.
     Implementation("PoCL", "portable computing language", rank=1, binary_on_reuse=True),
     Implementation("Intel CPU runtime", "intel(r) opencl", rank=2),
     # Mesa 22.3: every kernel's CL_KERNEL_WORK_GROUP_SIZE reads 32 (its SIMD width),
