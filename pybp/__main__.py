@@ -1,10 +1,12 @@
 """``python -m pybp`` and the ``pybp`` command: Ctrl-C while the modules load (a second
 or more on a cold start) ends with one line too."""
 
+import _thread
 import importlib
 import os
 import signal
 import sys
+import threading
 
 
 def _import_pyopencl():
@@ -44,7 +46,24 @@ def _interrupted(exc) -> bool:
     return False
 
 
+def _resending(previous):
+    """A ``sys.unraisablehook`` that sends a Ctrl-C again where Python could only print it
+    and go on: raised inside a weakref callback or a destructor (importlib's module-lock
+    callback while modules load; a CI run met it), the ``KeyboardInterrupt`` was a
+    traceback and the command ran to its end. It is sent again 10 ms later, from a thread,
+    so that it lands in the command's own code; other errors go to ``previous``."""
+    def hook(unraisable):
+        if not _interrupted(unraisable.exc_value):
+            return previous(unraisable)
+        later = threading.Timer(0.01, _thread.interrupt_main)
+        later.daemon = True
+        later.start()
+    return hook
+
+
 def run():
+    previous = sys.unraisablehook
+    sys.unraisablehook = _resending(previous)
     try:
         _import_pyopencl()
         from pybp.cli.commands import main
@@ -54,6 +73,8 @@ def run():
             raise
         print("pybp: interrupted", file=sys.stderr)
         code = 130
+    finally:
+        sys.unraisablehook = previous
     signal.signal(signal.SIGINT, _exit_now(code or 0))
     codegen = sys.modules.get("pybp.cl.codegen")
     if codegen is not None and codegen.building():  # an interrupted kernel build: see there

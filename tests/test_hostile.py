@@ -12,6 +12,7 @@ import subprocess
 import sys
 import threading
 import time
+import types
 
 import h5py
 import numpy as np
@@ -370,6 +371,33 @@ def test_ctrl_c_wrapped_by_a_loading_dataclass_is_one_line(monkeypatch, capsys):
     monkeypatch.setitem(sys.modules, "pybp.cli.commands", Loading(RuntimeError("other")))
     with pytest.raises(RuntimeError, match="other"):
         entry.run()
+
+
+def test_ctrl_c_a_callback_swallowed_while_modules_load_ends_the_command(monkeypatch, capsys):
+    """A ``KeyboardInterrupt`` raised inside a callback (importlib's module-lock weakref
+    callback, as a CI run met it) is only printed by Python, which goes on: the command
+    ends within a second anyway, with one line and status 130, and no traceback."""
+    from pybp import __main__ as entry
+
+    class Callback:
+        def __del__(self):
+            raise KeyboardInterrupt
+
+    def main():
+        Callback()  # dropped at once: Python can only hand its error to the hook
+        start = time.monotonic()
+        while time.monotonic() - start < 5:
+            time.sleep(0.01)
+        return 0
+
+    monkeypatch.setattr(signal, "signal", lambda *args: None)  # the handler for exit
+    monkeypatch.setitem(sys.modules, "pybp.cli.commands", types.SimpleNamespace(main=main))
+    start = time.monotonic()
+    with pytest.raises(SystemExit) as ended:
+        entry.run()
+    assert time.monotonic() - start < 1
+    assert ended.value.code == 130
+    assert capsys.readouterr().err == "pybp: interrupted\n"
 
 
 def test_early_ctrl_c_is_one_line_and_never_lost(scan, dx, tmp_path, cl_device):  # noqa: F811
