@@ -41,6 +41,21 @@ def distinct_angles(angles) -> int:
     return 1 if bool(np.all(angles == angles[0])) else 2
 
 
+def flag(value, name) -> bool:
+    """``value`` as a bool: True or False (NumPy's too), or ``TypeError`` naming
+    ``name``. Python takes any non-empty string as true, and ``log="no"`` would take the
+    log."""
+    if not isinstance(value, (bool, np.bool_)):
+        raise TypeError(f"{name}: expected True or False, got {value!r}")
+    return bool(value)
+
+
+def log_option(log, flats) -> bool:
+    """``log`` of a call of detector data: as given (True or False), or None for the
+    default, which takes the log where flats are given (FDK's rule)."""
+    return flats is not None if log is None else flag(log, "log")
+
+
 def choice(name, value, choices):
     if value not in choices:
         raise ValueError(f"{name}: expected one of {', '.join(map(repr, choices))}; got {value!r}")
@@ -99,6 +114,19 @@ def as_sinogram_stack(sinograms, geometry, name="sinograms"):
         raise ValueError(f"{name}: contains NaN or Inf" if not beyond else
                          f"{name}: holds values beyond float32's range (3.4e38)")
     return stack, single, peaks
+
+
+def cast_into(destination, values, name="projections"):
+    """``destination[...] = values``, converting; a finite value beyond the
+    destination's range (1e300 into float32) is refused by ``name`` where NumPy would
+    warn and make it inf, which a later check would call "NaN or Inf"."""
+    with np.errstate(over="raise"):
+        try:
+            np.copyto(destination, values, casting="unsafe")
+        except FloatingPointError:
+            raise ValueError(f"{name}: hold values beyond {np.dtype(destination.dtype)}'s "
+                             f"range ({float(np.finfo(destination.dtype).max):.2g}); scale "
+                             "them down") from None
 
 
 def _overlaps(out, given) -> bool:

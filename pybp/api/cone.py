@@ -78,9 +78,8 @@ class ConeBackprojector:
                  short_scan=None, memory_limit=None, planes=None, flats=None, darks=None,
                  device=None, context=None, queue=None, progress=False, store=True):
         _check_geometry(geometry)
-        if not isinstance(store, (bool, np.bool_)):
-            raise TypeError(f"store: expected True or False, got {store!r}")
-        self.geometry, self.progress = geometry, progress
+        store = checks.flag(store, "store")
+        self.geometry, self.progress = geometry, checks.flag(progress, "progress")
         if device is None and context is None and queue is None:
             speed.choose_cpu_runtime()  # where several CPU runtimes work: the fastest here
         self._recipe = SlabRecipe(
@@ -116,7 +115,7 @@ class ConeBackprojector:
             raise RuntimeError("ConeBackprojector: closed; make a new one")
         out = _checked_volume(projections, self.geometry, self.shape, out)
         replaced = run.slabs_of([self._recipe], projections, out,
-                                self.progress if progress is None else bool(progress),
+                                self.progress if progress is None else checks.flag(progress, "progress"),
                                 fill=self._fill)
         # Counts only: line integrals with NaN or Inf were refused.
         warn_replaced(replaced, int(np.prod(np.shape(projections))), stacklevel=2)
@@ -200,7 +199,7 @@ def fdk(projections, geometry: ConeGeometry, filter="ramp", padding="zero", shor
                         "pybp.reconstruct(projections, geometry, method='sirt', iterations=...) "
                         "and pybp.sirt(projections, geometry, iterations), pybp.sart, "
                         "pybp.cgls and pybp.tv")
-    log = flats is not None if log is None else bool(log)
+    log = checks.log_option(log, flats)
     return _fdk(projections, geometry, filter, padding, short_scan, out, flats, darks, progress,
                 dict(rings=rings, ring_options=ring_options, phase=phase), devices, client,
                 options, log)

@@ -32,6 +32,18 @@ FOREIGN_NAMES = {"niter": "iterations", "init": "x0", "lmbda": "relaxation",
 STREAM_ONLY = ("client", "rows", "flats", "darks", "rings", "phase")
 
 
+def _foreign(name, method) -> str:
+    """What ``method`` takes in place of TIGRE's or ASTRA's ``name``: pybp's name, or
+    that it has no such option (and, for TV's step, its own weight)."""
+    pybp_name = FOREIGN_NAMES[name]
+    option = pybp_name.partition("=")[0]
+    if option in options.OPTION_NAMES and option not in table.TABLE[method].options:
+        taken = ", ".join(table.TABLE[method].options) or "none"
+        instead = "; the TV term's weight is weight" if method == "tv" else ""
+        return f"has no {option} (its options: {taken}){instead}"
+    return f"takes {pybp_name}"
+
+
 def _pybp_names(method):
     """``method``, refusing TIGRE's and ASTRA's argument names in one line that gives
     pybp's, and the stream's options in one that says to call it (Python's own error
@@ -41,7 +53,7 @@ def _pybp_names(method):
         for name in kwargs:
             if name in FOREIGN_NAMES:
                 raise TypeError(f"{name}: TIGRE's or ASTRA's name; pybp.{method.__name__} "
-                                f"takes {FOREIGN_NAMES[name]}")
+                                f"{_foreign(name, method.__name__)}")
             if name in STREAM_ONLY:
                 raise TypeError(
                     f"{name}: pybp.{method.__name__} takes line integrals; "
@@ -139,7 +151,8 @@ class _Run:
                 raise ValueError(f"projections: expected (n_angles, rows, n_bins) or "
                                  f"(n_angles, n_bins) with n_angles, n_bins = {expected} (the "
                                  f"geometry's), got {tuple(projections.shape)}")
-        data = np.ascontiguousarray(projections, np.float32)
+        data = np.empty(projections.shape, np.float32)
+        checks.cast_into(data, projections)
         if single and not cone:
             data = data[:, None]
         if not np.isfinite(data).all():
@@ -273,14 +286,15 @@ def sirt(projections, geometry, iterations, x0=None, nonnegative=False, mask=Non
     geometry's ``(nz, ny, nx)``). Several devices, or a Dask client, reconstruct slices
     of parallel beam through :func:`pybp.reconstruct` ``(method="sirt")``."""
     relaxation = options.relaxation(relaxation)
+    nonnegative = checks.flag(nonnegative, "nonnegative")
     run = _Run("sirt", projections=projections, geometry=geometry, iterations=iterations,
                x0=x0, mask=mask, circle=circle, callback=callback, progress=progress,
                device=device, devices=devices, out=out, memory_limit=memory_limit,
                checkpoint=checkpoint,
-               options=dict(relaxation=relaxation, nonnegative=bool(nonnegative)))
+               options=dict(relaxation=relaxation, nonnegative=nonnegative))
     return run.solve(methods.sirt, run.devices.pair, run.vectors, run.b, run.x,
                      iterations=run.iterations, relaxation=relaxation,
-                     nonnegative=bool(nonnegative), mask=run.mask, report=run.report)
+                     nonnegative=nonnegative, mask=run.mask, report=run.report)
 
 
 @_pybp_names
@@ -294,6 +308,7 @@ def sart(projections, geometry, iterations, subsets=None, x0=None, nonnegative=F
     projections in a random order by default, pybp takes them in that fixed order, so
     that a run is the same every time. Arguments and result as :func:`sirt`'s."""
     relaxation = options.relaxation(relaxation)
+    nonnegative = checks.flag(nonnegative, "nonnegative")
     registry.kind_of(geometry)
     order = options.subset_order(geometry.n_angles, subsets)
     run = _Run("sart", projections=projections, geometry=geometry, iterations=iterations,
@@ -301,13 +316,13 @@ def sart(projections, geometry, iterations, subsets=None, x0=None, nonnegative=F
                device=device, devices=devices, out=out, memory_limit=memory_limit,
                checkpoint=checkpoint,
                options=dict(subsets=len(order), relaxation=relaxation,
-                            nonnegative=bool(nonnegative)))
+                            nonnegative=nonnegative))
     pair = run.devices.pair
     parts = [pair.restricted(angles) for angles in order]
     b_parts = [run.devices.upload(run.data[angles].ravel()) for angles in order]
     return run.solve(methods.sart, parts, run.vectors, b_parts, run.x,
                      iterations=run.iterations, relaxation=relaxation,
-                     nonnegative=bool(nonnegative), mask=run.mask, report=run.report)
+                     nonnegative=nonnegative, mask=run.mask, report=run.report)
 
 
 @_pybp_names
@@ -340,14 +355,15 @@ def tv(projections, geometry, iterations, weight, x0=None, nonnegative=False, ma
     ``circle`` keep the pixels outside at their start (the primal step is taken inside
     alone). Other arguments and result as :func:`sirt`'s."""
     weight = options.weight(weight)
+    nonnegative = checks.flag(nonnegative, "nonnegative")
     run = _Run("tv", projections=projections, geometry=geometry, iterations=iterations,
                x0=x0, mask=mask, circle=circle, callback=callback, progress=progress,
                device=device, devices=devices, out=out, memory_limit=memory_limit,
                steps_before=methods.POWER_ITERATIONS, checkpoint=checkpoint,
-               options=dict(weight=weight, nonnegative=bool(nonnegative)))
+               options=dict(weight=weight, nonnegative=nonnegative))
     variation = run.devices.variation(registry.kind_of(geometry).dims)
     return run.solve(methods.tv, run.devices.pair, variation, run.vectors, run.b, run.x,
-                     iterations=run.iterations, weight=weight, nonnegative=bool(nonnegative),
+                     iterations=run.iterations, weight=weight, nonnegative=nonnegative,
                      mask=run.mask, report=run.report,
                      norm_report=lambda: run.progress.update(1))
 
@@ -378,7 +394,7 @@ def cone_method(chosen: dict, projections, geometry: VolumeGeometry, *, flats=No
     made again on a resumed run: the same bits on the same devices)."""
     registry.kind_of(geometry)
     checks.array_like(projections, "projections", (3,))
-    log = flats is not None if log is None else bool(log)
+    log = checks.log_option(log, flats)
     flats, darks = run.checked_frames(geometry, flats, darks, phase, log)
     steps = dict(rings=rings, ring_options=ring_options, phase=phase)
     targets = [dict(device=device)] if devices is None else \

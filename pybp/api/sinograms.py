@@ -86,6 +86,7 @@ class Backprojector:
                       filter_method=filter_method, circle=circle, overrides=overrides,
                       piece_shape=piece_shape, verify=verify, memory_limit=memory_limit,
                       pixel_size=pixel_size, voxel_size=voxel_size)
+        progress = checks.flag(progress, "progress")
         self._closed = True  # until made
         self._lock = threading.Lock()  # one call at a time: they share the device buffers
         self.recipe = ParallelRecipe(setup, device=device, context=context, queue=queue)

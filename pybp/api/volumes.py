@@ -182,7 +182,6 @@ class Reconstructor:
             angles, center, angle_unit = _parallel(geometry, center, angle_unit, options)
         elif angles is None:
             raise TypeError("angles: give n_bins and the angles, or a pybp.ParallelGeometry")
-        method_options = {name: options.pop(name) for name in OPTION_NAMES if name in options}
         if method != "fbp":
             if filter not in (None, "ramp"):  # the default is FBP's
                 raise ValueError(f"filter: FBP's window; {method} takes none")
@@ -199,9 +198,8 @@ class Reconstructor:
         options.pop("progress", None)  # a Backprojector option; volumes take it per call
         _known_options(options)
         angles = in_radians(angles, angle_unit)
-        self.setup = Setup(n_bins, angles, center, filter=filter, padding=padding,
-                           method=method, iterations=iterations,
-                           method_options=method_options or None, **options)
+        self.setup = Setup.of(n_bins, angles, center, filter=filter, padding=padding,
+                              method=method, iterations=iterations, **options)
         self.geometry = self.setup.geometry()
         self._client, self._team = client, None
         if client is not None:
@@ -242,6 +240,7 @@ class Reconstructor:
         """``(volume, values clipped, values normalised)`` of ``projections``, ``inputs``
         their checked shape, rows, flats and darks (:func:`pybp.checks.projection_inputs`)."""
         (n_angles, n_rows, n_bins), first, stop, flats, darks = inputs
+        log, progress = checks.flag(log, "log"), checks.flag(progress, "progress")
         g = self.geometry
         if (n_angles, n_bins) != (g.n_angles, g.n_bins):
             raise ValueError(f"projections: expected {g.n_angles} angles x rows x {g.n_bins} "
@@ -370,7 +369,7 @@ STREAM_HINTS = {
 def _known_options(options):
     """A ``TypeError`` naming the first of ``options`` that is not an option of
     :func:`reconstruct`, and what to do instead (not the inner constructor's)."""
-    known = {f.name for f in dataclasses.fields(Setup)}
+    known = {f.name for f in dataclasses.fields(Setup)} | set(OPTION_NAMES)
     for name in options:
         if name not in known:
             raise TypeError(f"{name}: not an option of pybp.reconstruct; "

@@ -279,7 +279,7 @@ def _run(args, scan, rows, center, options, output, client, rec):
 def _on_cluster(args, client, scan, output, rows, a, b, options):
     """Rows ``a..b`` of the output by the workers of ``client``, which open the scan and
     write the TIFF slices themselves."""
-    task = RowsTask(Setup(scan.shape[2], scan.angles, **options), rows[0] + a, a,
+    task = RowsTask(Setup.of(scan.shape[2], scan.angles, **options), rows[0] + a, a,
                     not args.no_log, args.chunk_slices)
     try:
         distributed.on_cluster(client, task, rows[0] + a, rows[0] + b,

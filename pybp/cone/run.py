@@ -126,7 +126,7 @@ def _flat_field(geometry, flats, darks, log=None) -> tuple:
     flats alone are counts above a dark of zero); ``-log`` is taken where ``log`` says
     (None: where flats are given, FDK's rule; True without flats: the projections are
     transmissions)."""
-    log = flats is not None if log is None else bool(log)
+    log = checks.log_option(log, flats)
     return log, checks.flat_field_frames(flats, darks, geometry.detector_shape)[1]
 
 

@@ -14,6 +14,8 @@ from __future__ import annotations
 
 import numpy as np
 
+from pybp.geometry.angles import in_radians
+
 GRID_KEYS = {2: ("GridRowCount", "GridColCount"),
              3: ("GridSliceCount", "GridRowCount", "GridColCount")}
 
@@ -28,7 +30,7 @@ def volume_window(vol_geom, dims: int):
         made = "rows, columns" + (", slices" if dims == 3 else "")
         raise ValueError(f"vol_geom: expected ASTRA's {dims}-D volume geometry "
                          f"(astra.create_vol_geom({made})) with the proj_geom")
-    shape = tuple(int(vol_geom[key]) for key in keys)
+    shape = tuple(count(vol_geom, key, "vol_geom") for key in keys)
     window = vol_geom.get("option", {})
     sizes, centre = [], []
     for axis, n in zip("XYZ", shape[::-1]):
@@ -59,29 +61,50 @@ def field(proj_geom, key):
                          f"{key!r}") from None
 
 
+def count(geom, key, name="proj_geom") -> int:
+    """``geom[key]``, a count of pixels or voxels: a positive whole number (30.7 is
+    not 30), or an error naming it."""
+    value = field(geom, key)
+    number = float(value) if isinstance(value, (int, float, np.integer, np.floating)) else 0.0
+    if isinstance(value, (bool, np.bool_)) or not (1 <= number < 2 ** 31 and
+                                                   number == int(number)):
+        raise ValueError(f"{name}: {key}: expected a positive whole number, got {value!r}")
+    return int(number)
+
+
+def angles(proj_geom, angle_unit=None) -> np.ndarray:
+    """A ``cone``, ``parallel`` or ``parallel3d`` geometry's ``ProjectionAngles`` as
+    radians, by pybp's one rule (:func:`pybp.geometry.angles.in_radians`): ASTRA's are
+    radians, and a span of more than one turn is refused as degrees unless
+    ``angle_unit`` says (``"deg"`` converts them, ``"rad"`` takes several turns)."""
+    return in_radians(np.ravel(field(proj_geom, "ProjectionAngles")), angle_unit,
+                      "proj_geom: ProjectionAngles")
+
+
 def kind(proj_geom) -> str | None:
     """The ``type`` of an ASTRA projection geometry dict (None for anything else)."""
     return proj_geom.get("type") if isinstance(proj_geom, dict) else None
 
 
-def parallel_vectors(proj_geom):
+def parallel_vectors(proj_geom, angle_unit=None):
     """``(rows (n_angles, 12): ray, d, u, v, n_rows, n_bins)`` of ASTRA's ``parallel``,
     ``parallel_vec``, ``parallel3d`` or ``parallel3d_vec``, as ``astra.geom_2vec``
-    writes them (2-D rows in the plane z = 0, ``v`` a unit step up, one row)."""
+    writes them (2-D rows in the plane z = 0, ``v`` a unit step up, one row); the
+    angles as :func:`angles` takes them."""
     name = kind(proj_geom)
     if name in ("parallel", "parallel_vec"):
-        n_rows, n_bins = 1, int(field(proj_geom, "DetectorCount"))
+        n_rows, n_bins = 1, count(proj_geom, "DetectorCount")
         if name == "parallel":
-            t = np.asarray(field(proj_geom, "ProjectionAngles"), np.float64).ravel()
+            t = angles(proj_geom, angle_unit)
             flat = _rows_2d(np.stack([np.sin(t), -np.cos(t), 0 * t, 0 * t,
                                       np.cos(t), np.sin(t)], 1))
             flat[:, 6:8] *= float(field(proj_geom, "DetectorWidth"))
             return flat, n_rows, n_bins
         return _rows_2d(_table(field(proj_geom, "Vectors"), 6)), n_rows, n_bins
-    n_rows = int(field(proj_geom, "DetectorRowCount"))
-    n_bins = int(field(proj_geom, "DetectorColCount"))
+    n_rows = count(proj_geom, "DetectorRowCount")
+    n_bins = count(proj_geom, "DetectorColCount")
     if name == "parallel3d":
-        t = np.asarray(field(proj_geom, "ProjectionAngles"), np.float64).ravel()
+        t = angles(proj_geom, angle_unit)
         zero, one = 0 * t, 0 * t + 1
         rows = np.stack([np.sin(t), -np.cos(t), zero, zero, zero, zero,
                          np.cos(t), np.sin(t), zero, zero, zero, one], 1)

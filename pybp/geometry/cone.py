@@ -29,20 +29,7 @@ from pybp.checks import float_array, in_length_range, positive_length
 from pybp.geometry import astra
 from pybp.geometry.angles import in_radians
 from pybp.geometry.volume import (CORNERS, VolumeGeometry, detector_rows, inverted, shape_of,
-                                  volume_of)
-
-def _pair(value, name):
-    """A positive number, or two: ``(first, second)``."""
-    values = float_array(np.atleast_1d(value), name, 1)
-    if len(values) == 1:
-        values = np.repeat(values, 2)
-    if len(values) != 2:
-        raise ValueError(f"{name}: expected one or two numbers, got {value!r}")
-    if not (values > 0).all():
-        raise ValueError(f"{name}: expected positive sizes, got {value!r}")
-    in_length_range(values, name)
-    return float(values[0]), float(values[1])
-
+                                  size_pair, volume_of)
 
 @dataclass(frozen=True, eq=False, repr=False)
 class ConeGeometry(VolumeGeometry):
@@ -69,7 +56,7 @@ class ConeGeometry(VolumeGeometry):
         and ``u = (cos t, sin t, 0) * pixel_size[1]``; ``pixel_size`` a number or
         ``(row, column)``; ``voxel_size`` a number or ``(x, y, z)``."""
         angles = in_radians(angles, angle_unit)
-        rows, columns = _pair(pixel_size, "pixel_size")
+        rows, columns = size_pair(pixel_size, "pixel_size")
         source_origin = positive_length(source_origin, "source_origin")
         origin_detector = positive_length(origin_detector, "origin_detector")
         offset = in_length_range(float_array(detector_offset, "detector_offset", 1),
@@ -87,7 +74,7 @@ class ConeGeometry(VolumeGeometry):
 
     @classmethod
     def from_astra(cls, vectors, detector_shape=None, volume_shape=None, voxel_size=None,
-                   volume_offset=(0, 0, 0)):
+                   volume_offset=(0, 0, 0), angle_unit=None):
         """ASTRA ``cone_vec``: one row ``(src, d, u, v)`` of 12 numbers per projection
         (source, detector centre, column step, row step): any trajectory. Or ASTRA's
         own geometry dicts, ``from_astra(proj_geom, vol_geom)``: a ``cone`` or
@@ -95,9 +82,15 @@ class ConeGeometry(VolumeGeometry):
         geometry (``astra.create_vol_geom``; a window of other sides along x, y and z makes
         voxels of those sides), in one line. ASTRA's
         projections are ``(rows, angles, columns)``; pybp's ``(angles, rows, columns)``:
-        ``data.transpose(1, 0, 2)``. Its volumes are pybp's ``(nz, ny, nx)``."""
+        ``data.transpose(1, 0, 2)``. Its volumes are pybp's ``(nz, ny, nx)``. A ``cone``
+        dict's ``ProjectionAngles`` are radians, as ASTRA's; spanning more than one turn
+        they are refused as degrees unless ``angle_unit`` says (``"deg"``, or ``"rad"``
+        for several turns), as everywhere in pybp."""
         if isinstance(vectors, dict):
-            return cls._from_astra_dicts(vectors, detector_shape)
+            return cls._from_astra_dicts(vectors, detector_shape, angle_unit)
+        if angle_unit is not None:
+            raise ValueError("angle_unit: cone_vec rows hold no angles (a 'cone' dict's "
+                             "ProjectionAngles take it)")
         if detector_shape is None or volume_shape is None or voxel_size is None:
             raise TypeError("from_astra: give cone_vec rows with detector_shape, volume_shape "
                             "and voxel_size, or ASTRA's proj_geom and vol_geom dicts")
@@ -111,7 +104,7 @@ class ConeGeometry(VolumeGeometry):
                          "vectors")
 
     @classmethod
-    def _from_astra_dicts(cls, proj_geom, vol_geom):
+    def _from_astra_dicts(cls, proj_geom, vol_geom, angle_unit):
         """:meth:`from_astra` of ASTRA's dicts."""
         shape, sizes, centre = astra.volume_window(vol_geom, 3)
         size = astra.voxel_size(sizes)
@@ -121,16 +114,18 @@ class ConeGeometry(VolumeGeometry):
                      if kind and kind.startswith("parallel") else "")
             raise ValueError(f"proj_geom: type {kind!r}; a ConeGeometry takes ASTRA's 'cone' "
                              f"and 'cone_vec'{other}")
-        detector = (int(astra.field(proj_geom, "DetectorRowCount")),
-                    int(astra.field(proj_geom, "DetectorColCount")))
+        detector = (astra.count(proj_geom, "DetectorRowCount"),
+                    astra.count(proj_geom, "DetectorColCount"))
         if kind == "cone":
             return cls.circular(
-                astra.field(proj_geom, "ProjectionAngles"), detector,
+                astra.angles(proj_geom, angle_unit), detector,
                 (astra.field(proj_geom, "DetectorSpacingY"),
                  astra.field(proj_geom, "DetectorSpacingX")),
                 astra.field(proj_geom, "DistanceOriginSource"),
                 astra.field(proj_geom, "DistanceOriginDetector"),
                 shape, size, volume_offset=centre, angle_unit="rad")
+        if angle_unit is not None:
+            raise ValueError("angle_unit: a 'cone_vec' geometry holds no angles")
         return cls.from_astra(astra.field(proj_geom, "Vectors"), detector, shape, size, centre)
 
     @classmethod

@@ -248,7 +248,7 @@ class ParallelGeometry(Geometry):
             object.__setattr__(self, name, getattr(made, name))
 
     @classmethod
-    def from_astra(cls, proj_geom, vol_geom):
+    def from_astra(cls, proj_geom, vol_geom, angle_unit=None):
         """ASTRA's own geometry dicts in one line: a ``parallel`` or ``parallel_vec``
         projection geometry with a 2-D volume geometry, or a ``parallel3d`` or
         ``parallel3d_vec`` one with a 3-D volume geometry (``astra.create_proj_geom``,
@@ -264,7 +264,10 @@ class ParallelGeometry(Geometry):
         (laminography, a tilted detector) are refused by name. The detector's shift along
         ``u`` is each angle's ``center``. (Those others:
         :class:`pybp.ParallelVectorGeometry`, for the iterative methods.) ASTRA's 3-D volumes run y the other way about
-        from its 2-D ones (pybp.geometry.astra): a ``parallel3d`` angle t is pybp's -t."""
+        from its 2-D ones (pybp.geometry.astra): a ``parallel3d`` angle t is pybp's -t.
+        ``ProjectionAngles`` are radians, as ASTRA's; spanning more than one turn they
+        are refused as degrees unless ``angle_unit`` says (``"deg"``, or ``"rad"`` for
+        several turns), as everywhere in pybp."""
         name = astra.kind(proj_geom)
         if name not in ("parallel", "parallel_vec", "parallel3d", "parallel3d_vec"):
             other = (" (cone beam: pybp.ConeGeometry.from_astra)"
@@ -280,7 +283,9 @@ class ParallelGeometry(Geometry):
                              "pybp.ParallelVectorGeometry.from_astra, for the iterative "
                              "methods)")
         voxel = float(sizes[0])
-        rows, n_rows, n_bins = astra.parallel_vectors(proj_geom)
+        if angle_unit is not None and name.endswith("_vec"):
+            raise ValueError(f"angle_unit: a {name!r} geometry holds no angles")
+        rows, n_rows, n_bins = astra.parallel_vectors(proj_geom, angle_unit)
         ray, d, u, v = (rows[:, 3 * a:3 * a + 3] for a in range(4))
         _check_parallel_rows(ray, u, v)
         pixel = np.hypot(u[:, 0], u[:, 1])
@@ -297,7 +302,7 @@ class ParallelGeometry(Geometry):
         # 2-D angle as it is (its y runs up the rows), its 3-D angle negated
         sign = 1.0 if dims == 2 else -1.0
         if name in ("parallel", "parallel3d"):
-            angles = sign * np.asarray(proj_geom["ProjectionAngles"], np.float64).ravel()
+            angles = sign * astra.angles(proj_geom, angle_unit)
         else:
             angles = sign * np.unwrap(np.arctan2(u[:, 1], u[:, 0]))
         return cls(angles, n_bins, center, shape[-2:],

@@ -17,10 +17,11 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from pybp.checks import float_array, in_length_range, positive_length
+from pybp.checks import float_array, in_length_range
 from pybp.geometry import astra
 from pybp.geometry.angles import in_radians
-from pybp.geometry.volume import VolumeGeometry, detector_rows, inverted, volume_of
+from pybp.geometry.volume import (VolumeGeometry, detector_rows, inverted, size_pair,
+                                  volume_of)
 
 
 def laminography_vectors(angles, tilt, pixel_size, detector_offset=(0.0, 0.0)) -> np.ndarray:
@@ -51,16 +52,22 @@ class ParallelVectorGeometry(VolumeGeometry):
 
     @classmethod
     def from_astra(cls, vectors, detector_shape=None, volume_shape=None, voxel_size=None,
-                   volume_offset=(0, 0, 0)):
+                   volume_offset=(0, 0, 0), angle_unit=None):
         """ASTRA ``parallel3d_vec``: one row ``(ray, d, u, v)`` of 12 numbers per
         projection (the rays' direction, the detector's centre, its column step and its
         row step). Or ASTRA's own dicts, ``from_astra(proj_geom, vol_geom)``: a
         ``parallel3d_vec`` or ``parallel3d`` projection geometry and a 3-D volume
         geometry (its window gives the voxel's sides and the volume's offset). ASTRA's
         projections are ``(rows, angles, columns)``; pybp's ``(angles, rows, columns)``:
-        ``data.transpose(1, 0, 2)``. Volumes are the same arrays in both."""
+        ``data.transpose(1, 0, 2)``. Volumes are the same arrays in both. A
+        ``parallel3d`` dict's ``ProjectionAngles`` are radians, as ASTRA's; spanning more
+        than one turn they are refused as degrees unless ``angle_unit`` says (``"deg"``,
+        or ``"rad"`` for several turns)."""
         if isinstance(vectors, dict):
-            return cls._from_astra_dicts(vectors, detector_shape)
+            return cls._from_astra_dicts(vectors, detector_shape, angle_unit)
+        if angle_unit is not None:
+            raise ValueError("angle_unit: parallel3d_vec rows hold no angles (a "
+                             "'parallel3d' dict's ProjectionAngles take it)")
         if detector_shape is None or volume_shape is None or voxel_size is None:
             raise TypeError("from_astra: give parallel3d_vec rows with detector_shape, "
                             "volume_shape and voxel_size, or ASTRA's proj_geom and vol_geom "
@@ -82,7 +89,7 @@ class ParallelVectorGeometry(VolumeGeometry):
                    **volume_of(volume_shape, voxel_size, volume_offset))
 
     @classmethod
-    def _from_astra_dicts(cls, proj_geom, vol_geom):
+    def _from_astra_dicts(cls, proj_geom, vol_geom, angle_unit):
         """:meth:`from_astra` of ASTRA's dicts."""
         kind = astra.kind(proj_geom)
         if kind not in ("parallel3d", "parallel3d_vec"):
@@ -92,7 +99,9 @@ class ParallelVectorGeometry(VolumeGeometry):
                              f"'parallel3d' and 'parallel3d_vec'{other}")
         shape, sides, centre = astra.volume_window(vol_geom, 3)
         size = astra.voxel_size(sides)
-        rows, n_rows, n_cols = astra.parallel_vectors(proj_geom)
+        if angle_unit is not None and kind == "parallel3d_vec":
+            raise ValueError("angle_unit: a 'parallel3d_vec' geometry holds no angles")
+        rows, n_rows, n_cols = astra.parallel_vectors(proj_geom, angle_unit)
         return cls.from_astra(rows, (n_rows, n_cols), shape, size, centre)
 
     @classmethod
@@ -108,11 +117,12 @@ class ParallelVectorGeometry(VolumeGeometry):
         column)`` pixels from the ray through the origin. ``pixel_size`` is a number or
         ``(row, column)``."""
         angles = in_radians(angles, angle_unit)
-        tilt = float(in_radians(np.atleast_1d(float(tilt)), angle_unit or "rad")[0])
+        if np.ndim(tilt) != 0:
+            raise TypeError(f"tilt: expected one angle, got {tilt!r}")
+        tilt = float(in_radians([tilt], angle_unit or "rad", "tilt")[0])
         if not abs(tilt) < np.pi / 2:
             raise ValueError(f"tilt: expected an angle under a right angle, got {tilt:g} rad")
-        sizes = np.broadcast_to(np.asarray(pixel_size, np.float64), (2,))
-        rows, columns = (positive_length(float(s), "pixel_size") for s in sizes)
+        rows, columns = size_pair(pixel_size, "pixel_size")
         offset = in_length_range(float_array(detector_offset, "detector_offset", 1),
                                  "detector_offset")
         if offset.shape != (2,):

@@ -30,6 +30,19 @@ def voxel_size_of(value):
     return sides[0] if sides[0] == sides[1] == sides[2] else sides
 
 
+def size_pair(value, name):
+    """A positive size, or two: ``(first, second)`` (a pixel's ``(row, column)``)."""
+    values = float_array(np.atleast_1d(value), name, 1)
+    if len(values) == 1:
+        values = np.repeat(values, 2)
+    if len(values) != 2:
+        raise ValueError(f"{name}: expected one or two numbers, got {value!r}")
+    if not (values > 0).all():
+        raise ValueError(f"{name}: expected positive sizes, got {value!r}")
+    in_length_range(values, name)
+    return float(values[0]), float(values[1])
+
+
 def shape_of(value, name, n):
     """``n`` positive sizes the kernels can count, or an error naming ``name``."""
     try:

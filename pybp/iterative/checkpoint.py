@@ -13,6 +13,7 @@ import hashlib
 import json
 import os
 import time
+import warnings
 from pathlib import Path
 
 import numpy as np
@@ -48,6 +49,7 @@ class Checkpoint:
             raise ValueError(f"checkpoint: expected a {SUFFIX} file, got {str(path)!r}")
         if not self.path.parent.is_dir():
             raise ValueError(f"checkpoint: {self.path.parent} is not a folder")
+        _check_writable(self.path)
         self.key = json.loads(json.dumps(key))  # as it comes back from the file
         self.kept = None  # the iteration of the last state kept
         self._since = time.perf_counter()
@@ -98,4 +100,25 @@ class Checkpoint:
         self._writing = self._since - now
 
     def remove(self):
-        self.path.unlink(missing_ok=True)
+        """The state gone, once the run is done; one that cannot be removed is said,
+        not raised: the run's result is what matters then."""
+        try:
+            self.path.unlink(missing_ok=True)
+        except OSError as exc:
+            warnings.warn(f"pybp: checkpoint: {self.path} could not be removed "
+                          f"({exc.strerror}); the run is done, remove it by hand",
+                          RuntimeWarning, stacklevel=3)
+
+
+def _check_writable(path: Path):
+    """A file can be made beside ``path`` (the state is written there, then renamed),
+    or an error before the first iteration: a read-only folder used to fail at the first
+    save, 30 s into the run, or at the end, its result lost."""
+    probe = path.with_name(f".{path.name}.probe-{os.getpid()}")
+    try:
+        with open(probe, "xb"):
+            pass
+        probe.unlink()
+    except OSError as exc:
+        raise ValueError(f"checkpoint: cannot write in {path.parent} ({exc.strerror}); give "
+                         "a path in a folder you can write") from None

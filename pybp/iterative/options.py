@@ -60,4 +60,4 @@ def _subsets(value):
 
 
 # Each option's check, by name (the table gives which method takes it, and its default)
-CHECKS = {"nonnegative": bool, "relaxation": relaxation, "subsets": _subsets, "weight": weight}
+CHECKS = {"nonnegative": lambda value: checks.flag(value, "nonnegative"), "relaxation": relaxation, "subsets": _subsets, "weight": weight}

@@ -22,7 +22,7 @@ from pybp.cl.device import describe, open_device
 from pybp.cl.images import usable_image_formats
 from pybp.geometry.parallel import Geometry
 from pybp.iterative import options
-from pybp.iterative.table import TABLE
+from pybp.iterative.table import OPTION_NAMES, TABLE
 from pybp.parallel import iterate, kernels, profiler, project, verify
 from pybp.parallel.backproject import Backproject, Circle
 from pybp.parallel.params import INTERPOLATIONS, KERNELS, SLICES_PER_PASS, STORAGES
@@ -99,6 +99,14 @@ class Setup:
         object.__setattr__(self, "ring_options", rings.options(
             self.rings, self.ring_options, int(np.size(self.angles)), self.n_bins))
 
+    @classmethod
+    def of(cls, n_bins, angles, center=None, **options) -> "Setup":
+        """A Setup of the keywords as :func:`pybp.reconstruct` and the command take them:
+        an iterative method's own options (``nonnegative``, ``relaxation``, ...) beside
+        the others, gathered into ``method_options`` here, for every caller."""
+        method_options = {name: options.pop(name) for name in OPTION_NAMES if name in options}
+        return cls(n_bins, angles, center, method_options=method_options or None, **options)
+
     def geometry(self) -> Geometry:
         """The scan geometry (checked), without a device."""
         return Geometry.create(self.n_bins, self.angles, self.center, self.slice_shape,
@@ -165,7 +173,8 @@ class ParallelRecipe(Recipe):
         g = self.geometry
         weights = g.filter_weights()
         gain = None if setup.filter is None else filters.gain(setup.filter, g.n_bins)
-        self.result_bound = halfscale.result_bound(g.n_angles, weights, gain)
+        self.result_bound = halfscale.result_bound(
+            g.n_angles, weights, gain, None if gain is None else filters.padded_size(g.n_bins))
         stages = []
         if setup.filter is not None:
             stages.append(filters.Filter(self.context, self.device, setup.filter, g.n_bins,

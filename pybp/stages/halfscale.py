@@ -59,14 +59,17 @@ def check_range(bounds, name="sinograms", what="back-projection"):
                          f"(up to {worst:.3g}, float32 holds 3.4e38); scale the data down")
 
 
-def result_bound(n_angles, weights=None, filter_gain=None) -> float:
+def result_bound(n_angles, weights=None, filter_gain=None, points=None) -> float:
     """Per unit of a slice's largest absolute value, the largest value any stage of
     the back-projection can reach. Filtering grows a row by at most the filter's gain
-    (its kernel's L1 norm) before each angle's weight; a plain back-projection sums at
-    most ``n_angles`` values."""
+    (its kernel's L1 norm) before each angle's weight, and its transform of ``points``
+    (the padded row) sums as many values into one frequency on the way (a row of 48
+    values of 1e37 made inf there: FBP gave NaN); a plain back-projection sums at most
+    ``n_angles`` values."""
     if filter_gain is None:
         return float(n_angles)
-    return filter_gain * max(1.0, float(np.asarray(weights, np.float64).sum()))
+    return max(filter_gain * max(1.0, float(np.asarray(weights, np.float64).sum())),
+               float(points or 0))
 
 
 KERNELS = {

@@ -6,6 +6,8 @@ import sys
 import threading
 import time
 
+from pybp import checks
+
 
 class Progress:
     """Slices done, GU/s and time left on standard error, once work has run for
@@ -16,7 +18,8 @@ class Progress:
 
     def __init__(self, total, updates_per_slice, enabled=True, delay=2.0, stream=sys.stderr,
                  what="slices", rate="GU/s"):
-        self.total, self.per_slice, self.enabled = total, updates_per_slice, enabled
+        self.total, self.per_slice = total, updates_per_slice
+        self.enabled = checks.flag(enabled, "progress")  # every call's line comes here
         self.what, self.rate = what, rate
         self.delay, self.stream = delay, stream
         self.done, self.start, self.shown, self.last = 0, time.perf_counter(), False, 0.0

@@ -39,8 +39,8 @@ def copy_blocks(pool, destination, source):
     axis on ``pool`` when it is large; casts as needed. (Blocks of the second axis for
     chunks of 4 slices, 8 blocks instead of 4, made two GPUs slower, not faster, on the
     H200 machine: 3.99 s against 2.88 s, the host's memory already busy.)"""
-    in_blocks(pool, len(destination), destination.nbytes, lambda a, b: np.copyto(
-        destination[a:b], source[a:b], casting="unsafe"))
+    in_blocks(pool, len(destination), destination.nbytes, lambda a, b: checks.cast_into(
+        destination[a:b], source[a:b]))
 
 
 def read_into(destination, source, frames: slice, rows: slice):
@@ -57,7 +57,7 @@ def read_into(destination, source, frames: slice, rows: slice):
             and destination.flags.c_contiguous:
         direct(destination, (frames, rows), (slice(None), slice(0, n)))
     else:
-        np.copyto(destination[:, :n], np.asarray(source[frames, rows]), casting="unsafe")
+        checks.cast_into(destination[:, :n], np.asarray(source[frames, rows]))
 
 
 @contextlib.contextmanager

@@ -23,12 +23,15 @@ MARK = "pybp"  # the metadata key (pybp's version) that says pybp made an output
 # saved since), give values that differ in their last bits, and one volume would mix
 # two. They come last: another method or option changes the kernels too, and the
 # message then names what the user changed, not the device.
+# The method comes before the options of one method, so that an FBP output resumed by
+# SIRT names the method, not FBP's filter that SIRT lacks.
 RESUME_KEYS = ("input", "input_sha1", "shape", "first_row", "dtype", "center", "angles_sha1",
-               "log", "filter", "padding", "interpolation", "precision", "slice_shape",
-               "circle", "voxel_size", "volume_offset", "matrices_sha1", "rings",
+               "log", "method", "filter", "padding", "interpolation", "precision",
+               "slice_shape", "circle", "voxel_size", "volume_offset", "matrices_sha1", "rings",
                "ring_options", "phase", "chunk_slices", "memory_limit", "slices_per_pass",
-               "method", "iterations", "nonnegative", "relaxation", "subsets", "weight",
-               "devices")
+               "iterations", "nonnegative", "relaxation", "subsets", "weight", "devices")
+# What a key stored by none means: FBP's (FDK's) metadata holds no method
+ABSENT = {"method": "fbp"}
 
 
 def partial_path(path: Path) -> Path:
@@ -65,7 +68,8 @@ def check_same(stored, metadata, where):
     if not is_pybp(stored):
         raise FileExistsError(f"resume: {where} was not written by pybp; choose another name")
     for key in RESUME_KEYS:
-        if stored.get(key) != metadata.get(key):
+        was, now = stored.get(key, ABSENT.get(key)), metadata.get(key, ABSENT.get(key))
+        if was != now:
             if key == "input_sha1":
                 raise ValueError(f"resume: {where} was made from other data in "
                                  f"{metadata.get('input')} (it changed since); --overwrite "
@@ -78,9 +82,8 @@ def check_same(stored, metadata, where):
                                  f"this run has {_devices_text(metadata.get(key))}, whose "
                                  "values differ in their last bits: resume on the same "
                                  "device (--device), or --overwrite to start again")
-            raise ValueError(f"resume: {where} was made with {key}={stored.get(key)!r}, this "
-                             f"run has {metadata.get(key)!r}; give the same options, or "
-                             "--overwrite to start again")
+            raise ValueError(f"resume: {where} was made with {key}={was!r}, this run has "
+                             f"{now!r}; give the same options, or --overwrite to start again")
 
 
 def converted(slices, dtype, first_row):

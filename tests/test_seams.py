@@ -1,0 +1,243 @@
+"""Issue 67's seams, each finding tried as the audit met it: through the command and the
+public calls, on real files, with what is left on disk counted. Each test failed on the
+code before its fix."""
+
+import json
+import warnings
+from pathlib import Path
+
+import numpy as np
+import pytest
+import tifffile
+
+import pybp
+from pybp.bench.volume import make_scan
+from pybp.cli import commands as cli
+
+N_BINS, N_ANGLES, N_ROWS = 64, 48, 16
+CENTER = N_BINS / 2 - 0.5
+
+
+@pytest.fixture(scope="module")
+def files(tmp_path_factory):
+    """A small scan on disk as the command reads it: projections, flats, darks and angles
+    in degrees; and its arrays."""
+    folder = tmp_path_factory.mktemp("scan")
+    angles, projections, flats, darks = make_scan(N_BINS, N_ANGLES, N_ROWS, 3, seed=4)
+    for name, array in dict(proj=projections, flats=flats, darks=darks).items():
+        np.save(folder / f"{name}.npy", array)
+    np.savetxt(folder / "angles.txt", np.degrees(angles))
+    angles = np.radians(np.loadtxt(folder / "angles.txt"))
+    return folder, dict(projections=projections, flats=flats, darks=darks, angles=angles)
+
+
+def command(folder, output, *extra):
+    return ["reconstruct", str(folder / "proj.npy"), "--flats", str(folder / "flats.npy"),
+            "--darks", str(folder / "darks.npy"), "--angles", str(folder / "angles.txt"),
+            "--center", str(CENTER), "-o", str(output), "--quiet", *extra]
+
+
+def tiff_slices(folder) -> np.ndarray:
+    names = sorted(Path(folder).glob("slice_*.tif"))
+    return np.stack([tifffile.imread(p) for p in names])
+
+
+# ---- 1. the iterative methods through the scheduler ---------------------------------------
+@pytest.mark.parametrize("method", [["--method", "sirt", "--iterations", "3", "--nonnegative"],
+                                    ["--method", "tv", "--iterations", "2", "--weight", "0.01"]])
+def test_an_iterative_method_through_a_local_scheduler_is_the_local_run(files, tmp_path,
+                                                                       method):
+    """``--scheduler local --method sirt --nonnegative`` (and tv, sart) stopped with
+    "Setup.__init__() got an unexpected keyword argument 'nonnegative'"; now its slices
+    are those of the run without a scheduler, bit for bit."""
+    pytest.importorskip("distributed")
+    folder, _ = files
+    alone, dask = tmp_path / "alone", tmp_path / "dask"
+    assert cli.main(command(folder, alone, *method)) == 0
+    assert cli.main(command(folder, dask, *method, "--scheduler", "local")) == 0
+    np.testing.assert_array_equal(tiff_slices(dask), tiff_slices(alone))
+    assert len(list(dask.glob("slice_*.tif"))) == N_ROWS
+    stored = json.loads((dask / "pybp.json").read_text())
+    assert stored["method"] == method[1]
+
+
+# ---- 11, 12, 13: names and booleans -------------------------------------------------------
+@pytest.fixture(scope="module")
+def sinograms():
+    geometry = pybp.ParallelGeometry(np.linspace(0, np.pi, 24, endpoint=False), 32)
+    return np.ones((2, 24, 32), np.float32), geometry
+
+
+def test_tigre_relaxation_given_to_a_method_without_one_names_what_it_has(sinograms):
+    """``pybp.tv(s, g, 2, lmbda=0.1)`` said "pybp.tv takes relaxation", which tv lacks."""
+    data, geometry = sinograms
+    with pytest.raises(TypeError, match=r"^lmbda: .*pybp\.tv has no relaxation .*weight"):
+        pybp.tv(data, geometry, 2, weight=0.1, lmbda=0.1)
+    with pytest.raises(TypeError, match=r"^lmbda: .*pybp\.cgls has no relaxation"):
+        pybp.cgls(data, geometry, 2, lmbda=0.1)
+    with pytest.raises(TypeError, match=r"^lmbda: .*pybp\.sirt takes relaxation"):
+        pybp.sirt(data, geometry, 2, lmbda=0.1)
+
+
+@pytest.mark.parametrize("call", [
+    lambda d, g: pybp.sirt(d, g, 2, nonnegative="no", progress=False),
+    lambda d, g: pybp.tv(d, g, 2, weight=0.1, nonnegative="no", progress=False),
+    lambda d, g: pybp.sirt(d, g, 2, progress="no"),
+    lambda d, g: pybp.reconstruct(d, g, log="no", progress=False),
+    lambda d, g: pybp.reconstruct(d, g, log=False, progress="no"),
+    lambda d, g: pybp.reconstruct(d, g, log=False, method="sirt", iterations=2,
+                                  nonnegative="no", progress=False),
+    lambda d, g: pybp.Backprojector(g.n_bins, g.angles, progress="no"),
+], ids=["sirt-nonnegative", "tv-nonnegative", "sirt-progress", "reconstruct-log",
+        "reconstruct-progress", "reconstruct-nonnegative", "backprojector-progress"])
+def test_a_string_is_not_taken_as_true(sinograms, call):
+    """``log="no"`` took the log and ``nonnegative="no"`` clipped: a string is true to
+    Python. Now a boolean option takes True or False only, and names itself."""
+    data, geometry = sinograms
+    with pytest.raises(TypeError, match=r"^(log|nonnegative|progress): expected True or False, "
+                                        r"got 'no'"):
+        call(data.transpose(1, 0, 2).copy(), geometry)
+
+
+def test_resuming_an_fbp_output_by_another_method_names_the_method(files, tmp_path, capsys):
+    """It said "made with filter='ramp', this run has None"."""
+    folder, _ = files
+    out = tmp_path / "fbp"
+    assert cli.main(command(folder, out, "--rows", "0:4")) == 0
+    capsys.readouterr()
+    assert cli.main(command(folder, out, "--rows", "0:4", "--resume", "--method", "sirt",
+                            "--iterations", "2")) == 2
+    err = capsys.readouterr().err
+    assert "was made with method='fbp', this run has 'sirt'" in err, err
+
+
+# ---- 3, 14, 15: ASTRA's dicts and laminography's arguments -------------------------------
+CONE = {"type": "cone", "DetectorRowCount": 30, "DetectorColCount": 40,
+        "DetectorSpacingX": 1.0, "DetectorSpacingY": 1.0, "DistanceOriginSource": 100.0,
+        "DistanceOriginDetector": 50.0}
+CONE_VOLUME = {"GridRowCount": 16, "GridColCount": 16, "GridSliceCount": 16}
+PARALLEL = {"type": "parallel", "DetectorCount": 32, "DetectorWidth": 1.0}
+PARALLEL_VOLUME = {"GridRowCount": 32, "GridColCount": 32}
+PARALLEL3D = {"type": "parallel3d", "DetectorRowCount": 16, "DetectorColCount": 32,
+              "DetectorSpacingX": 1.0, "DetectorSpacingY": 1.0}
+
+
+@pytest.mark.parametrize("make, proj_geom, vol_geom, span", [
+    (pybp.ConeGeometry.from_astra, CONE, CONE_VOLUME, 360),
+    (pybp.ParallelGeometry.from_astra, PARALLEL, PARALLEL_VOLUME, 180),
+    (pybp.ParallelGeometry.from_astra, PARALLEL3D, CONE_VOLUME, 180),
+    (pybp.ParallelVectorGeometry.from_astra, PARALLEL3D, CONE_VOLUME, 180),
+], ids=["cone", "parallel", "parallel3d", "parallel3d-vectors"])
+def test_astra_angles_in_degrees_are_refused_or_taken_with_angle_unit(make, proj_geom, vol_geom,
+                                                                      span):
+    """A ``cone`` dict of angles 0..360 was taken as radians ("spanning 957.3 degrees"),
+    and FDK of it gave 0.054 for a ball of 0.02; ``parallel`` said nothing. The rule of
+    every pybp call holds: refused, or converted with ``angle_unit="deg"``."""
+    degrees = np.linspace(0, span, 60, endpoint=False)
+    with pytest.raises(ValueError, match=r"^proj_geom: ProjectionAngles: they span .* degrees\? "
+                                         r".*angle_unit='deg'"):
+        make(dict(proj_geom, ProjectionAngles=degrees), vol_geom)
+    taken = make(dict(proj_geom, ProjectionAngles=degrees), vol_geom, angle_unit="deg")
+    radians = make(dict(proj_geom, ProjectionAngles=np.radians(degrees)), vol_geom)
+    same = "matrices" if hasattr(taken, "matrices") else "angles"
+    np.testing.assert_allclose(getattr(taken, same), getattr(radians, same), rtol=0, atol=1e-12)
+    turns = np.radians(np.linspace(0, 2 * span, 120, endpoint=False))
+    assert make(dict(proj_geom, ProjectionAngles=turns), vol_geom, angle_unit="rad").n_angles \
+        == 120
+
+
+@pytest.mark.parametrize("proj_geom, vol_geom, message", [
+    (dict(CONE, DetectorRowCount=30.7), CONE_VOLUME,
+     "proj_geom: DetectorRowCount: expected a positive whole number, got 30.7"),
+    (dict(CONE, DetectorColCount="40"), CONE_VOLUME,
+     "proj_geom: DetectorColCount: expected a positive whole number, got '40'"),
+    (CONE, dict(CONE_VOLUME, GridSliceCount=0),
+     "vol_geom: GridSliceCount: expected a positive whole number, got 0"),
+], ids=["rows", "columns", "slices"])
+def test_astra_counts_are_whole_positive_numbers(proj_geom, vol_geom, message):
+    """``DetectorRowCount: 30.7`` was taken as 30; ``GridSliceCount: 0`` said "WindowMaxZ 0
+    is not above WindowMinZ 0"."""
+    proj_geom = dict(proj_geom, ProjectionAngles=np.linspace(0, 2 * np.pi, 8, endpoint=False))
+    with pytest.raises(ValueError) as caught:
+        pybp.ConeGeometry.from_astra(proj_geom, vol_geom)
+    assert str(caught.value) == message
+
+
+@pytest.mark.parametrize("change, error, message", [
+    (dict(tilt=float("nan")), ValueError, "tilt: contains NaN or Inf"),
+    (dict(tilt=[0.1, 0.2]), TypeError, "tilt: expected one angle, got [0.1, 0.2]"),
+    (dict(pixel_size=(1, 2, 3)), ValueError,
+     "pixel_size: expected one or two numbers, got (1, 2, 3)"),
+], ids=["nan-tilt", "list-tilt", "three-sizes"])
+def test_laminography_arguments_are_named(change, error, message):
+    """A NaN tilt was reported as "angles: ...", a list as the tilt gave a bare
+    ``float()`` TypeError, and three pixel sizes NumPy's broadcast error."""
+    arguments = dict(tilt=0.3, pixel_size=1.0)
+    arguments.update(change)
+    with pytest.raises(error) as caught:
+        pybp.ParallelVectorGeometry.laminography(
+            np.linspace(0, 2 * np.pi, 8, endpoint=False), arguments["tilt"], (8, 8),
+            arguments["pixel_size"], (8, 8, 8), 1.0)
+    assert str(caught.value) == message
+
+
+# ---- 8, 10: values float32 cannot hold ----------------------------------------------------
+def test_fbp_of_values_whose_filter_would_overflow_is_refused():
+    """``fbp(np.full((60, 48), 1e37))`` gave all NaN, silently: the range check allowed
+    for the filter's gain but not its transform, which sums a row into one frequency."""
+    angles = np.linspace(0, np.pi, 60, endpoint=False)
+    with pytest.raises(ValueError, match="^sinograms: values this large could overflow float32"):
+        pybp.fbp(np.full((60, 48), 1e37, np.float32), angles)
+    small = pybp.fbp(np.full((60, 48), 1e34, np.float32), angles)
+    reference = pybp.fbp(np.full((60, 48), 1.0, np.float32), angles)
+    np.testing.assert_allclose(small, reference * 1e34, rtol=1e-5)  # linear, and finite
+
+
+@pytest.mark.parametrize("call", [
+    lambda p, g: pybp.fdk(p, g, progress=False),
+    lambda p, g: pybp.sirt(p, g, 2, progress=False),
+    lambda p, g: pybp.reconstruct(p, g, method="cgls", iterations=2, log=False, progress=False),
+], ids=["fdk", "sirt", "reconstruct"])
+def test_finite_values_beyond_float32_are_named_as_such(call):
+    """Float64 data of 1e300 was called "NaN or Inf", after NumPy's overflow warning."""
+    geometry = pybp.ConeGeometry.circular(np.linspace(0, 2 * np.pi, 16, endpoint=False),
+                                          (8, 12), 1.0, 50, 20, (8, 8, 8), 1.0)
+    projections = np.zeros((16, 8, 12))
+    projections[3, 2, 2] = 1e300
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")  # and no NumPy warning on the way
+        with pytest.raises(ValueError, match=r"^projections: hold values beyond float32's "
+                                             r"range \(3.4e\+38\)"):
+            call(projections, geometry)
+
+
+# ---- 4: a checkpoint where nothing can be written ----------------------------------------
+@pytest.fixture
+def read_only_folder(tmp_path):
+    """A folder that even root cannot write in: a read-only tmpfs where this process may
+    mount one (as root, here and on CI), else ``/sys``."""
+    import subprocess
+    folder = tmp_path / "read-only"
+    folder.mkdir()
+    mounted = subprocess.run(["mount", "-t", "tmpfs", "-o", "ro,size=1m", "tmpfs", str(folder)],
+                             capture_output=True).returncode == 0
+    yield folder if mounted else Path("/sys")
+    if mounted:
+        subprocess.run(["umount", str(folder)], check=True)
+
+
+def test_a_checkpoint_in_a_read_only_folder_is_refused_before_the_first_iteration(
+        sinograms, read_only_folder, monkeypatch):
+    """``sirt(p, g, 3, checkpoint="/read-only/ck.npz")`` computed, then died in
+    ``checkpoint.remove`` with an OSError and the result was lost; a longer run died at
+    its first save, 30 s in. Now it is refused before the first iteration."""
+    from pybp.iterative import checkpoint
+    monkeypatch.setattr(checkpoint, "CHECKPOINT_SECONDS", 0.0)  # a save after every iteration
+    data, geometry = sinograms
+    reports = []
+    with pytest.raises(ValueError, match=r"^checkpoint: cannot write in .*read-only|"
+                                         r"^checkpoint: cannot write in /sys"):
+        pybp.sirt(data.transpose(1, 0, 2).copy(), geometry, 3, progress=False,
+                  checkpoint=read_only_folder / "ck.npz",
+                  callback=lambda i, x: reports.append(i))
+    assert reports == []  # refused before any iteration ran
