@@ -3,6 +3,13 @@ public calls, on real files, with what is left on disk counted. Each test failed
 code before its fix."""
 
 import json
+import os
+import re
+import shutil
+import signal
+import subprocess
+import sys
+import time
 import warnings
 from pathlib import Path
 
@@ -13,6 +20,7 @@ import tifffile
 import pybp
 from pybp.bench.volume import make_scan
 from pybp.cli import commands as cli
+from conftest import cpu_runtimes
 
 N_BINS, N_ANGLES, N_ROWS = 64, 48, 16
 CENTER = N_BINS / 2 - 0.5
@@ -241,3 +249,153 @@ def test_a_checkpoint_in_a_read_only_folder_is_refused_before_the_first_iteratio
                   checkpoint=read_only_folder / "ck.npz",
                   callback=lambda i, x: reports.append(i))
     assert reports == []  # refused before any iteration ran
+
+
+# ---- 2, 5, 9, 21: what a run through the command leaves on disk --------------------------
+LONG_BINS, LONG_ANGLES, LONG_ROWS = 512, 240, 48  # 3 chunks of 16 rows from a file
+
+
+@pytest.fixture(scope="module")
+def long_files(tmp_path_factory, cl_device):
+    """A scan long enough to interrupt (a few seconds through the command on 2 cores),
+    as a DXchange file (read in chunks of 16 rows, as the audit's was), and its volume
+    reconstructed in this process."""
+    h5py = pytest.importorskip("h5py")
+    folder = tmp_path_factory.mktemp("long")
+    angles, projections, flats, darks = make_scan(LONG_BINS, LONG_ANGLES, LONG_ROWS, 3, seed=6)
+    with h5py.File(folder / "scan.h5", "w") as f:
+        f["exchange/data"], f["exchange/data_white"] = projections, flats
+        f["exchange/data_dark"], f["exchange/theta"] = darks, np.degrees(angles)
+        angles = np.radians(f["exchange/theta"][()])
+    expected = pybp.reconstruct(projections, angles, flats, darks, center=LONG_BINS / 2 - 0.5,
+                                device=cl_device, progress=False)
+    return folder, expected
+
+
+def long_command(folder, output, *extra):
+    return [sys.executable, "-m", "pybp", "reconstruct", str(folder / "scan.h5"), "--center",
+            str(LONG_BINS / 2 - 0.5), "-o", str(output), *extra]
+
+
+def assert_whole(output, expected, indices, close=False):
+    """The TIFF slices ``indices`` are in ``output``, no others, each with the in-process
+    volume's values (``close``: made by another runtime, to float32's rounding)."""
+    names = sorted(p.name for p in output.glob("slice_*.tif"))
+    assert names == [f"slice_{i:05d}.tif" for i in indices]
+    for i in indices:
+        got = tifffile.imread(output / f"slice_{i:05d}.tif")
+        if close:
+            np.testing.assert_allclose(got, expected[i], rtol=0,
+                                       atol=1e-5 * np.abs(expected[i]).max(), err_msg=str(i))
+        else:
+            np.testing.assert_array_equal(got, expected[i], err_msg=str(i))
+
+
+@pytest.mark.parametrize("runtime", cpu_runtimes())
+def test_an_interrupt_keeps_what_the_progress_line_counted(long_files, tmp_path, runtime):
+    """Ctrl-C with the line at "24/48 slices" said "interrupted before the first slice;
+    nothing was written": on a CPU the first chunk's slices came down only behind the
+    next chunks' kernels, and the line counted work in flight as done. Now the line says
+    how many are written, those are on the disk when the interrupt lands, and at least
+    the line's count less one chunk are kept."""
+    folder, expected = long_files
+    output = tmp_path / "slices"
+    env = dict(os.environ, PYBP_DEVICE=runtime) if runtime else None
+    run = subprocess.Popen(long_command(folder, output), stderr=subprocess.PIPE, bufsize=0,
+                           env=env)
+    text, shown = b"", None
+    deadline = time.monotonic() + 120
+    while shown is None and time.monotonic() < deadline:
+        byte = run.stderr.read(1)
+        if not byte:
+            break
+        text += byte
+        lines = re.findall(rb"pybp: ([0-9.]+)/48 slices(?: \((\d+) written\))?", text[-300:])
+        if text.endswith(b" left ") and lines and float(lines[-1][0]) >= 24:
+            shown = lines[-1]
+            run.send_signal(signal.SIGINT)
+    text += run.stderr.read()
+    assert run.wait(timeout=60) == 130, text.decode()
+    assert shown is not None, "the run ended before half its slices: make it longer"
+    kept = sorted(int(p.stem.split("_")[1]) for p in output.glob("slice_*.tif"))
+    said = re.search(rb"interrupted after (\d+) of 48 slices", text)
+    assert said and int(said.group(1)) == len(kept), text.decode()[-400:]
+    written = int(shown[1] or float(shown[0]))
+    assert len(kept) >= written  # what the line said was written is on the disk
+    assert len(kept) >= float(shown[0]) - 16  # at most one chunk of the line in flight
+    close = runtime != os.environ.get("PYBP_DEVICE", runtime)  # another runtime's last bits
+    assert_whole(output, expected, kept, close)
+    assert subprocess.run(long_command(folder, output, "--resume", "--quiet"),
+                          env=env).returncode == 0
+    assert_whole(output, expected, range(LONG_ROWS), close)
+
+
+def test_a_nan_found_mid_run_names_its_place_and_what_was_kept(tmp_path):
+    """A NaN in a late row of line integrals (``--no-log``) left pybp.json and the slices
+    before it, with a message that named neither the slices nor where the NaN was."""
+    integrals = np.ones((LONG_ANGLES, LONG_ROWS, LONG_BINS), np.float32)
+    integrals[7, 40, 3] = np.nan
+    np.save(tmp_path / "proj.npy", integrals)
+    np.savetxt(tmp_path / "angles.txt", np.linspace(0, 180, LONG_ANGLES, endpoint=False))
+    output = tmp_path / "slices"
+    done = subprocess.run([sys.executable, "-m", "pybp", "reconstruct", str(tmp_path / "proj.npy"),
+                           "--angles", str(tmp_path / "angles.txt"), "--no-log", "--center",
+                           "255.5", "-o", str(output), "--quiet"], capture_output=True, text=True)
+    assert done.returncode == 2
+    message = done.stderr.strip()
+    assert "\n" not in message, message  # one line
+    assert "the first at projection 7, row 40, bin 3" in message, message
+    kept = len(list(output.glob("slice_*.tif"))) if output.exists() else 0
+    if kept:
+        assert f"; {kept} of 48 slices are written in {output} (each whole)" in message
+        assert all(tifffile.imread(p).shape == (LONG_BINS, LONG_BINS)
+                   for p in output.glob("slice_*.tif"))
+        assert kept <= 40  # none of the chunk with the NaN
+    else:
+        assert message.endswith("; nothing was written") and not output.exists(), message
+
+
+def test_an_iterative_method_of_three_rows_runs_three(files, tmp_path):
+    """``--rows 30:33 --method sirt`` computed 8 slices (rows grown to FBP's passes) and
+    its line said "8/8 slices", to write 3; an iterative method's slices are each their
+    own problem, so only those asked for are run, with the same values."""
+    _, scan = files
+    stats = {}
+    three = pybp.reconstruct(scan["projections"], scan["angles"], scan["flats"], scan["darks"],
+                             center=CENTER, rows=(9, 12), method="sirt", iterations=3,
+                             progress=False, stats=stats)
+    assert stats["chunk_slices"] == 3, stats
+    whole = pybp.reconstruct(scan["projections"], scan["angles"], scan["flats"], scan["darks"],
+                             center=CENTER, method="sirt", iterations=3, progress=False)
+    np.testing.assert_array_equal(three, whole[9:12])
+
+
+def test_a_resume_rewrites_no_complete_slice_and_sees_a_changed_projection(long_files,
+                                                                          tmp_path, capsys):
+    """Slices 3 and 9 removed, ``--resume`` rewrote 0-3 and 8-11; and a resume after
+    projection 100 changed went on, mixing two inputs (the hash saw projections 0, the
+    middle and the last alone; now also 8 rows of every projection)."""
+    folder, expected = tmp_path / "scan", long_files[1]
+    shutil.copytree(long_files[0], folder)
+    output = tmp_path / "slices"
+    assert cli.main(long_command(folder, output, "--quiet")[3:]) == 0
+    before = {p.name: p.stat().st_ino for p in output.glob("slice_*.tif")}
+    for i in (3, 9):
+        (output / f"slice_{i:05d}.tif").unlink()
+    assert cli.main(long_command(folder, output, "--resume", "--quiet")[3:]) == 0
+    assert_whole(output, expected, range(LONG_ROWS))
+    after = {p.name: p.stat().st_ino for p in output.glob("slice_*.tif")}
+    rewritten = sorted(name for name in before if after[name] != before[name])
+    assert rewritten == ["slice_00003.tif", "slice_00009.tif"], rewritten
+
+    import h5py
+    with h5py.File(folder / "scan.h5", "r+") as f:  # projection 100: not first, middle or last
+        f["exchange/data"][100] = f["exchange/data"][100] // 2
+    (output / "slice_00005.tif").unlink()
+    copy = tmp_path / "copy"
+    shutil.copytree(output, copy)
+    capsys.readouterr()
+    assert cli.main(long_command(folder, output, "--resume", "--quiet")[3:]) == 2
+    assert "was made from other data" in capsys.readouterr().err
+    assert not (output / "slice_00005.tif").exists()  # nothing of the new input written
+    assert sorted(p.name for p in output.iterdir()) == sorted(p.name for p in copy.iterdir())

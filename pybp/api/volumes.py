@@ -71,7 +71,10 @@ def reconstruct(projections, geometry=None, flats=None, darks=None, center=None,
       by the least negative slice), also with a ParallelGeometry, in place of its own.
     - ``out``: where slices go (NumPy array, memmap, h5py dataset), of shape
       ``(stop - first, ny, nx)``, or ``(n_rows, ny, nx)`` for slices to land at their own
-      row; float dtype. Nothing is written before every argument has been checked.
+      row; float dtype. Nothing is written before every argument has been checked; the
+      values are checked as their chunk is read: with ``log=False`` a NaN or Inf stops
+      the call with a ValueError naming its projection, row and bin, the chunks before
+      it in ``out`` already.
     - ``filter`` (default ``"ramp"``), ``padding``, and ``options`` as for
       :class:`pybp.Backprojector` (``interpolation``, ``precision``, ``slices_per_pass``,
       ``slice_shape``, ``kernel``, ...); ``device``, ``context`` or ``queue`` pick the device.

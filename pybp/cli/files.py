@@ -259,7 +259,9 @@ def _run(args, scan, rows, center, options, output, client, rec):
     the workers of ``client``); returns how many were made and the seconds."""
     n = rows[1] - rows[0]
     missing = int((~output.done).sum())
-    runs = output.remaining(align=max(SLICES_PER_PASS))
+    # the slices missing, no others: the stream grows a run to whole passes itself and
+    # writes only its own rows (a resume rewrote slices 0-3 and 8-11 to fill 3 and 9)
+    runs = output.remaining(align=1)
     if missing < n:
         say(args, f"resume: {n - missing} of {n} slices are already in {args.output}")
     tick = time.perf_counter()

@@ -66,6 +66,14 @@ def into(output, total, unit, work):
             raise OSError(exc.errno, output.failure(exc)) from exc
         output.discard()
         raise
+    except ValueError as exc:  # the data refused part way (a NaN with --no-log): say what is kept
+        output.discard()
+        done = int(output.scan_done().sum())
+        if not done:
+            raise ValueError(f"{exc}; nothing was written") from exc
+        raise ValueError(f"{exc}; {done} of {total} {unit}s are written in {output.path} "
+                         "(each whole): mend the input and run again with --overwrite") \
+            from exc
     except BaseException:
         output.discard()
         raise

@@ -10,6 +10,11 @@ from dataclasses import dataclass, field
 import numpy as np
 
 READ_THREADS = 8  # files (or runs of frames) read at once
+# Detector rows of every projection in the input's hash, beside its first, middle and
+# last projections whole: a projection changed anywhere changes the hash (the first,
+# middle and last alone missed projection 100, and a resume mixed two inputs).
+FINGERPRINT_ROWS = 8
+FINGERPRINT = "sampled-1:"  # the hash's rule, before it: a hash of another rule says so
 
 
 def need(module):
@@ -40,15 +45,19 @@ class Scan:
         return tuple(int(n) for n in self.projections.shape)
 
     def fingerprint(self) -> str:
-        """A hash of the data's shape and type and of its first, middle and last
-        projections and first flat and dark: a resumed run refuses input that changed."""
+        """A hash of the data's shape and type, of :data:`FINGERPRINT_ROWS` detector rows
+        of every projection, of its first, middle and last projections whole and of the
+        first flat and dark: a resumed run refuses input that changed. (A 2048^3 uint16
+        scan: 64 MB read of 16 GB.)"""
         digest = hashlib.sha1(repr((self.shape, str(self.projections.dtype))).encode())
-        n = self.shape[0]
+        n, n_rows = self.shape[:2]
         frames = [self.projections[i] for i in sorted({0, n // 2, n - 1})]
+        rows = sorted({int(r) for r in np.linspace(0, n_rows - 1, FINGERPRINT_ROWS).round()})
+        frames += [self.projections[:, r:r + 1] for r in rows]
         frames += [f[0] for f in (self.flats, self.darks) if f is not None]
         for frame in frames:
             digest.update(np.ascontiguousarray(frame).tobytes())
-        return digest.hexdigest()
+        return FINGERPRINT + digest.hexdigest()
 
     def close(self):
         for f in self.files:

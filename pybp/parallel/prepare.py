@@ -349,9 +349,13 @@ def _unit(setup, geometry, target):
 
 def team(setup: Setup, targets, geometry=None) -> Pipelines:
     """The pipelines of ``setup`` on each of ``targets`` (dicts of ``device``,
-    ``context`` or ``queue``): a :class:`pybp.parallel.prepare.ParallelRecipe` each."""
+    ``context`` or ``queue``): a :class:`pybp.parallel.prepare.ParallelRecipe` each.
+    FBP's rows are grown to whole passes of slices (a slice's last bits depend on the
+    pass it is in); an iterative method's slices are each their own problem, so its
+    rows are the caller's (``--rows 10:11`` ran 8 slices' iterations for one)."""
+    align = max(SLICES_PER_PASS) if setup.method == "fbp" else 1
     return Pipelines(partial(_unit, setup, geometry or setup.geometry()), targets,
-                     align=max(SLICES_PER_PASS))
+                     align=align)
 
 
 # Rows of a Dask task start on multiples of this: of every pass width and the usual chunk.

@@ -72,6 +72,34 @@ def source(raw_type: str, real: str, intensity: bool = False) -> str:
                           floor=repr(float(FLOOR_TRANSMISSION)))
 
 
+class NonFinite(ValueError):
+    """A chunk's ``count`` values are NaN or Inf where they are back-projected as they
+    are (``log=False``); the stream that ran it sets ``rows`` ``(first, count)`` of the
+    job's rows, and its caller says where the first one is (:func:`located`)."""
+
+    def __init__(self, count):
+        super().__init__(f"projections: {count} values of a chunk are NaN or Inf; {ADVICE}")
+        self.count, self.rows = count, None
+
+
+ADVICE = ("with log=False the values are back-projected as they are: replace them first "
+          "(numpy.nan_to_num), or pass flats and darks")
+
+
+def located(exc: NonFinite, projections, first) -> ValueError:
+    """``exc`` as one line naming the first NaN or Inf of its rows: read again from
+    ``projections`` (the job's rows from detector row ``first``), one chunk."""
+    a, count = exc.rows
+    block = np.asarray(projections[:, first + a:first + a + count])
+    where = np.argwhere(~np.isfinite(block))
+    if not len(where):  # the data changed since it was read
+        return ValueError(str(exc))
+    p, r, b = (int(v) for v in where[0])
+    return ValueError(f"projections: {exc.count} values of detector rows {first + a}.."
+                      f"{first + a + count - 1} are NaN or Inf, the first at projection {p}, "
+                      f"row {first + a + r}, bin {b}; {ADVICE}")
+
+
 class Normalize(Stage):
     """Projections of ``dtype`` (see :func:`raw_dtype`) of ``n_angles`` x rows x
     ``n_bins`` to sinograms, normalised with the dark and flat means uploaded with each
@@ -121,8 +149,6 @@ class Normalize(Stage):
         Inf) is an error."""
         count = counts["clipped"]
         if count and not self.log and not self.intensity:
-            raise ValueError(f"projections: {count} values of a chunk are NaN or Inf; with "
-                             "log=False the values are back-projected as they are: replace "
-                             "them first (numpy.nan_to_num), or pass flats and darks")
+            raise NonFinite(count)
         return count
 

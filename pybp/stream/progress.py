@@ -12,6 +12,8 @@ from pybp import checks
 class Progress:
     """Slices done, GU/s and time left on standard error, once work has run for
     ``delay`` seconds (short calls print nothing); ``enabled=False`` silences it.
+    :meth:`update` counts slices once they are in the output; where the work in flight
+    runs ahead of them, the line says how many are written.
     Several pipelines may update one (any thread). Within a long slice, the updates of
     the back-projection launches seen finished (:meth:`work`) move it on: a single
     slice of 20000^2 on a CPU shows its share done."""
@@ -61,7 +63,10 @@ class Progress:
         left = elapsed / done * (self.total - done)
         speed = f"{rate:.0f}" if rate >= 10 else f"{rate:.2g}"  # a CPU's 0.14 GUPS, not 0
         count = f"{done:.0f}" if done == int(done) or done >= 10 else f"{done:.1f}"
-        print(f"\rpybp: {count}/{self.total} {self.what}, {speed} {self.rate}, "
+        # update() counts slices once written; the back-projection's work, those in flight
+        kept = f" ({self.done:.0f} written)" if self.what == "slices" and \
+            int(done) > self.done else ""
+        print(f"\rpybp: {count}/{self.total} {self.what}{kept}, {speed} {self.rate}, "
               f"{left:.0f} s left ", end="\n" if finished else "", file=self.stream, flush=True)
 
     def close(self):

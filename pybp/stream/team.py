@@ -24,6 +24,7 @@ from functools import partial
 import numpy as np
 
 from pybp.cl.device import keep_ctrl_c
+from pybp.stages.normalize import NonFinite, located
 from pybp.stream import numa, pipeline, sources
 from pybp.stream.executor import WRITES
 from pybp.stream.memory import CHUNK_SLICES, FILE_CHUNK_SLICES
@@ -240,6 +241,10 @@ class _Stream:
                 runs[0]()
             else:
                 join_all(runs, self.stop)
+        except NonFinite as exc:  # where the first one is, in one line
+            if exc.rows is None:
+                raise
+            raise located(exc, self.job.projections, self.job.first) from None
         finally:
             for reader in self.blocks + self.field:
                 reader.close()
@@ -275,8 +280,9 @@ class _Stream:
         sources.copy_blocks(reading, staging, block)
         host["read"] += time.perf_counter() - began
 
-    def write(self, host, writing, start, count, slices):
-        """Slices into the output (on several threads at once)."""
+    def write(self, host, writing, start, count, slices) -> int:
+        """Slices into the output (on several threads at once); returns how many were
+        written, which the progress line counts."""
         began = time.perf_counter()
         a, b = max(start, self.kept[0]), min(start + count, self.kept[1])
         if a < b:  # rows grown by to whole passes are not written (Pipelines._aligned)
@@ -284,6 +290,7 @@ class _Stream:
                              slices[a - start:b - start])
         with self.bar_lock:
             host["write"] += time.perf_counter() - began
+        return max(0, b - a)
 
     def member(self, build, host):
         """One device's part, on its thread: its recipe built and prepared, then its
@@ -292,7 +299,8 @@ class _Stream:
         host["built"] = time.perf_counter() - self.tick
         with self.bar_lock:
             if self.bar is None:
-                self.bar = Progress(self.n, recipe.updates_per_slice(), self.job.progress,
+                self.bar = Progress(self.kept[1] - self.kept[0], recipe.updates_per_slice(),
+                                    self.job.progress,
                                     **recipe.progress_labels)
         # On the CPUs of the device's NUMA node: its staging, copies and writes (and the
         # threads that do them) in that node's memory (stream/numa.py).

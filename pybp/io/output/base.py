@@ -70,6 +70,10 @@ def check_same(stored, metadata, where):
     for key in RESUME_KEYS:
         was, now = stored.get(key, ABSENT.get(key)), metadata.get(key, ABSENT.get(key))
         if was != now:
+            if key == "input_sha1" and ":" not in str(was):
+                raise ValueError(f"resume: {where} was made by pybp {stored.get(MARK)}, "
+                                 "whose hash of the input took fewer of its values; "
+                                 "--overwrite starts again")
             if key == "input_sha1":
                 raise ValueError(f"resume: {where} was made from other data in "
                                  f"{metadata.get('input')} (it changed since); --overwrite "
