@@ -206,14 +206,23 @@ def shepp_logan_cone_volume(geometry: ConeGeometry, radius=None, planes=None,
     sx, sy, sz = geometry.voxel_sizes
     axis = lambda n, idx, s: ((np.asarray(idx, float)[:, None] + offsets[None, :])  # noqa: E731
                               .ravel() - (n - 1) / 2) * s
-    z, y, x = np.meshgrid(axis(nz, planes, sz) + geometry.volume_offset[2],
-                          axis(ny, range(ny), sy) + geometry.volume_offset[1],
-                          axis(nx, range(nx), sx) + geometry.volume_offset[0], indexing="ij")
-    points = np.stack([x, y, z], -1) - np.asarray(geometry.volume_offset)
-    fine = np.zeros(x.shape)
+    offset = np.asarray(geometry.volume_offset)
+    # each axis' points as the whole grid's would be: (c + o) - o, rounding and all
+    fine_axes = [(axis(n, idx, s) + offset[i]) - offset[i] for i, (n, idx, s) in
+                 enumerate(((nx, range(nx), sx), (ny, range(ny), sy), (nz, planes, sz)))]
+    fine = np.zeros([len(a) for a in fine_axes[::-1]])
     for value, axes, middle, rotation in _ellipsoids(radius):
-        local = ((points - middle) @ rotation.T) / axes
-        fine += value * (np.einsum("...c,...c->...", local, local) <= 1)
+        # only the points of the ellipsoid's bounding box (those outside are outside):
+        # the demo's 128^3 took 17.7 s, every point tested against every ellipsoid
+        reach = np.sqrt(((rotation.T * axes) ** 2).sum(axis=1)) * (1 + 1e-9)
+        box = [slice(*np.searchsorted(a, [m - r, m + r])) for a, m, r in
+               zip(fine_axes, middle, reach)]
+        if any(b.start >= b.stop for b in box):
+            continue
+        z, y, x = np.meshgrid(*[a[b] for a, b in zip(fine_axes[::-1], box[::-1])],
+                              indexing="ij")
+        local = ((np.stack([x, y, z], -1) - middle) @ rotation.T) / axes
+        fine[box[2], box[1], box[0]] += value * (np.einsum("...c,...c->...", local, local) <= 1)
     ss = supersample
     return fine.reshape(len(planes), ss, ny, ss, nx, ss).mean(axis=(1, 3, 5))
 

@@ -70,9 +70,10 @@ class FakeDevice:
 def fake_machine(monkeypatch, *devices, broken=()):
     monkeypatch.setattr(device, "all_devices", lambda: list(devices))
     verdicts = {d.int_ptr: device.Probe(False, "cannot build kernels (error: unknown target CPU "
-                                                "'generic')") if d.name in broken
+                                                "'generic')", fresh=True) if d.name in broken
                 else device.Probe(True) for d in devices}
     monkeypatch.setattr(device, "probe", lambda d: verdicts[d.int_ptr])
+    monkeypatch.setattr(device, "_WARNED", set())  # each fake machine's skips told anew
     monkeypatch.delenv("PYBP_DEVICE", raising=False)
 
 

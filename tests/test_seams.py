@@ -399,3 +399,181 @@ def test_a_resume_rewrites_no_complete_slice_and_sees_a_changed_projection(long_
     assert "was made from other data" in capsys.readouterr().err
     assert not (output / "slice_00005.tif").exists()  # nothing of the new input written
     assert sorted(p.name for p in output.iterdir()) == sorted(p.name for p in copy.iterdir())
+
+
+# ---- 7, 18: pybp bench --io's arguments, checked before anything is timed ----------------
+@pytest.mark.parametrize("extra, message", [
+    (["--gib", "100000"], "--gib: copying --gib needs about"),
+    (["--size", "100000"], "--size: a volume of 2 slices of 100000^2 needs about"),
+], ids=["gib", "size"])
+def test_bench_io_refuses_sizes_beyond_memory_by_name(extra, message, capsys):
+    """``--gib 100000`` (or ``--size 100000``) ended in NumPy's allocation traceback."""
+    assert cli.main(["bench", "--io", *extra]) == 2
+    err = capsys.readouterr().err
+    assert err.startswith(f"pybp bench: {message}") and err.count("\n") == 1, err
+
+
+def test_bench_io_refuses_an_existing_json_and_a_read_only_folder_first(tmp_path, capsys,
+                                                                        read_only_folder):
+    """``--json FILE`` replaced FILE silently; ``--folder`` on a read-only folder timed the
+    copies before it failed, and its line read "[Errno 30] ..."."""
+    kept = tmp_path / "limits.json"
+    kept.write_text("mine")
+    assert cli.main(["bench", "--io", "--gib", "0.01", "--json", str(kept)]) == 2
+    assert "--json: " in capsys.readouterr().err and kept.read_text() == "mine"
+    tick = time.perf_counter()
+    assert cli.main(["bench", "--io", "--gib", "0.01", "--folder", str(read_only_folder)]) == 2
+    err = capsys.readouterr()
+    assert time.perf_counter() - tick < 5 and "host copies" not in err.out  # nothing timed
+    assert err.err.startswith(f"pybp bench: --folder: cannot write in {read_only_folder} (")
+    assert "[Errno" not in err.err
+
+
+# ---- 16, 19: messages that point the right way, warnings told once -----------------------
+def test_a_nan_in_the_flats_is_not_called_a_swap(files):
+    """NaN in the flats said "flats and darks swapped?"."""
+    _, scan = files
+    flats = scan["flats"].astype(np.float32)
+    flats[0, 3, 5] = np.nan
+    with pytest.raises(ValueError, match="^flats: the first frame holds NaN or Inf"):
+        pybp.reconstruct(scan["projections"], scan["angles"], flats, scan["darks"],
+                         center=CENTER, progress=False)
+
+
+@pytest.mark.parametrize("geometry, hint", [("cone.json", ""), ({"type": "cone"}, "from_astra")])
+def test_a_string_or_dict_as_the_geometry_names_the_geometry(files, geometry, hint):
+    """A string or a dict given as the geometry said "angles ... got ()"."""
+    with pytest.raises(TypeError, match=rf"^geometry: expected a pybp geometry .*{hint}"):
+        pybp.reconstruct(files[1]["projections"], geometry)
+
+
+def test_a_folder_as_the_geometry_file_is_named_before_the_output(files, tmp_path, capsys):
+    """``--geometry FOLDER`` said "output ... is the input FOLDER"."""
+    folder, _ = files
+    assert cli.main(["reconstruct", str(folder / "proj.npy"), "--geometry", str(tmp_path),
+                     "-o", str(tmp_path / "v.npy"), "--quiet"]) == 2
+    err = capsys.readouterr().err
+    assert f"--geometry: {tmp_path} is a folder; give a cone.json file" in err, err
+
+
+def test_parallel_options_with_a_geometry_file_do_not_say_cone_beam(files, tmp_path, capsys):
+    """``--rows`` with a laminography geometry said "(cone beam)"."""
+    folder, _ = files
+    assert cli.main(["reconstruct", str(folder / "proj.npy"), "--geometry", "g.json",
+                     "--rows", "0:4", "-o", str(tmp_path / "v.npy"), "--quiet"]) == 2
+    err = capsys.readouterr().err
+    assert "--rows: a parallel-beam option" in err and "cone beam" not in err, err
+
+
+def test_a_chosen_device_that_cannot_build_names_the_devices_that_can(monkeypatch):
+    """An unusable PoCL device in ``devices=[1]`` advised installing the runtimes that were
+    installed; where another device works, it names that one instead."""
+    from test_portability import INTEL, POCL, fake_machine
+    from pybp.cl import device
+    fake_machine(monkeypatch, POCL, INTEL, broken=("pthread-AMD EPYC 9575F",))
+    with pytest.raises(RuntimeError) as caught:
+        device.select_device(0)
+    message = str(caught.value)
+    assert "choose another device: [1] AMD EPYC 9575F" in message
+    assert "pip install" not in message
+
+
+def test_a_skipped_device_is_told_once_without_a_doubled_prefix(monkeypatch, capsys):
+    """The skip warning read "pybp: warning: pybp: skipping", ``reconstruct`` printed it
+    twice, and a verdict kept from an earlier process was told again by every command."""
+    from test_portability import INTEL, POCL, fake_machine
+    from pybp.cl import device
+    from pybp.cli.commands import _one_line_warning
+    fake_machine(monkeypatch, POCL, INTEL, broken=("pthread-AMD EPYC 9575F",))
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        device.usable_devices()
+        device.usable_devices()
+    assert len(caught) == 1
+    _one_line_warning(caught[0].message, RuntimeWarning, "x.py", 1)
+    assert capsys.readouterr().err.startswith("pybp: warning: skipping [0] pthread-AMD")
+    kept = {POCL.int_ptr: device.Probe(False, "cannot build kernels (x)"), INTEL.int_ptr:
+            device.Probe(True)}  # the verdicts as read from the device's record
+    monkeypatch.setattr(device, "probe", lambda d: kept[d.int_ptr])
+    monkeypatch.setattr(device, "_WARNED", set())
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        assert device.usable_devices() == [INTEL]
+    assert caught == []
+
+
+def test_the_cone_phantoms_volume_is_each_point_against_each_ellipsoid():
+    """``pybp demo --cone`` was silent for 17-20 s, 17.7 s of them testing every point of
+    the 128^3 volume against every ellipsoid; each ellipsoid now tests the points of its
+    bounding box, with the values of testing them all (float64, bit for bit)."""
+    from pybp import phantoms
+    geometry = pybp.ConeGeometry.circular(np.linspace(0, 2 * np.pi, 8, endpoint=False),
+                                          (20, 30), 1.0, 100, 50, (20, 24, 28), (0.7, 0.9, 1.1),
+                                          volume_offset=(1.5, -2, 3))
+    planes, ss = range(3, 15), 2
+    offsets = (np.arange(ss) + 0.5) / ss - 0.5
+    sx, sy, sz = geometry.voxel_sizes
+    nz, ny, nx = geometry.volume_shape
+    offset = np.asarray(geometry.volume_offset)
+
+    def axis(n, idx, s):
+        return ((np.asarray(idx, float)[:, None] + offsets[None, :]).ravel() - (n - 1) / 2) * s
+
+    z, y, x = np.meshgrid(axis(nz, planes, sz) + offset[2], axis(ny, range(ny), sy) + offset[1],
+                          axis(nx, range(nx), sx) + offset[0], indexing="ij")
+    points = np.stack([x, y, z], -1) - offset
+    fine = np.zeros(x.shape)
+    for value, axes, middle, rotation in phantoms._ellipsoids(phantoms.cone_radius(geometry)):
+        local = ((points - middle) @ rotation.T) / axes
+        fine += value * (np.einsum("...c,...c->...", local, local) <= 1)
+    every = fine.reshape(len(planes), ss, ny, ss, nx, ss).mean(axis=(1, 3, 5))
+    np.testing.assert_array_equal(phantoms.shepp_logan_cone_volume(geometry, planes=planes),
+                                  every)
+
+
+def test_the_cone_demo_says_what_it_makes_before_it_makes_it(tmp_path):
+    done = subprocess.run([sys.executable, "-m", "pybp", "demo", "--cone", "--size", "16",
+                           "--angles", "24", "--output", str(tmp_path / "d.png")],
+                          capture_output=True, text=True)
+    assert done.returncode == 0, done.stderr
+    assert "pybp demo: making the phantom's 24 projections and its 16^3 volume on the host" \
+        in done.stderr, done.stderr
+
+
+# ---- 6: a cone --method run interrupted after its state was kept -------------------------
+def test_a_cone_method_interrupted_after_its_state_says_it_kept_it(tmp_path, cl_device,
+                                                                  capsys, monkeypatch):
+    """Ctrl-C after the first state save said "interrupted before the first plane;
+    nothing was written" (and removed the output, which --resume needs); the resume's
+    report then counted every iteration in its own time. A real run through the command,
+    the interrupt raised right after the state of iteration 3 is kept."""
+    from pybp.cli.cone import state_path
+    from pybp.iterative import checkpoint
+    assert cli.main(["demo", "--cone", "--size", "16", "--angles", "24", "--write-scan",
+                     str(tmp_path / "scan.h5")]) == 0
+    out = tmp_path / "volume"
+    argv = ["reconstruct", str(tmp_path / "scan.h5"), "-o", str(out), "--geometry",
+            str(tmp_path / "scan-cone.json"), "--method", "sirt", "--iterations", "6",
+            "--device", cl_device.name, "--quiet"]
+    assert cli.main(argv[:3] + [str(tmp_path / "whole")] + argv[4:]) == 0
+    whole = tiff_slices(tmp_path / "whole")
+    monkeypatch.setattr(checkpoint, "CHECKPOINT_SECONDS", 0.0)
+    keep = checkpoint.Checkpoint.keep
+
+    def kept_then_interrupted(self, iteration, state):
+        keep(self, iteration, state)
+        if iteration == 2:
+            raise KeyboardInterrupt
+    monkeypatch.setattr(checkpoint.Checkpoint, "keep", kept_then_interrupted)
+    capsys.readouterr()
+    assert cli.main(argv) == 130
+    err = capsys.readouterr().err
+    assert err.strip() == (f"pybp reconstruct: interrupted before the first plane; the state "
+                           f"after iteration 3 is kept in {state_path(out)}: the same command "
+                           "with --resume continues from it"), err
+    assert state_path(out).exists() and (out / "pybp.json").exists()
+    monkeypatch.setattr(checkpoint.Checkpoint, "keep", keep)
+    assert cli.main([a for a in argv if a != "--quiet"] + ["--resume"]) == 0
+    assert "SIRT, 6 iterations, 3 of them in this run" in capsys.readouterr().out
+    np.testing.assert_array_equal(tiff_slices(out), whole)
+    assert not state_path(out).exists()

@@ -111,6 +111,12 @@ def reconstruct(projections, geometry=None, flats=None, darks=None, center=None,
         if geometry is None:
             raise TypeError("geometry: give the scan's geometry (pybp.ParallelGeometry, "
                             "pybp.ConeGeometry) or its angles")
+    if isinstance(geometry, (str, bytes, dict)):
+        astra = (" (ASTRA's dicts: pybp.ConeGeometry.from_astra(proj_geom, vol_geom), or "
+                 "pybp.ParallelGeometry's)" if isinstance(geometry, dict) else "")
+        raise TypeError(f"geometry: expected a pybp geometry (pybp.ParallelGeometry, "
+                        f"pybp.ConeGeometry, pybp.ParallelVectorGeometry) or the angles, got "
+                        f"a {type(geometry).__name__}{astra}")
     if registry.is_whole(geometry):  # a whole volume: cone beam, parallel vectors
         parallel_only = dict(center=center, rows=rows, chunk_slices=chunk_slices,
                              angle_unit=angle_unit, stats=stats)

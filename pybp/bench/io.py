@@ -243,6 +243,22 @@ FORMATS = {"npy": (_write_npy, "volume.npy", None), "hdf5": (_write_hdf5, "volum
            "tiff": (_write_tiffs, "slices", "tifffile")}
 
 
+def check_folder(folder, n_bytes: int):
+    """``folder`` takes a file of ``n_bytes`` (the files' volume, one at a time), or an
+    error naming ``--folder`` before anything is timed: a read-only one used to fail
+    after the copies were."""
+    try:
+        probe = Path(tempfile.mkdtemp(prefix="pybp-io-", dir=folder))
+        probe.rmdir()
+    except OSError as exc:
+        raise ValueError(f"--folder: cannot write in {folder} ({exc.strerror})") from None
+    free = shutil.disk_usage(folder).free
+    if free < n_bytes:
+        raise ValueError(f"--folder: {folder} has {free / 2 ** 30:.3g} GiB free, the files "
+                         f"take {n_bytes / 2 ** 30:.3g} GiB: give a smaller --gib or another "
+                         "--folder")
+
+
 def files(folder, shape, repeats: int = 2, threads=None) -> dict:
     """File speeds in ``folder`` (a directory made and removed inside it) for a float32
     volume of ``shape`` ``(slices, ny, nx)``, GB/s: ``write_cache`` and ``write_disk``

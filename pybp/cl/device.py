@@ -269,6 +269,7 @@ class Probe:
     why: str = ""
     timers: bool = True
     speed: float = 0.0
+    fresh: bool = dataclasses.field(default=False, compare=False)  # made here, not read
 
 
 def _count_reference(n: int) -> np.ndarray:
@@ -319,7 +320,7 @@ def probe(cl_device) -> Probe:
     if record and record.get("version") == PROBE_VERSION:
         found = Probe(record["usable"], record["why"], record["timers"], record.get("speed", 0.0))
     else:
-        found = _run_probe(cl_device)
+        found = dataclasses.replace(_run_probe(cl_device), fresh=True)
         try:
             if not found.usable and not found.why.startswith("cannot build"):
                 raise OSError  # may pass another time: not kept
@@ -369,17 +370,22 @@ NO_DEVICE_REMEDY = ('install a GPU driver with OpenCL, or the CPU runtimes (pybp
 
 def usable_devices(found=None, warn=True) -> list:
     """The devices that build and run kernels (:func:`probe`); each one skipped gets one
-    warning naming it and why."""
+    warning naming it and why, once: in the process that found it out (a verdict read
+    from the device's record is not told again; `pybp devices` lists it)."""
     found = all_devices() if found is None else found
     usable = []
     for device in found:
         verdict = probe(device)
         if verdict.usable:
             usable.append(device)
-        elif warn:
+        elif warn and verdict.fresh and device.int_ptr not in _WARNED:
+            _WARNED.add(device.int_ptr)
             warnings.warn(f"pybp: skipping {_label(device, found)}: {verdict.why}",
                           RuntimeWarning, stacklevel=3)
     return usable
+
+
+_WARNED = set()  # devices whose skipping was told
 
 
 def _no_usable_device(found) -> RuntimeError:
@@ -391,6 +397,10 @@ def _no_usable_device(found) -> RuntimeError:
 def _checked(device, source, found):
     verdict = probe(device)
     if not verdict.usable:
+        others = [_label(d, found) for d in usable_devices(found, warn=False)]
+        if others:  # installing what is installed would not help: another device works
+            raise RuntimeError(f"{source}: {_label(device, found)} {verdict.why}; choose "
+                               f"another device: {', '.join(others)} (see `pybp devices`)")
         raise RuntimeError(f"{source}: {_label(device, found)} {verdict.why}; choose another "
                            f"device (see `pybp devices`) or: {NO_DEVICE_REMEDY}")
     return device

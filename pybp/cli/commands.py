@@ -296,8 +296,11 @@ class _Interrupts:
 
 
 def _one_line_warning(message, category, filename, lineno, file=None, line=None):
-    """Warnings as one line for the user, without the file and line of pybp's code."""
-    print(f"pybp: warning: {message}", file=sys.stderr if file is None else file)
+    """Warnings as one line for the user, without the file and line of pybp's code (and
+    without a second "pybp: " where the warning names pybp for Python's users)."""
+    text = str(message)
+    text = text[len("pybp: "):] if text.startswith("pybp: ") else text
+    print(f"pybp: warning: {text}", file=sys.stderr if file is None else file)
 
 
 def main(argv=None):

@@ -57,6 +57,10 @@ def is_expected(exc) -> bool:
 
 
 def one_line(exc) -> str:
-    """An error as one line: an OpenCL error's first (a build log follows it)."""
-    lines = [line.strip() for line in str(exc).splitlines() if line.strip()]
+    """An error as one line: an OpenCL error's first (a build log follows it); a system
+    error's reason and file, without Python's "[Errno 30]"."""
+    text = str(exc)
+    if isinstance(exc, OSError) and exc.strerror:
+        text = f"{exc.filename}: {exc.strerror}" if exc.filename else exc.strerror
+    lines = [line.strip() for line in text.splitlines() if line.strip()]
     return lines[0] if lines else type(exc).__name__

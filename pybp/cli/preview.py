@@ -70,10 +70,10 @@ def write_preview(path, png=None, overwrite=False, row=None) -> Path:
     ``row``) of parallel-beam slices, three sections of a cone-beam volume."""
     slices, metadata = read_slices(path)
     png = Path(png) if png else default_name(path)
-    if "geometry" in metadata:  # a cone-beam volume (pybp/cli/cone.py)
+    if "geometry" in metadata:  # a whole volume: cone beam, laminography (pybp/cli/cone.py)
         if row is not None:
-            raise ValueError(f"row: {path} is a cone-beam volume; its preview shows three "
-                             "sections through the middle")
+            raise ValueError(f"row: {path} is a volume of --geometry, not slices by detector "
+                             "row; its preview shows three sections through the middle")
         return write_png(png, sections(slices), overwrite)
     return write_png(png, _slice(slices, metadata, path, row), overwrite)
 

@@ -200,12 +200,19 @@ def _bench_io(args):
         raise ValueError(f"--folder: {args.folder} is not a folder")
     if not args.gib > 0:
         raise ValueError(f"--gib: expected a positive size, got {args.gib}")
-    devices = distributed.device_list(args.devices or "all")
+    if args.json and Path(args.json).exists():
+        raise FileExistsError(f"--json: {args.json} exists; give another name (or remove it)")
     size = args.size or 2048
     n_bytes = int(args.gib * 2 ** 30)
+    shape = (max(2, n_bytes // (4 * size ** 2)), size, size)
+    # before any is timed: the copies' two arrays, the files' volume and its read-back
+    checks.check_demo_memory(2 * n_bytes, "copying --gib", "--gib")
+    checks.check_demo_memory(8 * int(np.prod(shape, dtype=np.int64)),
+                             f"a volume of {shape[0]} slices of {size}^2", "--size")
+    bench_io.check_folder(args.folder or tempfile.gettempdir(), 4 * int(np.prod(shape)))
+    devices = distributed.device_list(args.devices or "all")
     # the files: --gib of the cases' float32 slices (TIFF's cost is a file's, per slice)
-    limits = bench_io.measure(devices, args.folder, n_bytes,
-                              (max(2, n_bytes // (4 * size ** 2)), size, size), args.repeats)
+    limits = bench_io.measure(devices, args.folder, n_bytes, shape, args.repeats)
     cases = bench_io.standard_cases(size) + (
         bench_io.standard_cases(size, len(devices)) if len(devices) > 1 else [])
     print(bench_io.report(limits, cases))

@@ -41,19 +41,24 @@ def hold_interrupts():
         signal.signal(signal.SIGTERM, _noted)
 
 
-def into(output, total, unit, work):
+def into(output, total, unit, work, kept=None):
     """``(work(), None)``, or ``(None, EXIT_INTERRUPTED)`` after Ctrl-C, said in one line
     (``unit``: what ``output`` holds ``total`` of, "slice" or "plane"): the writes in
     flight end first, so the count is what is on the disk. A write error names the
     output and how many are complete; an output that holds nothing of this run is
-    removed; ``output`` is closed in every case."""
+    removed, unless ``kept()`` says what else of the run is kept for ``--resume`` (an
+    iterative method's state); ``output`` is closed in every case."""
     try:
         return work(), None
     except KeyboardInterrupt:
         hold_interrupts()
         output.settle()
         done = int(output.scan_done().sum())
-        if not done and output.made:
+        state = kept() if kept is not None and not done else None
+        if state:  # the output stays: --resume reads what it was made with
+            print(f"pybp reconstruct: interrupted before the first {unit}; {state}: the "
+                  "same command with --resume continues from it", file=sys.stderr)
+        elif not done and output.made:
             output.discard()
             print(f"pybp reconstruct: interrupted before the first {unit}; nothing was "
                   "written", file=sys.stderr)

@@ -64,15 +64,22 @@ def _load_array(path: Path, name: str, columns: int) -> np.ndarray:
     return values
 
 
+def check_path(path) -> Path:
+    """``path`` unless it is there and is not a file (the command checks this before its
+    output: a folder given as the geometry was called an input holding the output)."""
+    path = Path(path)
+    if path.exists() and not path.is_file():
+        raise ValueError(f"geometry: {path} is {'a folder' if path.is_dir() else 'not a regular file'}"
+                         "; give a cone.json file")
+    return path
+
+
 def read_geometry(path, angles, detector_shape) -> VolumeGeometry:
     """The geometry of ``path`` (a :class:`ConeGeometry`, or a
     :class:`ParallelVectorGeometry`) for a scan with ``angles`` (radians; used by a
     circular scan) and ``detector_shape`` ``(n_rows, n_cols)``. Errors name the file and
     the key."""
-    path = Path(path)
-    if path.exists() and not path.is_file():
-        raise ValueError(f"geometry: {path} is {'a folder' if path.is_dir() else 'not a regular file'}"
-                         "; give a cone.json file")
+    path = check_path(path)
     try:
         spec = json.loads(path.read_text())
     except OSError as exc:

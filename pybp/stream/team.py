@@ -64,6 +64,10 @@ def _check_flats_above_darks(flats, darks, first, stop):
     the first dark frame, in the rows reconstructed): one frame of each is read."""
     flat, dark = (np.asarray(f[first:stop] if len(f.shape) == 2 else f[0, first:stop])
                   for f in (flats, darks))
+    for name, frame in (("flats", flat), ("darks", dark)):
+        if frame.dtype.kind == "f" and not np.isfinite(frame).all():  # not a swap
+            raise ValueError(f"{name}: the first frame holds NaN or Inf in the rows "
+                             "reconstructed; replace them (numpy.nan_to_num) or drop the frame")
     if not (flat > dark).any():
         raise ValueError("flats: no pixel of the first flat frame is above the first dark "
                          "frame in the rows reconstructed (flats and darks swapped?)")
