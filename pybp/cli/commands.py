@@ -1,5 +1,6 @@
 """pybp: tomographic reconstruction on any OpenCL device: parallel-beam scans by filtered
-back-projection, cone-beam scans (reconstruct --geometry) by FDK.
+back-projection or an iterative method (reconstruct --method sirt, sart, cgls, tv),
+cone-beam scans (reconstruct --geometry) by FDK or the same methods, laminography by them.
 
 Commands: reconstruct, center, preview, demo, devices, bench, tune, render."""
 

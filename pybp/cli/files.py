@@ -364,7 +364,11 @@ def _add_reconstruct(sub, common):
   pybp reconstruct scan.h5 -o slices/ --rings sort        stripes (rings) removed
   pybp reconstruct scan.h5 -o slices/ --phase paganin --delta-beta 200 --energy 25 \\
       --distance 0.3 --pixel-size 3e-6                  Paganin phase retrieval
+  pybp reconstruct scan.h5 -o slices/ --method sirt --iterations 100 --nonnegative
+                                                    SIRT, each slice its own problem
+  pybp reconstruct scan.h5 -o slices/ --method tv --iterations 50 --weight 0.01
   pybp reconstruct cone.h5 -o volume/ --geometry cone.json      cone beam, FDK
+  pybp reconstruct cone.h5 -o volume/ --geometry cone.json --method cgls --iterations 20
 
 outputs: a folder gets one 32-bit float TIFF per slice, named by detector row
 (slice_00042.tif); .h5/.hdf5/.nxs a dataset /slices chunked per slice; .npy one stack.

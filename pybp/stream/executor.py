@@ -463,13 +463,15 @@ class Executor:
             self.pieces_out.settle(stop)
 
     def record(self, stages):
-        """Add the device time of finished ``stages`` to ``stage_seconds`` (any thread);
-        where the timers cannot be trusted, the wall time of the compute stages (transfers
-        then count nothing)."""
+        """Add the device time of finished ``stages`` to ``stage_seconds`` (any thread):
+        ``(name, event)``, or ``(name, last, first)`` for a stage of many launches, timed
+        from its first's start to its last's end; where the timers cannot be trusted, the
+        wall time of the compute stages (transfers then count nothing)."""
         with self._lock:
-            for name, event in stages:
+            for name, event, *first in stages:
                 if self.timers:
-                    self.stage_seconds[name] += (event.profile.end - event.profile.start) * 1e-9
+                    began = (first[0] if first else event).profile.start
+                    self.stage_seconds[name] += (event.profile.end - began) * 1e-9
                 else:
                     self.stage_seconds[name] += self._wall_seconds.pop(event, 0.0)
 

@@ -26,6 +26,7 @@ class Progress:
         self.delay, self.stream = delay, stream
         self.done, self.start, self.shown, self.last = 0, time.perf_counter(), False, 0.0
         self.updates = 0  # of the back-projection, seen finished
+        self._first = None  # (time, count) when the first work was seen done
         self._lock = threading.Lock()
 
     def update(self, count):
@@ -52,15 +53,21 @@ class Progress:
         now = time.perf_counter()
         elapsed = now - self.start
         finished = self.done >= self.total
-        if not self.enabled or elapsed < self.delay or (now - self.last < 0.25 and not finished):
-            return
         done = self.done if finished else \
             max(self.done, min(self.total, self.updates / max(1, self.per_slice)))
+        if done and self._first is None:
+            self._first = (now, done)
+        if not self.enabled or elapsed < self.delay or (now - self.last < 0.25 and not finished):
+            return
         if not done:
             return
         self.last, self.shown = now, True
         rate = done * self.per_slice / elapsed * 1e-9
-        left = elapsed / done * (self.total - done)
+        # the time left at the pace since the first work was done: the set-up before it
+        # (kernels built, data up) is not the work's (a 2.7 s run said "582 s left")
+        since, then = self._first
+        pace = (now - since) / (done - then) if done > then else elapsed / done
+        left = pace * (self.total - done)
         speed = f"{rate:.0f}" if rate >= 10 else f"{rate:.2g}"  # a CPU's 0.14 GUPS, not 0
         count = f"{done:.0f}" if done == int(done) or done >= 10 else f"{done:.1f}"
         # update() counts slices once written; the back-projection's work, those in flight

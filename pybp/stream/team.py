@@ -131,11 +131,15 @@ class Pipelines:
             job = dataclasses.replace(job, chunk_slices=grid)
         job = self._aligned(job)
 
+        # each device's chunks at most its share of the rows, so that every device takes
+        # some (16 slices of SIRT went in one chunk to the first of two devices)
+        share = -(-(job.stop - job.first) // len(self._builds))
+
         def prepare(recipe):
             """On the device's own thread: its stages, memory plan and staging (on a
             grid, for whole grid chunks, however few rows the job has)."""
-            return recipe.prepare(max(job.stop - job.first, grid or 0), job.projections.dtype,
-                                job.log, job.chunk_slices, writes, preferred)
+            return recipe.prepare(max(share, grid or 0), job.projections.dtype,
+                                  job.log, job.chunk_slices, writes, preferred)
 
         return _Stream(self._builds, prepare, job, self.align, grid).run()
 
