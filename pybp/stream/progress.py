@@ -59,14 +59,15 @@ class Progress:
             self._first = (now, done)
         if not self.enabled or elapsed < self.delay or (now - self.last < 0.25 and not finished):
             return
-        if not done:
+        # the rate and the time left at the pace since the first work was done: the
+        # set-up before it (kernels built, data up) is not the work's (a 2.7 s run said
+        # "582 s left"); until more is done than then, no line
+        since, then = self._first or (now, done)
+        if not done or (done <= then and not finished):
             return
         self.last, self.shown = now, True
-        rate = done * self.per_slice / elapsed * 1e-9
-        # the time left at the pace since the first work was done: the set-up before it
-        # (kernels built, data up) is not the work's (a 2.7 s run said "582 s left")
-        since, then = self._first
         pace = (now - since) / (done - then) if done > then else elapsed / done
+        rate = self.per_slice / pace * 1e-9
         left = pace * (self.total - done)
         speed = f"{rate:.0f}" if rate >= 10 else f"{rate:.2g}"  # a CPU's 0.14 GUPS, not 0
         count = f"{done:.0f}" if done == int(done) or done >= 10 else f"{done:.1f}"
