@@ -20,7 +20,7 @@ import tifffile
 import pybp
 from pybp.bench.volume import make_scan
 from pybp.cli import commands as cli
-from conftest import cpu_runtimes
+from conftest import cpu_runtimes, device_is_gpu
 
 N_BINS, N_ANGLES, N_ROWS = 64, 48, 16
 CENTER = N_BINS / 2 - 0.5
@@ -252,7 +252,7 @@ def test_a_checkpoint_in_a_read_only_folder_is_refused_before_the_first_iteratio
 
 
 # ---- 2, 5, 9, 21: what a run through the command leaves on disk --------------------------
-LONG_BINS, LONG_ANGLES, LONG_ROWS = 512, 240, 48  # 3 chunks of 16 rows from a file
+LONG_BINS, LONG_ANGLES, LONG_ROWS = 512, 480, 48  # 3 chunks of 16 rows from a file
 
 
 @pytest.fixture(scope="module")
@@ -315,8 +315,11 @@ def test_an_interrupt_keeps_what_the_progress_line_counted(long_files, tmp_path,
             shown = lines[-1]
             run.send_signal(signal.SIGINT)
     text += run.stderr.read()
-    assert run.wait(timeout=60) == 130, text.decode()
+    run.wait(timeout=60)
+    if shown is None and device_is_gpu():  # its line counts at the writes there too
+        pytest.skip("the case ends on this GPU before the progress line's 2 s")
     assert shown is not None, "the run ended before half its slices: make it longer"
+    assert run.returncode == 130, text.decode()
     kept = sorted(int(p.stem.split("_")[1]) for p in output.glob("slice_*.tif"))
     said = re.search(rb"interrupted after (\d+) of 48 slices", text)
     assert said and int(said.group(1)) == len(kept), text.decode()[-400:]
@@ -379,13 +382,14 @@ def test_a_resume_rewrites_no_complete_slice_and_sees_a_changed_projection(long_
     shutil.copytree(long_files[0], folder)
     output = tmp_path / "slices"
     assert cli.main(long_command(folder, output, "--quiet")[3:]) == 0
-    before = {p.name: p.stat().st_ino for p in output.glob("slice_*.tif")}
+    for path in output.glob("slice_*.tif"):  # a time no write now gives (inodes are reused)
+        os.utime(path, ns=(10 ** 9, 10 ** 9))
     for i in (3, 9):
         (output / f"slice_{i:05d}.tif").unlink()
     assert cli.main(long_command(folder, output, "--resume", "--quiet")[3:]) == 0
     assert_whole(output, expected, range(LONG_ROWS))
-    after = {p.name: p.stat().st_ino for p in output.glob("slice_*.tif")}
-    rewritten = sorted(name for name in before if after[name] != before[name])
+    rewritten = sorted(p.name for p in output.glob("slice_*.tif")
+                       if p.stat().st_mtime_ns != 10 ** 9)
     assert rewritten == ["slice_00003.tif", "slice_00009.tif"], rewritten
 
     import h5py
@@ -557,7 +561,8 @@ def test_a_cone_method_interrupted_after_its_state_says_it_kept_it(tmp_path, cl_
             "--device", cl_device.name, "--quiet"]
     assert cli.main(argv[:3] + [str(tmp_path / "whole")] + argv[4:]) == 0
     whole = tiff_slices(tmp_path / "whole")
-    monkeypatch.setattr(checkpoint, "CHECKPOINT_SECONDS", 0.0)
+    monkeypatch.setattr(checkpoint, "CHECKPOINT_SECONDS", 0.0)  # a state after every
+    monkeypatch.setattr(checkpoint, "WRITE_SHARE", float("inf"))  # iteration, however fast
     keep = checkpoint.Checkpoint.keep
 
     def kept_then_interrupted(self, iteration, state):
