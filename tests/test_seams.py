@@ -623,3 +623,42 @@ def test_the_time_left_is_at_the_pace_of_the_work_not_of_the_set_up(monkeypatch)
     line = out.getvalue().split("\r")[-1]
     left = float(re.search(r"(\d+) s left", line).group(1))
     assert left < 10, line  # 239 iterations at about 0.04 s
+
+
+@pytest.mark.parametrize("layout", ["npy", "hdf5", "hdf5-gzip", "tiff", "tiff-zlib"])
+def test_the_input_hash_sees_a_changed_projection_in_every_layout(tmp_path, layout):
+    """The hash took projections 0, the middle and the last alone; now two rows of every
+    projection, or where a row is the whole projection decoded (compressed HDF5 chunks,
+    compressed TIFF files) each chunk's or file's size: a projection replaced by one of
+    the same compressed size is not seen there (docs/benchmarks.md, issue 67)."""
+    h5py = pytest.importorskip("h5py")
+    from pybp.io.readers import open_scan
+    _, projections, _, _ = make_scan(24, 40, 12, 1, seed=2)  # counts as a detector gives
+    angles = np.linspace(0, 180, 40, endpoint=False)
+    np.savetxt(tmp_path / "angles.txt", angles)
+
+    def written(data):
+        if layout == "npy":
+            np.save(tmp_path / "p.npy", data)
+            return open_scan(str(tmp_path / "p.npy"), angles=str(tmp_path / "angles.txt"))
+        if layout.startswith("hdf5"):
+            with h5py.File(tmp_path / "p.h5", "w") as f:
+                f.create_dataset("exchange/data", data=data, chunks=(1, 12, 24),
+                                 compression="gzip" if "gzip" in layout else None)
+                f["exchange/theta"] = angles
+            return open_scan(str(tmp_path / "p.h5"))
+        folder = tmp_path / "tiffs"
+        folder.mkdir(exist_ok=True)
+        for i, image in enumerate(data):
+            tifffile.imwrite(folder / f"p_{i:03d}.tif", image,
+                             compression="zlib" if "zlib" in layout else None)
+        return open_scan(str(folder), angles=str(tmp_path / "angles.txt"))
+
+    with written(projections) as scan:
+        before = scan.fingerprint()
+    with written(projections) as scan:
+        assert scan.fingerprint() == before
+    changed = projections.copy()
+    changed[7] //= 2  # neither the first, middle nor last (compressed: not as large)
+    with written(changed) as scan:
+        assert scan.fingerprint() != before

@@ -65,6 +65,14 @@ class TiffStack:
     def __len__(self):
         return self.shape[0]
 
+    def compressed_sizes(self):
+        """Each file's size where the images are compressed (a row of one is the whole
+        image decoded: the input's hash takes the sizes instead, pybp.io.scan.sampled);
+        None where they are stored in one piece."""
+        if self._layout(0)[0] is not None:
+            return None
+        return np.array([os.path.getsize(f) for f in self.files], np.int64)
+
     def _layout(self, i):
         """``(offset, shape, dtype)`` of file ``i``'s image when it is stored
         uncompressed in one piece, else ``(None, shape, dtype)``."""
