@@ -164,9 +164,9 @@ def test_bench_io_keeps_the_writers_from_files_large_enough(cl_device, tmp_path,
     assert "writer threads not kept for" in capsys.readouterr().out
     assert disks.writers(folder / "v.npy", "npy") is None
     monkeypatch.setattr(io, "KEEP_BYTES", 1)
-    assert main(args) == 0
+    assert main(args[:-1] + [str(tmp_path / "l2.json")]) == 0  # --json replaces no file
     assert "writer threads kept for outputs under" in capsys.readouterr().out
-    files = json.loads((tmp_path / "l.json").read_text())["files"]
+    files = json.loads((tmp_path / "l2.json").read_text())["files"]
     assert disks.writers(folder / "v.npy", "npy") == files["write_disk_npy_threads"]
 
 
