@@ -140,3 +140,32 @@ def test_the_registry_names_every_geometry_and_refuses_others():
         assert str(exc) == message
     else:
         raise AssertionError("an array taken for a geometry")
+
+
+def test_the_registry_is_a_protocol_and_a_list():
+    """registry.py holds the Kind protocol and the list of kinds, nothing of either
+    geometry (issue 68): it imports only the kind modules, branches on no kind, and every
+    kind in the list has all that the protocol asks."""
+    import ast
+    import inspect
+
+    from pybp import registry
+    root = Path(__file__).resolve().parents[1]
+    tree = ast.parse((root / "pybp" / "registry.py").read_text())
+    imported = {node.module for node in ast.walk(tree) if isinstance(node, ast.ImportFrom)}
+    imported |= {f"{node.module}.{a.name}" for node in ast.walk(tree)
+                 if isinstance(node, ast.ImportFrom) for a in node.names}
+    from_pybp = {name for name in imported if name.startswith("pybp")}
+    assert from_pybp <= {"pybp.cone", "pybp.parallel", "pybp.cone.kind", "pybp.parallel.kind"}, \
+        from_pybp
+    for node in ast.walk(tree):  # the list is looked through, no kind chosen by hand
+        if isinstance(node, (ast.If, ast.IfExp)):
+            words = {n.attr for n in ast.walk(node.test) if isinstance(n, ast.Attribute)} | \
+                {n.id for n in ast.walk(node.test) if isinstance(n, ast.Name)}
+            assert not words & {"whole", "ConeGeometry", "ParallelGeometry", "Geometry",
+                                "ParallelVectorGeometry", "name", "what"}, ast.unparse(node.test)
+    wanted = [name for name in registry.Kind.__annotations__] + \
+        [name for name, _ in inspect.getmembers(registry.Kind, inspect.isfunction)]
+    for kind in registry.KINDS:
+        missing = [name for name in wanted if not hasattr(kind, name)]
+        assert not missing, (kind, missing)
