@@ -137,7 +137,7 @@ def test_ctrl_c_mid_run_resumes_to_the_same_volume(scan, tmp_path, cl_device):  
     """A SIGINT once 2 slices are written: status 130, whole slices only; --resume
     completes the volume one run makes."""
     argv = make_input("dxchange", scan, tmp_path) + [
-        "--center", repr(scan["center"]), "--method", "sirt", "--iterations", "40",
+        "--center", repr(scan["center"]), "--method", "sirt", "--iterations", "120",
         "--chunk-slices", "1", "--device", cl_device.name, "--quiet"]
     out = tmp_path / "stopped"
     code, err = stop_in_the_middle(argv + ["-o", str(out)], out, signal.SIGINT)
