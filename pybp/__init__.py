@@ -17,8 +17,8 @@ __version__ = "0.1.0"
 
 _HOMES = {"Backprojector": "api.sinograms", "backproject": "api.oneshot", "fbp": "api.oneshot",
           "skimage_options": "api.sinograms", "reconstruct": "api.volumes",
-          "Reconstructor": "api.volumes", "devices": "cl.device", "FILTERS": "stages.filters",
-          "find_center": "centre", "ConeGeometry": "geometry.cone",
+          "Reconstructor": "parallel.volumes", "devices": "cl.device", "FILTERS": "stages.filters",
+          "find_center": "parallel.centre", "ConeGeometry": "geometry.cone",
           "ConeBackprojector": "api.cone", "cone_backproject": "api.cone",
           "fdk": "api.cone", "ParallelGeometry": "geometry.parallel",
           "ParallelVectorGeometry": "geometry.parallel_vectors",

@@ -43,6 +43,34 @@ class Kind(Protocol):
     def pair(self, geometry, slices, context, queue, device):
         """The matched pair A and A^T on ``queue``'s device."""
 
+    def describe(self, geometry, slices=None) -> str:
+        """The case in words (``pybp bench --forward``'s heading)."""
+
+    def takes_in_place(self, geometry) -> bool:
+        """Whether :func:`pybp.reconstruct` takes ``geometry``, of no registered type, as
+        this kind's (parallel beam: the angles)."""
+
+    def cut(self, geometry, slices) -> int | None:
+        """A :class:`pybp.Projector`'s ``slices`` checked: what :meth:`pair` takes."""
+
+    def method_data(self, geometry, projections, circle) -> tuple:
+        """``(data, single)`` for an iterative method: ``projections`` checked against
+        ``geometry`` and copied into float32 of the pair's projection layout; ``single``
+        where the volume is one slice of its own shape (a sinogram in). ``circle`` is
+        refused where the kind has no reconstruction circle."""
+
+    def method_devices(self, method, geometry, slices, device, devices, check):
+        """The devices an iterative method runs on: ``pair``, ``vectors``, ``upload``,
+        ``fetch``, ``variation``, ``allocate``, ``descriptions`` and ``close``, as
+        :class:`pybp.iterative.team.Team` has them, each device's pair made after
+        ``check(description, slices)`` (which raises where the method does not fit)."""
+
+    def reconstruct(self, projections, geometry, flats, darks, center, rows, out, *,
+                    solve, **options):
+        """:func:`pybp.reconstruct` of ``geometry`` (its arguments, each checked here or
+        refused by name where the kind has no use for it); ``solve`` runs an iterative
+        method of line integrals (pybp/api/iterative.py's ``by_method``)."""
+
 
 KINDS = (parallel_kind.KIND, whole_kinds.CONE, whole_kinds.PARALLEL_VECTORS)
 
@@ -58,7 +86,18 @@ def kind_of(geometry, name="geometry") -> Kind:
                     f"{type(geometry).__name__}")
 
 
-def is_whole(geometry) -> bool:
-    """Whether ``geometry`` is registered as one whole volume (False for anything else,
-    angles included)."""
-    return any(isinstance(geometry, kind.geometry) and kind.whole for kind in KINDS)
+def taking(geometry) -> Kind:
+    """The kind whose :func:`pybp.reconstruct` takes ``geometry``: its type's, else the
+    one that takes it in place of a geometry (the angles)."""
+    for kind in KINDS:
+        if isinstance(geometry, kind.geometry):
+            return kind
+    for kind in KINDS:
+        if kind.takes_in_place(geometry):
+            return kind
+    return kind_of(geometry)
+
+
+def names() -> str:
+    """The registered geometries' public names, for messages."""
+    return ", ".join(f"pybp.{kind.name}" for kind in KINDS)

@@ -1,4 +1,4 @@
-"""Rotation-axis estimation (pybp/centre.py) on scans of the 3-D phantom with flats,
+"""Rotation-axis estimation (pybp/parallel/centre.py) on scans of the 3-D phantom with flats,
 darks and noise, the axis off the detector's middle: within ``CENTER_TOLERANCE``."""
 
 import numpy as np
@@ -6,7 +6,8 @@ import pytest
 from scipy import ndimage
 
 import pybp
-from pybp import centre, phantoms
+from pybp import phantoms
+from pybp.parallel import centre
 from pybp.geometry.parallel import Geometry
 from pybp.io.demo import phantom_scan
 

@@ -16,7 +16,7 @@ from test_files import make_input, read_tiff_folder, run, scan  # noqa: F401
 from test_files_errors import assert_one_line, stop_in_the_middle
 
 import pybp
-from pybp.centre import normalised_rows
+from pybp.parallel.centre import normalised_rows
 from pybp.cli import commands as cli
 from pybp.io import open_scan
 from pybp.cone import run as cone_run

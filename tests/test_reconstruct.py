@@ -1,4 +1,4 @@
-"""``pybp.reconstruct`` (pybp/api/volumes.py, pybp/stream/): detector
+"""``pybp.reconstruct`` (pybp/api/volumes.py, pybp/parallel/volumes.py, pybp/stream/): detector
 projections with flats and darks to a volume, streamed through the device.
 
 The reference is the same FBP (``Backprojector``) of sinograms normalised on the host in
@@ -18,7 +18,7 @@ import pytest
 
 import pybp
 from pybp import phantoms
-from pybp.centre import normalised_rows
+from pybp.parallel.centre import normalised_rows
 from pybp.stages.normalize import line_integrals_numpy
 from pybp.stream import executor, sources
 from pybp.geometry.parallel import Geometry

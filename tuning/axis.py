@@ -9,7 +9,8 @@ import time
 
 import numpy as np
 
-from pybp import centre, phantoms
+from pybp import phantoms
+from pybp.parallel import centre
 from pybp.geometry.parallel import Geometry
 
 for n, m in ((2048, 2048), (1024, 1024)):

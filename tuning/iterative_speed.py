@@ -52,7 +52,7 @@ def main():
                                          int(round(args.size * args.voxel_size)),
                                          voxel_size=args.voxel_size,
                                          slice_shape=(args.size, args.size))
-    iterative.run(geometry, args.rows, device=args.device, repeats=args.repeats,
+    iterative.run(geometry, None if args.cone or args.bench_scan else args.rows, device=args.device, repeats=args.repeats,
                   iterations=args.iterations)
 
 

@@ -42,7 +42,8 @@ from pybp.distributed import device_list, local_cluster
 from pybp.io.demo import write_dxchange
 from pybp.api.sinograms import Backprojector
 from pybp.tune.search import gups
-from pybp.api.volumes import Reconstructor, reconstruct
+from pybp.api.volumes import reconstruct
+from pybp.parallel.volumes import Reconstructor
 
 
 def fill(array, value):

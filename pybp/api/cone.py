@@ -8,33 +8,13 @@ import threading
 
 import numpy as np
 
-from pybp import checks, distributed
-from pybp.cone import run
+from pybp import checks
+from pybp.cone import run, volumes
 from pybp.cone import store as stores
-from pybp.cone.backproject import SlabRecipe, plane_range
+from pybp.cone.backproject import SlabRecipe
 from pybp.geometry.cone import ConeGeometry
 from pybp.parallel import speed
 from pybp.stages.normalize import warn_replaced
-
-
-def _check_geometry(geometry):
-    if not isinstance(geometry, ConeGeometry):
-        raise TypeError(f"geometry: expected a pybp.ConeGeometry, got {type(geometry).__name__}")
-
-
-def _checked_volume(projections, geometry, shape, out):
-    """``projections`` checked against ``geometry``, and ``out`` for a volume of
-    ``shape`` (None: a new float32 array, where this machine's memory holds it)."""
-    checks.array_like(projections, "projections", (3,))
-    expected = (geometry.n_angles,) + geometry.detector_shape
-    if tuple(projections.shape) != expected:
-        raise ValueError(f"projections: expected (n_angles, n_rows, n_cols) = {expected} "
-                         f"(the geometry's), got {tuple(projections.shape)}")
-    if out is None:
-        checks.check_volume_memory(shape)
-        out = np.empty(shape, np.float32)
-    checks.check_output(out, shape, inputs=dict(projections=projections))
-    return out
 
 
 class ConeBackprojector:
@@ -77,7 +57,7 @@ class ConeBackprojector:
     def __init__(self, geometry: ConeGeometry, params=None, filter=None, padding="zero",
                  short_scan=None, memory_limit=None, planes=None, flats=None, darks=None,
                  device=None, context=None, queue=None, progress=False, store=True):
-        _check_geometry(geometry)
+        volumes.check_geometry(geometry)
         store = checks.flag(store, "store")
         self.geometry, self.progress = geometry, checks.flag(progress, "progress")
         if device is None and context is None and queue is None:
@@ -113,7 +93,7 @@ class ConeBackprojector:
     def _call(self, projections, out, progress):
         if self._recipe is None:
             raise RuntimeError("ConeBackprojector: closed; make a new one")
-        out = _checked_volume(projections, self.geometry, self.shape, out)
+        out = volumes.checked_volume(projections, self.geometry, self.shape, out)
         replaced = run.slabs_of([self._recipe], projections, out,
                                 self.progress if progress is None else checks.flag(progress, "progress"),
                                 fill=self._fill)
@@ -200,48 +180,10 @@ def fdk(projections, geometry: ConeGeometry, filter="ramp", padding="zero", shor
                         "and pybp.sirt(projections, geometry, iterations), pybp.sart, "
                         "pybp.cgls and pybp.tv")
     log = checks.log_option(log, flats)
-    return _fdk(projections, geometry, filter, padding, short_scan, out, flats, darks, progress,
-                dict(rings=rings, ring_options=ring_options, phase=phase), devices, client,
-                options, log)
-
-
-OPTIONS = ("params", "memory_limit", "planes", "device", "context", "queue")
-
-
-def _fdk(projections, geometry, filter, padding, short_scan, out, flats, darks, progress,
-         steps, devices, client, options, log):
-    """:func:`fdk`, on one device or several, or on the workers of ``client``
-    (pybp/cone/run.py), its arguments checked first."""
-    _check_geometry(geometry)
-    unknown = sorted(set(options) - set(OPTIONS))
-    if unknown:
-        raise TypeError(f"{unknown[0]}: not an option of pybp.fdk")
-    targets = {k: options.pop(k) for k in ("device", "context", "queue") if k in options}
-    if any(v is not None for v in targets.values()):
-        for name, given in (("client", client), ("devices", devices)):
-            if given is not None:
-                raise ValueError(f"{name}: give {name}, or one of device, context or queue")
-    if devices is not None and client is not None:
-        raise ValueError("client: give a client, or devices (each worker has its own)")
-    planes = plane_range(options.get("planes"), geometry.volume_shape[0])
-    out = _checked_volume(projections, geometry, (len(planes),) + geometry.volume_shape[1:], out)
-    flats, darks = run.checked_frames(geometry, flats, darks, steps["phase"], log)
-    common = dict(filter=filter, padding=padding, short_scan=short_scan, **steps)
-    if client is not None:
-        options.pop("planes", None)
-        task = run.PlanesTask(geometry, planes.start, log=log, options=dict(common, **options))
-        replaced = distributed.on_cluster(
-            client, task, planes.start, planes.stop,
-            dict(projections=projections, flats=flats, darks=darks, out=out), progress=progress)
-    else:
-        if devices is not None:
-            targets = [dict(device=d) for d in distributed.device_list(devices)]
-        else:
-            if not any(v is not None for v in targets.values()):
-                speed.choose_cpu_runtime()  # where several CPU runtimes work: the fastest
-            targets = [targets]
-        replaced = run.reconstruct(projections, geometry, out, targets, flats=flats,
-                                   darks=darks, progress=progress, log=log, **common,
-                                   **options)
-    warn_replaced(replaced, int(np.prod(np.shape(projections))), stacklevel=3)
-    return out
+    volumes.check_geometry(geometry)
+    if not any(options.get(name) is not None for name in ("device", "context", "queue")) \
+            and devices is None and client is None:
+        speed.choose_cpu_runtime()  # where several CPU runtimes work: the fastest here
+    return volumes.fdk(projections, geometry, filter, padding, short_scan, out, flats, darks,
+                       progress, dict(rings=rings, ring_options=ring_options, phase=phase),
+                       devices, client, options, log)

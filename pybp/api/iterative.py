@@ -11,15 +11,10 @@ import functools
 import numpy as np
 import pyopencl.array as cla
 
-from pybp import __version__, checks, distributed, registry
-from pybp.api.projector import Projector, fits
-from pybp.cone import run
-from pybp.geometry.volume import VolumeGeometry
-from pybp.iterative import methods, options, table, team
+from pybp import __version__, checks, registry
+from pybp.api.projector import fits
+from pybp.iterative import methods, options, table
 from pybp.iterative.checkpoint import Checkpoint, digest
-from pybp.iterative.tv import Variation
-from pybp.iterative.vectors import Vectors
-from pybp.stages.normalize import warn_replaced
 from pybp.stream.progress import Progress
 
 # TIGRE's and ASTRA's names for the methods' arguments, and pybp's (refused with it)
@@ -96,32 +91,6 @@ def _volume_mask(geometry, shape, mask, circle):
     return inside
 
 
-class _OneDevice:
-    """Parallel beam's slices on one device, as :class:`pybp.iterative.team.Team` gives a
-    whole volume's devices to the methods: the projector's pair, the vector steps, the
-    arrays (the methods' own allocator), TV's kernels."""
-
-    def __init__(self, projector: Projector):
-        self.projector, self.pair, self.queue = projector, projector.pair, projector.queue
-        self.descriptions = [projector.device]
-        self.vectors = Vectors(projector.context, self.queue, projector.device)
-        self.allocate = None
-
-    def upload(self, values) -> cla.Array:
-        return cla.to_device(self.queue, np.ascontiguousarray(values))
-
-    def fetch(self, array) -> np.ndarray:
-        return array.get(queue=self.queue)
-
-    def variation(self, dims) -> Variation:
-        projector = self.projector
-        return Variation(projector.context, self.queue, projector.device,
-                         projector.volume_shape, dims)
-
-    def close(self):
-        pass
-
-
 class _Run:
     """What both methods set up: the checked data on the device, the projector, the
     start, the mask, and the report of each iteration (progress, callback)."""
@@ -134,55 +103,22 @@ class _Run:
         if isinstance(projections, cla.Array):  # as the Projector takes them; the method
             projections = projections.get()     # keeps its own copy on its device
         checks.array_like(projections, "projections", (2, 3))
-        cone = kind.whole  # a whole volume
-        single = len(projections.shape) == 2
-        if cone:
-            expected = (geometry.n_angles,) + tuple(geometry.detector_shape)
-            if tuple(projections.shape) != expected:
-                raise ValueError(f"projections: expected (n_angles, n_rows, n_cols) = "
-                                 f"{expected} (the geometry's), got {tuple(projections.shape)}")
-            if checks.circle_option(circle) is not False:
-                raise ValueError("circle: the reconstruction circle is parallel beam's; give "
-                                 "a mask instead")
-        else:
-            expected = (geometry.n_angles, geometry.n_bins)
-            if (tuple(projections.shape) if single else
-                    (projections.shape[0], projections.shape[2])) != expected:
-                raise ValueError(f"projections: expected (n_angles, rows, n_bins) or "
-                                 f"(n_angles, n_bins) with n_angles, n_bins = {expected} (the "
-                                 f"geometry's), got {tuple(projections.shape)}")
-        data = np.empty(projections.shape, np.float32)
-        checks.cast_into(data, projections)
-        if single and not cone:
-            data = data[:, None]
+        data, single = kind.method_data(geometry, projections, circle)
         if not np.isfinite(data).all():
             raise ValueError("projections: contain NaN or Inf")
         volumes, sets = table.held(name, kind.dims)
 
-        def check(description, volume_shape, projection_shape, rows=None):
-            fits(description, volume_shape, projection_shape, volumes=volumes, projections=sets,
-                 scratch=kind.scratch_bytes(geometry, rows), what=name,
+        def check(description, slices):
+            fits(description, *kind.shapes(geometry, slices), volumes=volumes,
+                 projections=sets, scratch=kind.scratch_bytes(geometry, slices), what=name,
                  memory_limit=checks.memory_limit(memory_limit), advice=kind.advice)
 
         if device is not None and devices is not None:
             raise ValueError("devices: give device or devices, not both")
-        if cone:
-            chosen = [device] if devices is None else distributed.device_list(devices)
-            self.devices = team.open_team(
-                chosen, lambda context, queue, description: kind.pair(
-                    geometry, None, context, queue, description),
-                check=lambda description: check(description, *kind.shapes(geometry)))
-        else:
-            if devices is not None:
-                raise TypeError(f"devices: pybp.{name} of parallel beam runs on one device; "
-                                f"pybp.reconstruct(projections, geometry, method='{name}', "
-                                "iterations=..., devices=...) shares its slices out")
-            projector = Projector(geometry, data.shape[1], device)
-            check(projector.device, projector.volume_shape, projector.projection_shape,
-                  projector.rows)
-            self.devices = _OneDevice(projector)
+        self.devices = kind.method_devices(name, geometry, data.shape[1], device, devices,
+                                           check)
         shape = self.devices.pair.volume_shape
-        self.out_shape = shape[1:] if single and not cone else shape
+        self.out_shape = shape[1:] if single else shape
         if out is not None:
             checks.check_output(out, self.out_shape, inputs=dict(projections=projections))
         self.out = out
@@ -379,33 +315,3 @@ def by_method(chosen: dict, projections, geometry, **kwargs):
     options = dict(chosen)
     name, iterations = options.pop("method"), options.pop("iterations")
     return BY_NAME[name](projections, geometry, iterations, **options, **kwargs)
-
-
-def cone_method(chosen: dict, projections, geometry: VolumeGeometry, *, flats=None, darks=None,
-                log=None, rings=None, ring_options=None, phase=None, device=None, devices=None,
-                memory_limit=None, progress=True, out=None, checkpoint=None):
-    """Cone beam's iterative method ``chosen`` (as :func:`by_method` takes it) of detector
-    data, what :func:`pybp.reconstruct` and the command run: the line integrals as
-    FDK's first phase makes them on ``device`` or ``devices``
-    (:func:`pybp.cone.run.line_integrals`: flats, darks, ``-log`` where ``log`` says,
-    FDK's rule by default; ``rings``, ``phase``), in host memory, then the method there,
-    on the same devices. Where there is nothing to do to them, the projections go to the
-    method as they are. ``checkpoint``: as the methods take it (the line integrals are
-    made again on a resumed run: the same bits on the same devices)."""
-    registry.kind_of(geometry)
-    checks.array_like(projections, "projections", (3,))
-    log = checks.log_option(log, flats)
-    flats, darks = run.checked_frames(geometry, flats, darks, phase, log)
-    steps = dict(rings=rings, ring_options=ring_options, phase=phase)
-    targets = [dict(device=device)] if devices is None else \
-        [dict(device=d) for d in distributed.device_list(devices)]
-    if log or flats is not None or any(v is not None for v in steps.values()):
-        data, replaced = run.line_integrals(projections, geometry, targets,
-                                            flats=flats, darks=darks, log=log,
-                                            memory_limit=memory_limit, progress=progress,
-                                            **steps)
-        warn_replaced(replaced, int(np.prod(projections.shape)), stacklevel=3)
-    else:
-        data = projections
-    return by_method(chosen, data, geometry, device=device, devices=devices, progress=progress,
-                     out=out, memory_limit=memory_limit, checkpoint=checkpoint)

@@ -1,13 +1,13 @@
 """One-shot back-projection and FBP (``pybp.backproject``, ``pybp.fbp``): a
 :class:`pybp.Backprojector` made for one call and closed after (its device's
 context and built programs are kept for the next), with ``center="auto"`` found by
-:func:`pybp.centre.find_center`."""
+:func:`pybp.parallel.centre.find_center`."""
 
 from __future__ import annotations
 
 import numpy as np
 
-from pybp.centre import find_center
+from pybp.parallel.centre import find_center
 from pybp.api.sinograms import Backprojector
 
 

@@ -72,7 +72,6 @@ class Projector:
     def __init__(self, geometry, slices=None, device=None, *, rows=None):
         self.kind = kind = registry.kind_of(geometry)
         self.geometry = geometry
-        cone = kind.whole  # a whole volume (cone beam's pair)
         if rows is not None:  # the name before pybp.reconstruct's rows, a range, had it
             if slices is not None:
                 raise TypeError("rows: give slices (rows is its old name)")
@@ -80,11 +79,7 @@ class Projector:
                           "detector rows, as pybp.reconstruct takes it)", DeprecationWarning,
                           stacklevel=2)
             slices = rows
-        if cone and slices is not None:
-            raise ValueError(f"slices: a {type(geometry).__name__}'s volume is the geometry's "
-                             "(nz, ny, nx); give no slices")
-        self.slices = None if cone else 1 if slices is None else \
-            checks.positive_int(slices, "slices")
+        self.slices = kind.cut(geometry, slices)
         self.rows = self.slices  # (the pair's and the methods' name for them)
         cl_device, self.context, _ = open_device(device)
         self.device = describe(cl_device)

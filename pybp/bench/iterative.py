@@ -22,14 +22,10 @@ import numpy as np
 import pyopencl.array as cla
 
 import pybp
-from pybp import checks
+from pybp import checks, registry
 from pybp.bench.kernels import local_ceiling
-from pybp.geometry.cone import ConeGeometry
 from pybp.iterative import methods
 from pybp.iterative.vectors import Vectors
-
-LOADS_PER_UPDATE = {"parallel": 2, "cone": 4}
-
 
 def median_seconds(work, queue, repeats):
     """Median, least and most seconds of ``work()`` after a warm-up, each waited for."""
@@ -57,13 +53,13 @@ def iteration_seconds(method, pair, vectors, data, shape, iterations):
 
 
 def run(geometry, rows=None, device=None, repeats=5, iterations=5, iterative=True, log=print):
-    """Print the table for ``geometry`` (``rows`` slices of a parallel-beam one);
-    return its rows as dicts (``what``, ``seconds``, ``rate``)."""
+    """Print the table for ``geometry`` (``rows`` slices where its volume is cut in
+    slices; None for a whole volume); return its rows as dicts (``what``, ``seconds``,
+    ``rate``)."""
     if iterative and checks.positive_int(iterations, "--iterations") < 2:
         raise ValueError("--iterations: at least 2 (the first, which holds SIRT's weights, "
                          "is not timed)")
-    cone = isinstance(geometry, ConeGeometry)
-    projector = pybp.Projector(geometry, None if cone else rows, device=device)
+    projector = pybp.Projector(geometry, rows, device=device)
     queue, pair = projector.queue, projector.pair
     rng = np.random.default_rng(0)
     data = cla.to_device(queue, rng.random(projector.projection_shape, np.float32))
@@ -71,11 +67,8 @@ def run(geometry, rows=None, device=None, repeats=5, iterations=5, iterative=Tru
     out_p = cla.empty(queue, projector.projection_shape, np.float32)
     out_v = cla.empty(queue, projector.volume_shape, np.float32)
     updates = pair.updates()
-    shape = projector.projection_shape
-    case = (f"{geometry.volume_shape[0]}^3 from {geometry.n_angles} projections of {shape[1]} x "
-            f"{shape[2]}" if cone else f"{rows} slices of {geometry.slice_shape[0]} x "
-            f"{geometry.slice_shape[1]} from {geometry.n_angles} angles of {geometry.n_bins} bins")
-    loads = LOADS_PER_UPDATE["cone" if cone else "parallel"]
+    case = registry.kind_of(geometry).describe(geometry, projector.slices)
+    loads = pair.loads
     ceiling = local_ceiling(queue.device, 4, repeats) / loads
     log(f"{projector.device.label()}: {case} ({updates / 1e9:.3g} G updates per application)")
     log(f"load ceiling: {ceiling / 1e9:.4g} G updates/s (local memory's 4-byte loads over "
@@ -90,8 +83,9 @@ def run(geometry, rows=None, device=None, repeats=5, iterations=5, iterative=Tru
         log(f"| {what} | {seconds:.4f} | {low:.4f}-{high:.4f} | {rate / 1e9:.4g} | "
             f"{rate / ceiling:.0%} |")
 
-    # cone beam's A is a gather or a scatter, by the geometry (pybp/cone/project.py)
-    say(f"forward A ({pair.method})" if cone else "forward A",
+    # a pair whose A is a gather or a scatter by the geometry (cone beam's,
+    # pybp/cone/project.py) says which
+    say(f"forward A ({pair.method})" if pair.method else "forward A",
         *median_seconds(lambda: pair.forward(volume.data, out_p.data), queue, repeats))
     say("transpose A^T", *median_seconds(lambda: pair.backward(data.data, out_v.data), queue,
                                          repeats))

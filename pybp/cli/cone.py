@@ -23,6 +23,7 @@ from pybp.cli.preview import sections
 from pybp.cli.scans import say
 from pybp.cli.writing import EXIT_INTERRUPTED
 from pybp.cone import kernels, run
+from pybp.cone import volumes as whole_volumes
 from pybp.cone.slabs import PLANE_ALIGN
 from pybp.cone.params import ConeParams
 from pybp.cone.profiler import default_params
@@ -162,7 +163,8 @@ class _Planes:
 
     def __init__(self, args, scan, geometry, method, devices, params, steps):
         self.args, self.scan, self.geometry, self.method = args, scan, geometry, method
-        self.devices, self.client, self.whole, self.iterative = devices, None, None, None
+        self.devices, self.client, self.backprojector = devices, None, None
+        self.iterative = None
         self.flats, self.darks = scan.flats, scan.darks
         if self.flats is None and not args.no_log:  # transmissions: -log of the values
             self.flats, self.darks = np.ones(scan.shape[1:], np.float32), None
@@ -173,7 +175,7 @@ class _Planes:
             self.iterative = _Iterative(args, scan, geometry, devices, method, self.flats,
                                         self.darks, steps)
         elif not self.streamed:
-            self.whole = self._backprojector((0, geometry.volume_shape[0]))
+            self.backprojector = self._backprojector((0, geometry.volume_shape[0]))
 
     def __call__(self, output, a, b):
         args, scan, geometry = self.args, self.scan, self.geometry
@@ -193,9 +195,9 @@ class _Planes:
             warn_replaced(replaced, int(np.prod(scan.shape)))
         else:
             if (a, b) != (0, geometry.volume_shape[0]):  # a resumed volume's runs: one each
-                self.whole.close()
-                self.whole = self._backprojector((a, b))
-            with self.whole as bp:
+                self.backprojector.close()
+                self.backprojector = self._backprojector((a, b))
+            with self.backprojector as bp:
                 bp(scan.projections, out=output.view(a, b))
 
     def _backprojector(self, planes):
@@ -207,8 +209,8 @@ class _Planes:
                         progress=not self.args.quiet, store=False, **passes)
 
     def close(self):
-        if self.whole is not None:
-            self.whole.close()
+        if self.backprojector is not None:
+            self.backprojector.close()
         scans.close_cluster(self.args, self.client)
 
 
@@ -240,7 +242,7 @@ class _Iterative:
     """The volume of cone beam's iterative ``method`` (:func:`chosen`), made once when
     first asked: the scan's line integrals in host memory as FDK's first phase makes them
     on ``devices`` (flats, darks, ``-log``, and ``steps``: rings, phase;
-    :func:`pybp.api.iterative.cone_method`), then :func:`pybp.sirt` or another there, on
+    :func:`pybp.cone.volumes.method`), then :func:`pybp.sirt` or another there, on
     the same devices, its state kept beside the output as it goes (:func:`state_path`).
     A resumed run makes the line integrals again, continues the method from the state
     kept (from the start where none was) and writes what is missing: the same devices
@@ -267,7 +269,8 @@ class _Iterative:
         if self._volume is None:
             self.resumed = kept_iterations(self.args.output)  # what this run need not do
             self._volume = _checked(
-                api_iterative.cone_method, self.method, self.scan.projections, self.geometry,
+                whole_volumes.method, api_iterative.by_method, self.method, self.scan.projections,
+                self.geometry,
                 flats=self.flats, darks=self.darks, devices=self.devices,
                 memory_limit=self.args.memory_limit, progress=not self.args.quiet,
                 checkpoint=state_path(self.args.output), **self.steps)

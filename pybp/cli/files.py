@@ -1,5 +1,5 @@
 """``pybp reconstruct``, ``pybp center`` and ``pybp preview``: from projection files to
-slices on disk (pybp/io), with the axis found (pybp/centre.py)."""
+slices on disk (pybp/io), with the axis found (pybp/parallel/centre.py)."""
 
 from __future__ import annotations
 
@@ -9,7 +9,7 @@ from pathlib import Path
 
 import numpy as np
 
-from pybp import __version__, centre, distributed
+from pybp import __version__, distributed
 from pybp.stages.filters import FILTERS, PADDINGS
 from pybp.io.images import contact_sheet, display_range, label, to_8bit, write_png
 from pybp.io.readers import open_scan
@@ -26,8 +26,9 @@ from pybp.parallel.params import INTERPOLATIONS, SLICES_PER_PASS, STORAGES
 from pybp.api import iterative as api_iterative
 from pybp.api.sinograms import Backprojector
 from pybp.cl.device import open_device
+from pybp.parallel import centre
 from pybp.parallel.prepare import RowsTask, Setup
-from pybp.api.volumes import Reconstructor
+from pybp.parallel.volumes import Reconstructor
 from pybp.cli import cone, methods, preprocessing, scans, writing
 from pybp.cli.scans import check_cluster, check_counts, cluster, say
 from pybp.cli.parser import byte_size

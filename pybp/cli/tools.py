@@ -146,12 +146,14 @@ def cmd_bench(args):
         return _bench_io(args)
     if args.forward or args.iterative:
         if args.cone:
-            geometry = cone_geometry(args.size or 512, args.projections, args.detector)
+            geometry, slices = cone_geometry(args.size or 512, args.projections,
+                                             args.detector), None
         else:
             size = args.size or 2048
             geometry = ParallelGeometry(np.linspace(0, np.pi, args.angles or size,
                                                     endpoint=False), size)
-        bench_iterative.run(geometry, args.rows or 64, device=args.device,
+            slices = args.rows or 64
+        bench_iterative.run(geometry, slices, device=args.device,
                             repeats=args.repeats, iterations=args.iterations,
                             iterative=args.iterative)
         return 0

@@ -313,6 +313,8 @@ class ConePair:
     """A and A^T of ``geometry`` on ``queue``'s device, positions in double where the
     device has it. Launches as :class:`pybp.parallel.project.ParallelPair`'s."""
 
+    loads = 4  # 4-byte loads an update takes (pybp bench --forward): the bilinear sample
+
     def __init__(self, geometry: VolumeGeometry, context, queue, device):
         self.geometry, self.queue = geometry, queue
         self.volume_shape = tuple(geometry.volume_shape)

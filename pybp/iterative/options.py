@@ -10,7 +10,17 @@ from pybp import checks
 from pybp.iterative.table import ITERATIVE as METHODS
 from pybp.iterative.table import OPTION_NAMES, TABLE
 
-__all__ = ["METHODS", "OPTION_NAMES", "check_options", "relaxation", "subset_order", "weight"]
+__all__ = ["METHODS", "OPTION_NAMES", "STREAM_HINTS", "check_options", "relaxation",
+           "subset_order", "weight"]
+
+# Options of the methods' own calls (pybp.sirt and the others) that pybp.reconstruct has
+# no place for, and TIGRE's name for the iterations: what to do instead
+STREAM_HINTS = {
+    "x0": "each chunk's method starts at zero; pybp.sirt and the others take x0",
+    "mask": "pybp.sirt and the others take a mask; the stream takes circle=True",
+    "callback": "pybp.sirt and the others take a callback; the stream shows progress",
+    "niter": "TIGRE's name; pybp's is iterations",
+}
 
 
 def relaxation(value) -> float:

@@ -98,7 +98,7 @@ class Events:
 
 class Shared:
     """A float32 vector of ``shape`` on every device of ``team`` (``arrays``): each
-    device's runs of ``space`` are current on it; ``whole`` where every element is
+    device's runs of ``space`` are current on it; ``current`` where every element is
     current on every device. ``data`` is the vector itself, as the methods pass a
     device array's ``data`` to the operators."""
 
@@ -108,7 +108,7 @@ class Shared:
         # (the methods' allocator: tests count the working set through it)
         self.arrays = arrays if arrays is not None else \
             [methods.allocator(q)(self.shape) for q in team.queues]
-        self.whole = len(team.queues) == 1
+        self.current = len(team.queues) == 1
 
     @property
     def data(self) -> Shared:
@@ -127,7 +127,7 @@ class Shared:
         values = np.ascontiguousarray(values, FLOAT).reshape(self.shape)
         for array in self.arrays:
             array.set(values)
-        self.whole = True
+        self.current = True
 
     def get(self, queue=None) -> np.ndarray:
         """The vector on the host, each run from the device that owns it."""
@@ -196,7 +196,7 @@ class Team:
         values = np.ascontiguousarray(values, FLOAT)
         shared = Shared(self, values.shape, self.space(values.shape),
                         [cla.to_device(q, values) for q in self.queues])
-        shared.whole = True
+        shared.current = True
         return shared
 
     def variation(self, dims) -> TeamVariation:
@@ -227,18 +227,18 @@ class Team:
     def gather(self, shared: Shared):
         """Make ``shared`` whole on every device: each device's runs down into host
         memory, then up to every other device."""
-        if shared.whole:
+        if shared.current:
             return
         others = lambda d: [e for e in range(len(self.queues)) if e != d]  # noqa: E731
         self._exchange(shared, [(d, others(d), span) for d in range(len(self.queues))
                                 for span in shared.space.spans(d)])
-        shared.whole = True
+        shared.current = True
 
     def halo(self, shared: Shared, block: int):
         """The plane before each device's run of planes, in volume ``block`` of
         ``shared`` (TV's gradient along z: its transpose reads it), from the device
         that owns it."""
-        if shared.whole:
+        if shared.current:
             return
         space, moves = shared.space, []
         for e, (first, stop) in enumerate(space.runs):
@@ -317,7 +317,7 @@ class TeamPair:
         self.team.gather(given)
         events = [operator(pair, g.data, m.data, made.space.runs[d])
                   for d, (pair, g, m) in enumerate(zip(self.pairs, given.arrays, made.arrays))]
-        made.whole = len(self.pairs) == 1
+        made.current = len(self.pairs) == 1
         return self.team.events(events)
 
 
@@ -326,7 +326,7 @@ def _on_runs(team: Team, each, out: Shared, step) -> Events:
     ``out``'s space; ``out`` is then current on each device's runs alone."""
     events = [step(kernels, d, span) for d, kernels in enumerate(each)
               for span in out.space.spans(d)]
-    out.whole = len(each) == 1
+    out.current = len(each) == 1
     return team.events(events)
 
 
@@ -345,7 +345,7 @@ class TeamVectors:
     def fill(self, out: Shared, value) -> Events:
         """Every element on every device: the vector is then whole."""
         events = [vectors.fill(array, value) for vectors, array in zip(self.each, out.arrays)]
-        out.whole = True
+        out.current = True
         return self.team.events(events)
 
     def combine(self, out, a, x, b, y):
@@ -407,7 +407,7 @@ class TeamVariation:
     def _planewise(self, out: Shared, step) -> Events:
         events = [step(variation, d, self._planes[d]) for d, variation in enumerate(self.each)
                   if self._planes[d][1] > self._planes[d][0]]
-        out.whole = len(self.each) == 1
+        out.current = len(self.each) == 1
         return self.team.events(events)
 
     def dual(self, q, xbar, sigma, weight):
@@ -425,7 +425,7 @@ class TeamVariation:
             p.arrays[d], ax.arrays[d], b.arrays[d], sigma, span=span))
 
     def primal(self, x, xbar, atp, gtq, tau, tau_gradient, nonnegative):
-        xbar.whole = len(self.each) == 1
+        xbar.current = len(self.each) == 1
         return _on_runs(self.team, self.each, x, lambda v, d, span: v.primal(
             x.arrays[d], xbar.arrays[d], atp.arrays[d], gtq.arrays[d], tau, tau_gradient,
             nonnegative, span=span))

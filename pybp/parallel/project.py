@@ -114,6 +114,11 @@ class ParallelPair:
     projections are (:func:`scratch_bytes` in all). ``allocate(shape)``: the float32
     device arrays for those copies (default: arrays of their own on ``queue``)."""
 
+    # 4-byte loads an update takes (pybp bench --forward's ceiling): A^T the two bins of
+    # its sample, A about two candidates per pixel on a line
+    loads = 2
+    method = None  # one way of A (cone beam's pair gathers or scatters, by the geometry)
+
     def __init__(self, geometry: Geometry, n_rows: int, context, queue, device, allocate=None):
         self.geometry, self.n_rows, self.queue = geometry, n_rows, queue
         ny, nx = geometry.slice_shape
