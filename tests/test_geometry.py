@@ -16,7 +16,7 @@ from pybp.geometry.parallel import Geometry
 def test_skimage_radon_reconstructs_upright(cl_device):
     """A sinogram from skimage.transform.radon comes back as the image, not a flipped
     or rotated copy (odd size: skimage's centre n//2 equals ours, (n-1)/2)."""
-    transform = pytest.importorskip("skimage.transform")
+    from skimage import transform
     n = 65
     image = np.zeros((n, n))
     image[14:24, 20:28] = 1.0  # an asymmetric mark: upper left
@@ -147,7 +147,7 @@ def test_limited_angle_fbp_matches_iradon(cl_device):
     """FBP of a +-60 degree scan of the phantom correlates with scikit-image's iradon,
     whose weights are uniform, inside the reconstruction circle (over-weighting the ends
     of the wedge, as half-the-gap weights did, gave 0.72)."""
-    transform = pytest.importorskip("skimage.transform")
+    from skimage import transform
     n = 129
     angles = np.radians(np.arange(-60, 61, 1.0))
     geometry = Geometry.create(n, angles)

@@ -160,7 +160,7 @@ def skimage_options(n_bins: int) -> dict:
     outermost ring of pixels where ``n_bins`` is even (it reaches half a pixel beyond the
     detector, where ``iradon``'s padded sinogram, once filtered, is not zero); the
     Hamming and Hann windows differ by up to 6e-4 of the peak, as ``iradon`` samples them
-    on its own padded length (README, "Python API")."""
+    on its own padded length (docs/guide.md, "Parallel beam")."""
     n_bins = checks.positive_int(n_bins, "n_bins")
     shift = (n_bins - 1) / 2 - n_bins // 2  # -0.5 for an even size, 0 for an odd one
     return dict(center=n_bins // 2, slice_offset=(shift, shift), circle=n_bins // 2)
