@@ -21,7 +21,7 @@ _HOMES = {"Backprojector": "api.sinograms", "backproject": "api.oneshot", "fbp":
           "find_center": "parallel.centre", "ConeGeometry": "geometry.cone",
           "ConeBackprojector": "api.cone", "cone_backproject": "api.cone",
           "fdk": "api.cone", "ParallelGeometry": "geometry.parallel",
-          "ParallelVectorGeometry": "geometry.parallel_vectors",
+          "ParallelVectorGeometry": "geometry.parallel_vectors", "FanGeometry": "geometry.fan",
           "Projector": "api.projector", "sirt": "api.iterative", "sart": "api.iterative",
           "cgls": "api.iterative", "tv": "api.iterative"}
 __all__ = sorted(_HOMES)

@@ -11,9 +11,12 @@ fit.
 
 from __future__ import annotations
 
+import importlib
 from typing import Protocol
 
 from pybp.cone import kind as whole_kinds
+from pybp.fan import kind as fan_kind
+from pybp.io import geometry_file
 from pybp.parallel import kind as parallel_kind
 
 
@@ -23,7 +26,13 @@ class Kind(Protocol):
     geometry's one volume; else slices of detector rows, each its own problem); ``dims``
     (of one problem: TV's gradient); ``filtered`` (what its filtered back-projection is
     called, or None where it has none); ``advice`` (where its operators do not fit the
-    device). Each kind is one module's (pybp/parallel/kind.py, pybp/cone/kind.py)."""
+    device); ``file_keys`` (the keys of a geometry file that give its trajectory, each
+    read by :meth:`reader`) and ``astra_types`` (the types of ASTRA's ``proj_geom`` that
+    such a file's ``{"astra": ...}`` makes of this kind, by its ``from_astra``);
+    ``flag`` (the option of ``pybp demo``, ``bench``, ``render`` and ``tune`` that picks
+    it, or None) and ``commands`` (``(command, "module:function")`` pairs: its runner of
+    each ``pybp`` command it has, in pybp/cli/, named so that the kinds import no
+    command code). Each kind is one module's (pybp/parallel/kind.py, pybp/cone/kind.py)."""
 
     geometry: type
     name: str
@@ -32,6 +41,10 @@ class Kind(Protocol):
     dims: int
     filtered: str | None
     advice: str
+    file_keys: tuple
+    astra_types: tuple
+    flag: str | None
+    commands: tuple
 
     def shapes(self, geometry, slices=None) -> tuple:
         """``(volume_shape, projection_shape)`` of the pair (``slices`` slices at once
@@ -65,6 +78,10 @@ class Kind(Protocol):
         :class:`pybp.iterative.team.Team` has them, each device's pair made after
         ``check(description, slices)`` (which raises where the method does not fit)."""
 
+    def reader(self, key):
+        """The function ``(value, folder, angles, detector_shape, volume)`` that makes
+        this kind's geometry of a geometry file's ``key`` (one of ``file_keys``)."""
+
     def reconstruct(self, projections, geometry, flats, darks, center, rows, out, *,
                     solve, **options):
         """:func:`pybp.reconstruct` of ``geometry`` (its arguments, each checked here or
@@ -72,7 +89,7 @@ class Kind(Protocol):
         method of line integrals (pybp/api/iterative.py's ``by_method``)."""
 
 
-KINDS = (parallel_kind.KIND, whole_kinds.CONE, whole_kinds.PARALLEL_VECTORS)
+KINDS = (parallel_kind.KIND, whole_kinds.CONE, whole_kinds.PARALLEL_VECTORS, fan_kind.KIND)
 
 
 def kind_of(geometry, name="geometry") -> Kind:
@@ -101,3 +118,47 @@ def taking(geometry) -> Kind:
 def names() -> str:
     """The registered geometries' public names, for messages."""
     return ", ".join(f"pybp.{kind.name}" for kind in KINDS)
+
+
+def for_command(args):
+    """The kind a command's arguments pick: the kind of the ``--geometry`` file's key,
+    else the kind whose ``flag`` is set (``--cone``), else the first of :data:`KINDS`
+    (parallel beam: the scan's angles and its axis)."""
+    path = getattr(args, "geometry", None)
+    if path is not None:
+        spec = geometry_file.load(path)
+        for kind in KINDS:
+            if any(key in spec for key in kind.file_keys):
+                return kind
+        return _astra_kind(spec.get("astra"), path)
+    for kind in KINDS:
+        if kind.flag is not None and getattr(args, kind.flag, False):
+            return kind
+    return KINDS[0]
+
+
+def _astra_kind(dicts, path):
+    """The kind of a geometry file's ``{"astra": {"proj_geom": ...}}``, or the first kind
+    with a file where the file gives neither (its reading then says what is wrong)."""
+    kind_type = dicts.get("proj_geom", {}).get("type") if isinstance(dicts, dict) and \
+        isinstance(dicts.get("proj_geom"), dict) else None
+    for kind in KINDS:
+        if kind_type in kind.astra_types:
+            return kind
+    return next(kind for kind in KINDS if kind.file_keys)
+
+
+def command(kind, name):
+    """``kind``'s runner of the command ``name`` (its ``commands``), imported when asked:
+    a ``ValueError`` where the kind has none."""
+    where = dict(kind.commands).get(name)
+    if where is None:
+        raise ValueError(f"pybp {name}: {kind.what} has no {name}")
+    module, function = where.split(":")
+    return getattr(importlib.import_module(module), function)
+
+
+def read_geometry(path, angles, detector_shape):
+    """The geometry of the file ``path`` (pybp/io/geometry_file.py), of the kind whose
+    key it gives, for a scan of ``angles`` (radians) and ``detector_shape``."""
+    return geometry_file.read(path, angles, detector_shape, KINDS)

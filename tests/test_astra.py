@@ -30,9 +30,10 @@ def relative(a, b):
     return float(np.linalg.norm(a - b) / np.linalg.norm(b))
 
 
-def strip_projection(image, proj_geom, vol_geom):
-    """ASTRA's CPU strip projector's sinogram of ``image``."""
-    pid = astra.create_projector("strip", proj_geom, vol_geom)
+def strip_projection(image, proj_geom, vol_geom, projector="strip"):
+    """ASTRA's CPU strip projector's sinogram of ``image`` (``strip_fanflat`` for fan
+    beam)."""
+    pid = astra.create_projector(projector, proj_geom, vol_geom)
     try:
         sid, sinogram = astra.create_sino(image, pid)
         astra.data2d.delete(sid)

@@ -1,5 +1,5 @@
 """Cone beam from files: ``pybp demo --cone --write-scan`` and ``pybp reconstruct
---geometry`` (pybp/cli/cone.py, pybp/io/cone.py): the volume against FDK of the
+--geometry`` (pybp/cli/cone.py, pybp/io/geometry_file.py, the kinds' readers): the volume against FDK of the
 float64-normalised projections, resume bit for bit, the three kinds of geometry
 file, and bad files and options named."""
 
@@ -20,7 +20,7 @@ from pybp.cone.params import ConeParams
 from pybp.cone.profiler import default_params
 from pybp.geometry.astra import parallel_vectors as astra_parallel_vectors
 from pybp.io import open_scan
-from pybp.io.cone import read_geometry
+from pybp.registry import read_geometry
 from pybp.io.demo import cone_circular
 from pybp.parallel.verify import TOLERANCES
 

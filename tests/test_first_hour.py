@@ -17,7 +17,7 @@ import pytest
 from conftest import cpu_runtimes, device_is_gpu
 
 import pybp
-from pybp.cli import commands as cli, tools
+from pybp.cli import commands as cli, parallel as parallel_cli
 from pybp.cl import pacing, profiles
 from pybp.parallel import profiler
 from pybp.tune import search
@@ -122,7 +122,7 @@ def test_each_mistake_is_one_line(argv, env, word, tmp_path, capsys, monkeypatch
     def no_work(*args, **kwargs):
         raise AssertionError("work started before the mistake was reported")
 
-    monkeypatch.setattr(tools, "Backprojector", no_work)  # demo checks before it reconstructs
+    monkeypatch.setattr(parallel_cli, "Backprojector", no_work)  # demo checks before it reconstructs
     code = cli.main([a.format(tmp=tmp_path) for a in argv])
     err = capsys.readouterr().err
     assert code != 0

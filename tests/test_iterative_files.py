@@ -20,7 +20,7 @@ from pybp.parallel.centre import normalised_rows
 from pybp.cli import commands as cli
 from pybp.io import open_scan
 from pybp.cone import run as cone_run
-from pybp.io.cone import read_geometry
+from pybp.registry import read_geometry
 
 CASES = {"sirt": dict(nonnegative=True), "sart": dict(subsets=8), "cgls": {},
          "tv": dict(weight=0.02, nonnegative=True)}

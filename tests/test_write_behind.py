@@ -24,7 +24,7 @@ from pybp.cone.params import ConeParams
 from pybp.geometry.cone import ConeGeometry
 from pybp.io.output import disk
 from pybp.io import open_scan
-from pybp.io.cone import read_geometry
+from pybp.registry import read_geometry
 from pybp.io.output.npy import NpyFile
 from pybp.stream import pipeline, sources
 from pybp.stream.sources import WriteBehind

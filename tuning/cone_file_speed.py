@@ -30,7 +30,7 @@ import numpy as np
 
 import pybp
 from pybp.bench import io as bench_io
-from pybp.io.cone import write_circular
+from pybp.cone.kind import write_circular
 from pybp.io.demo import write_dxchange
 from pybp.tune.cone import FIELD, PIXEL, SOURCE_DETECTOR, SOURCE_ORIGIN, geometry
 

@@ -19,7 +19,7 @@ ROOT = Path(__file__).resolve().parents[1]
 ALLOWED_INNER = {"pybp.__main__"}  # imports the command lazily so Ctrl-C is one line
 # Packages from the top floor down (docs/architecture.md); single modules sit where
 # they are used.
-FLOORS = ("cli", "bench", "tune", "api", "registry", "parallel", "cone", "distributed", "io",
+FLOORS = ("cli", "bench", "tune", "api", "registry", "fan", "parallel", "cone", "distributed", "io",
           "stream", "phantoms", "stages", "geometry", "cl", "checks")
 GEOMETRIES = ("parallel", "cone")  # side by side: neither imports the other
 

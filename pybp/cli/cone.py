@@ -26,12 +26,13 @@ from pybp.cone import kernels, run
 from pybp.cone import volumes as whole_volumes
 from pybp.cone.slabs import PLANE_ALIGN
 from pybp.cone.params import ConeParams
+from pybp.cone.kind import write_circular
 from pybp.cone.profiler import default_params
 from pybp.geometry.cone import ConeGeometry
-from pybp.io.cone import check_path, read_geometry, write_circular
 from pybp.parallel import speed
 from pybp.iterative import table
 from pybp.io.demo import cone_circular, cone_scan, write_dxchange
+from pybp.io.geometry_file import check_path
 from pybp.io.images import SLICE_SUFFIXES, write_png, write_slice
 from pybp.io.readers import HDF5_SUFFIXES, open_scan
 from pybp.io.writers import check_output_file, check_output_path, open_output, stored_metadata
@@ -82,7 +83,7 @@ def reconstruct(args):
                      angle_range=args.angle_range, angle_unit=args.angle_unit)
     with scan:
         n_angles, n_rows, n_cols = scan.shape
-        geometry = read_geometry(args.geometry, scan.angles, (n_rows, n_cols))
+        geometry = registry.read_geometry(args.geometry, scan.angles, (n_rows, n_cols))
         kind = registry.kind_of(geometry)
         if not method and kind.filtered is None:
             raise ValueError(f"--method: {args.geometry} describes {kind.what} (a pybp."
@@ -428,3 +429,4 @@ def render(args):
     path = cache.write_text_new(args.output, source, overwrite=args.overwrite)
     print(f"wrote {path} ({params.key()})")
     return 0
+

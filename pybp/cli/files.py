@@ -9,7 +9,7 @@ from pathlib import Path
 
 import numpy as np
 
-from pybp import __version__, distributed
+from pybp import __version__, distributed, registry
 from pybp.stages.filters import FILTERS, PADDINGS
 from pybp.io.images import contact_sheet, display_range, label, to_8bit, write_png
 from pybp.io.readers import open_scan
@@ -29,7 +29,7 @@ from pybp.cl.device import open_device
 from pybp.parallel import centre
 from pybp.parallel.prepare import RowsTask, Setup
 from pybp.parallel.volumes import Reconstructor
-from pybp.cli import cone, methods, preprocessing, scans, writing
+from pybp.cli import methods, preprocessing, scans, writing
 from pybp.cli.scans import check_cluster, check_counts, cluster, say
 from pybp.cli.parser import byte_size
 
@@ -184,10 +184,15 @@ def _center(args, scan, rows, stored):
 
 
 def cmd_reconstruct(args):
-    """Everything is checked (output, devices, scheduler, centre, free space) before the
-    output is made; a run that fails before its first slice removes what it made."""
-    if args.geometry:
-        return cone.reconstruct(args)
+    """``pybp reconstruct``, run by the kind the arguments pick: the ``--geometry``
+    file's, else parallel beam's (:func:`reconstruct`)."""
+    return registry.command(registry.for_command(args), "reconstruct")(args)
+
+
+def reconstruct(args):
+    """A parallel-beam scan to its slices. Everything is checked (output, devices,
+    scheduler, centre, free space) before the output is made; a run that fails before
+    its first slice removes what it made."""
     method = methods.chosen(args)
     inputs = (args.input, args.flats, args.darks, args.angles)
     if not args.center_sweep:
@@ -391,7 +396,7 @@ traceback), 130 interrupted.""")
                           "the output folder (default: off)")
     rec.add_argument("--geometry", metavar="CONE.JSON",
                      help="a scan of one whole volume: reconstruct the volume it describes, "
-                          "cone beam by FDK (pybp/io/cone.py: a circular orbit, ASTRA "
+                          "cone beam by FDK (pybp/io/geometry_file.py: a circular orbit, ASTRA "
                           "vectors or projection matrices), parallel rays along any "
                           "direction (laminography: ASTRA parallel3d_vec) by an iterative "
                           "--method; the parallel-beam options do not apply (default: "

@@ -5,7 +5,7 @@ FDK or an iterative method (pybp/cone/volumes.py) on one device or a team of the
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 import numpy as np
 
@@ -13,7 +13,10 @@ from pybp import checks, distributed
 from pybp.cone import project, volumes
 from pybp.geometry.cone import ConeGeometry
 from pybp.geometry.parallel_vectors import ParallelVectorGeometry
+from pybp.io import geometry_file
 from pybp.iterative import team
+
+CIRCULAR_KEYS = ("source_origin", "origin_detector", "pixel_size", "detector_offset")
 
 
 @dataclass(frozen=True)
@@ -24,6 +27,10 @@ class WholeKind:
     name: str
     what: str
     filtered: str | None
+    readers: tuple = field(default=(), compare=False)  # (geometry file key, its reader)
+    astra_types: tuple = ()
+    flag: str | None = None
+    commands: tuple = (("reconstruct", "pybp.cli.cone:reconstruct"),)
     whole: bool = True
     dims: int = 3
     advice: str = "make the volume or the scan smaller, or take a device with more memory"
@@ -77,6 +84,13 @@ class WholeKind:
                 geometry, None, context, queue, description),
             check=lambda description: check(description, None))
 
+    @property
+    def file_keys(self) -> tuple:
+        return tuple(key for key, _ in self.readers)
+
+    def reader(self, key):
+        return dict(self.readers)[key]
+
     def reconstruct(self, projections, geometry, flats, darks, center, rows, out, *,
                     solve, **options):
         """FDK, or ``solve``'s method of the line integrals (pybp/cone/volumes.py)."""
@@ -84,6 +98,59 @@ class WholeKind:
                                    out, solve=solve, **options)
 
 
-CONE = WholeKind(ConeGeometry, "ConeGeometry", "cone beam", "FDK")
+def _circular(value, folder, angles, detector_shape, volume):
+    """``{"circular": {source_origin, origin_detector, pixel_size, detector_offset}}``:
+    ASTRA's ``cone``, the angles the scan file's."""
+    if not isinstance(value, dict):
+        raise ValueError(f"circular: expected an object of {', '.join(CIRCULAR_KEYS)}")
+    unknown = sorted(set(value) - set(CIRCULAR_KEYS))
+    missing = [k for k in CIRCULAR_KEYS[:3] if k not in value]
+    if unknown or missing:
+        raise ValueError(f"circular: unknown key {unknown[0]!r}" if unknown
+                         else f"circular: needs {missing[0]!r}")
+    return ConeGeometry.circular(angles, detector_shape, **value, **volume, angle_unit="rad")
+
+
+def _vectors(value, folder, angles, detector_shape, volume):
+    """ASTRA ``cone_vec`` rows ``(src, d, u, v)`` in a file."""
+    rows = geometry_file.rows_of(value, "vectors", folder, angles)
+    return ConeGeometry.from_astra(rows, detector_shape, **volume)
+
+
+def _matrices(value, folder, angles, detector_shape, volume):
+    """Projection matrices ``(n, 3, 4)``, or rows of their 12 numbers in a text file."""
+    rows = geometry_file.rows_of(value, "matrices", folder, angles)
+    if rows.ndim == 2 and rows.shape[1] == 12:
+        rows = rows.reshape(-1, 3, 4)
+    return ConeGeometry.from_matrices(rows, detector_shape, **volume)
+
+
+def _parallel_vectors(value, folder, angles, detector_shape, volume):
+    """ASTRA ``parallel3d_vec`` rows ``(ray, d, u, v)`` in a file."""
+    rows = geometry_file.rows_of(value, "parallel_vectors", folder, angles)
+    return ParallelVectorGeometry.from_astra(rows, detector_shape, **volume)
+
+
+def write_circular(path, source_origin, origin_detector, pixel_size, volume_shape, voxel_size,
+                   detector_offset=(0, 0), volume_offset=(0, 0, 0)):
+    """A geometry file of a circular cone-beam scan (not replacing a file: the caller
+    checks)."""
+    geometry_file.write(path, {
+        "circular": {"source_origin": source_origin, "origin_detector": origin_detector,
+                     "pixel_size": pixel_size, "detector_offset": list(detector_offset)},
+        "volume_shape": list(volume_shape), "voxel_size": voxel_size,
+        "volume_offset": list(volume_offset)})
+
+
+CONE = WholeKind(ConeGeometry, "ConeGeometry", "cone beam", "FDK",
+                 readers=(("circular", _circular), ("vectors", _vectors),
+                          ("matrices", _matrices)),
+                 astra_types=("cone", "cone_vec"), flag="cone",
+                 commands=(("reconstruct", "pybp.cli.cone:reconstruct"),
+                           ("demo", "pybp.cli.cone:demo"), ("render", "pybp.cli.cone:render"),
+                           ("bench", "pybp.cli.cone_tools:bench"),
+                           ("tune", "pybp.cli.cone_tools:tune")))
 PARALLEL_VECTORS = WholeKind(ParallelVectorGeometry, "ParallelVectorGeometry",
-                             "parallel rays along any direction", None)
+                             "parallel rays along any direction", None,
+                             readers=(("parallel_vectors", _parallel_vectors),),
+                             astra_types=("parallel3d", "parallel3d_vec"))

@@ -35,7 +35,7 @@ def cone_circular(n=128):
     """The cone-beam demo's orbit and volume (lengths in voxels of 1 mm): ``n``^3 voxels,
     the source 3 ``n`` from the axis, magnification 1.5, pixels of 1.5 mm, a detector of
     ``n`` x ``1.25 n`` pixels that sees the whole phantom: keyword arguments of
-    :meth:`ConeGeometry.circular` and ``pybp.io.cone.write_circular``, with
+    :meth:`ConeGeometry.circular` and ``pybp.cone.kind.write_circular``, with
     ``detector_shape``."""
     return dict(detector_shape=(n, n + n // 4), source_origin=3.0 * n, origin_detector=1.5 * n,
                 pixel_size=1.5, volume_shape=(n, n, n), voxel_size=1.0)

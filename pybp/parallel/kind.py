@@ -27,6 +27,15 @@ class ParallelKind:
     dims: int = 2
     filtered: str | None = "FBP"
     advice: str = "take fewer rows per call, or a device with more memory"
+    file_keys: tuple = ()  # no geometry file: the command takes the scan's angles
+    astra_types: tuple = ()
+    flag: str | None = None  # the commands' default
+    commands: tuple = (("reconstruct", "pybp.cli.files:reconstruct"),
+                       ("demo", "pybp.cli.parallel:demo"), ("render", "pybp.cli.parallel:render"),
+                       ("bench", "pybp.cli.parallel:bench"), ("tune", "pybp.cli.parallel:tune"))
+
+    def reader(self, key):
+        raise KeyError(key)
 
     def shapes(self, geometry, slices=None) -> tuple:
         """``slices`` slices and ``(n_angles, slices, n_bins)``."""

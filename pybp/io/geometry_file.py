@@ -1,7 +1,9 @@
-"""Cone-beam scans on disk: the geometry file (``cone.json``) that ``pybp reconstruct
---geometry`` reads and ``pybp demo --cone`` writes.
-
-``cone.json`` holds one object, lengths in one unit (mm, say):
+"""The geometry file (``cone.json``, say) that ``pybp reconstruct --geometry`` reads and
+``pybp demo --cone`` writes: one JSON object, lengths in one unit (mm, say). Which keys
+a kind reads, and how, is the kind's (``file_keys``, ``astra_types`` and ``reader`` of
+pybp/registry.py's protocol); this module reads the JSON, checks what every kind's file
+shares (one trajectory, the volume's keys, ASTRA's dicts against the scan) and asks the
+kind for the geometry. The keys of today's kinds:
 
 - a circular scan (ASTRA's ``cone``; the angles are the scan file's)::
 
@@ -40,16 +42,11 @@ from pathlib import Path
 
 import numpy as np
 
-from pybp.geometry.cone import ConeGeometry
-from pybp.geometry.parallel_vectors import ParallelVectorGeometry
-from pybp.geometry.volume import VolumeGeometry
-
-TRAJECTORIES = ("circular", "vectors", "matrices", "parallel_vectors", "astra")
 VOLUME_KEYS = ("volume_shape", "voxel_size", "volume_offset")
-CIRCULAR_KEYS = ("source_origin", "origin_detector", "pixel_size", "detector_offset")
 
 
-def _load_array(path: Path, name: str, columns: int) -> np.ndarray:
+def load_array(path: Path, name: str) -> np.ndarray:
+    """The rows of ``path`` (a ``.npy`` or text file) named by the key ``name``."""
     if not path.exists():
         raise ValueError(f"{name} file {path} does not exist")
     if not path.is_file():
@@ -59,8 +56,6 @@ def _load_array(path: Path, name: str, columns: int) -> np.ndarray:
         values = np.load(path) if path.suffix == ".npy" else np.loadtxt(path, ndmin=2)
     except (OSError, ValueError) as exc:
         raise ValueError(f"cannot read {name} from {path}: {exc}") from None
-    if name == "matrices" and values.ndim == 2 and values.shape[1] == columns:
-        values = values.reshape(-1, 3, 4)  # rows of 12 numbers in a text file
     return values
 
 
@@ -74,11 +69,8 @@ def check_path(path) -> Path:
     return path
 
 
-def read_geometry(path, angles, detector_shape) -> VolumeGeometry:
-    """The geometry of ``path`` (a :class:`ConeGeometry`, or a
-    :class:`ParallelVectorGeometry`) for a scan with ``angles`` (radians; used by a
-    circular scan) and ``detector_shape`` ``(n_rows, n_cols)``. Errors name the file and
-    the key."""
+def load(path) -> dict:
+    """The JSON object of ``path``; errors name the file."""
     path = check_path(path)
     try:
         spec = json.loads(path.read_text())
@@ -91,75 +83,76 @@ def read_geometry(path, angles, detector_shape) -> VolumeGeometry:
             from None
     if not isinstance(spec, dict):
         raise ValueError(f"geometry: {path} must hold one JSON object")
-    given = [k for k in TRAJECTORIES if k in spec]
+    return spec
+
+
+def read(path, angles, detector_shape, kinds):
+    """The geometry of ``path`` for a scan with ``angles`` (radians; used by a circular
+    scan) and ``detector_shape`` ``(n_rows, n_cols)``, made by the one of ``kinds`` whose
+    key the file gives. Errors name the file and the key."""
+    path = check_path(path)
+    spec = load(path)
+    owners = {key: kind for kind in kinds for key in kind.file_keys}
+    trajectories = tuple(owners) + ("astra",)
+    given = [k for k in trajectories if k in spec]
     if len(given) != 1:
-        raise ValueError(f"geometry: {path} must give exactly one of {', '.join(TRAJECTORIES)}")
-    unknown = sorted(set(spec) - set(TRAJECTORIES) - set(VOLUME_KEYS))
+        raise ValueError(f"geometry: {path} must give exactly one of {', '.join(trajectories)}")
+    unknown = sorted(set(spec) - set(trajectories) - set(VOLUME_KEYS))
     if unknown:
         raise ValueError(f"geometry: {path}: unknown key {unknown[0]!r} (expected "
-                         f"{', '.join(TRAJECTORIES + VOLUME_KEYS)})")
-    if given == ["astra"]:
-        try:
-            return _astra(spec, angles, detector_shape)
-        except (ValueError, TypeError) as exc:
-            raise type(exc)(f"geometry: {path}: {exc}") from None
-    for key in ("volume_shape", "voxel_size"):
-        if key not in spec:
-            raise ValueError(f"geometry: {path} needs {key!r}")
-    volume = dict(volume_shape=spec["volume_shape"], voxel_size=spec["voxel_size"],
-                  volume_offset=spec.get("volume_offset", (0, 0, 0)))
-    kind = given[0]
+                         f"{', '.join(trajectories + VOLUME_KEYS)})")
+    key = given[0]
     try:
-        if kind == "circular":
-            circular = spec["circular"]
-            if not isinstance(circular, dict):
-                raise ValueError("circular: expected an object of "
-                                 f"{', '.join(CIRCULAR_KEYS)}")
-            unknown = sorted(set(circular) - set(CIRCULAR_KEYS))
-            missing = [k for k in CIRCULAR_KEYS[:3] if k not in circular]
-            if unknown or missing:
-                raise ValueError(f"circular: unknown key {unknown[0]!r}" if unknown
-                                 else f"circular: needs {missing[0]!r}")
-            return ConeGeometry.circular(angles, detector_shape, **circular, **volume,
-                                         angle_unit="rad")
-        if not isinstance(spec[kind], str):
-            raise ValueError(f"{kind}: expected the name of a .npy or text file (relative to "
-                             f"the JSON), got {spec[kind]!r}")
-        values = _load_array(path.parent / spec[kind], kind, 12)
-        if len(values) != len(angles):
-            raise ValueError(f"{kind}: {len(values)} rows in {spec[kind]}, but the scan has "
-                             f"{len(angles)} projections")
-        if kind == "vectors":
-            return ConeGeometry.from_astra(values, detector_shape, **volume)
-        if kind == "parallel_vectors":
-            return ParallelVectorGeometry.from_astra(values, detector_shape, **volume)
-        return ConeGeometry.from_matrices(values, detector_shape, **volume)
+        if key == "astra":
+            return _astra(spec, angles, detector_shape, kinds)
+        for name in ("volume_shape", "voxel_size"):
+            if name not in spec:
+                raise ValueError(f"needs {name!r}")
+        volume = dict(volume_shape=spec["volume_shape"], voxel_size=spec["voxel_size"],
+                      volume_offset=spec.get("volume_offset", (0, 0, 0)))
+        return owners[key].reader(key)(spec[key], path.parent, angles, detector_shape, volume)
     except (ValueError, TypeError) as exc:
         raise type(exc)(f"geometry: {path}: {exc}") from None
 
 
-def _astra(spec, angles, detector_shape) -> VolumeGeometry:
-    """The geometry of ``{"astra": {"proj_geom": ..., "vol_geom": ...}}`` (cone beam, or
-    parallel rays along any direction), checked against the scan's ``angles`` and
+def rows_of(value, key, folder, angles) -> np.ndarray:
+    """The rows of the file that ``value`` names (relative to the JSON's ``folder``), one
+    per projection."""
+    if not isinstance(value, str):
+        raise ValueError(f"{key}: expected the name of a .npy or text file (relative to "
+                         f"the JSON), got {value!r}")
+    values = load_array(Path(folder) / value, key)
+    if len(values) != len(angles):
+        raise ValueError(f"{key}: {len(values)} rows in {value}, but the scan has "
+                         f"{len(angles)} projections")
+    return values
+
+
+def _astra(spec, angles, detector_shape, kinds):
+    """The geometry of ``{"astra": {"proj_geom": ..., "vol_geom": ...}}``, made by the
+    kind whose ``astra_types`` holds its type, checked against the scan's ``angles`` and
     ``detector_shape``."""
     extra = [key for key in VOLUME_KEYS if key in spec]
     if extra:
         raise ValueError(f"{extra[0]}: the volume is the astra vol_geom's; give it there")
     dicts = spec["astra"]
-    if not isinstance(dicts, dict) or set(dicts) != {"proj_geom", "vol_geom"}:
+    if not isinstance(dicts, dict) or set(dicts) != {"proj_geom", "vol_geom"} or \
+            not isinstance(dicts["proj_geom"], dict):
         raise ValueError("astra: expected an object of proj_geom and vol_geom (ASTRA's "
                          "dicts)")
-    parallel = isinstance(dicts["proj_geom"], dict) and \
-        str(dicts["proj_geom"].get("type")).startswith("parallel3d")
-    kind = ParallelVectorGeometry if parallel else ConeGeometry
-    geometry = kind.from_astra(dicts["proj_geom"], dicts["vol_geom"])
+    owners = {t: kind for kind in kinds for t in kind.astra_types}
+    kind = owners.get(dicts["proj_geom"].get("type"))
+    if kind is None:
+        raise ValueError(f"astra: proj_geom's type {dicts['proj_geom'].get('type')!r} is "
+                         f"none of {', '.join(owners)}")
+    geometry = kind.geometry.from_astra(dicts["proj_geom"], dicts["vol_geom"])
     if geometry.detector_shape != tuple(detector_shape):
         raise ValueError(f"astra: a detector of {geometry.detector_shape[0]} x "
                          f"{geometry.detector_shape[1]} pixels; the scan's is "
                          f"{detector_shape[0]} x {detector_shape[1]}")
     if geometry.n_angles != len(angles):
         raise ValueError(f"astra: {geometry.n_angles} projections; the scan has {len(angles)}")
-    if dicts["proj_geom"].get("type") in ("cone", "parallel3d"):
+    if "ProjectionAngles" in dicts["proj_geom"]:  # the scan file's angles must be these
         theirs = np.asarray(dicts["proj_geom"]["ProjectionAngles"], np.float64)
         turn = np.angle(np.exp(1j * (theirs - np.asarray(angles, np.float64))))
         if np.abs(turn).max() > 1e-6:
@@ -168,11 +161,6 @@ def _astra(spec, angles, detector_shape) -> VolumeGeometry:
     return geometry
 
 
-def write_circular(path, source_origin, origin_detector, pixel_size, volume_shape, voxel_size,
-                   detector_offset=(0, 0), volume_offset=(0, 0, 0)):
-    """A ``cone.json`` for a circular scan (not replacing a file: the caller checks)."""
-    spec = {"circular": {"source_origin": source_origin, "origin_detector": origin_detector,
-                         "pixel_size": pixel_size, "detector_offset": list(detector_offset)},
-            "volume_shape": list(volume_shape), "voxel_size": voxel_size,
-            "volume_offset": list(volume_offset)}
+def write(path, spec):
+    """``spec`` as a geometry file (not replacing a file: the caller checks)."""
     Path(path).write_text(json.dumps(spec, indent=2) + "\n")
