@@ -121,12 +121,17 @@ def names() -> str:
 
 
 def for_command(args):
-    """The kind a command's arguments pick: the kind of the ``--geometry`` file's key,
-    else the kind whose ``flag`` is set (``--cone``), else the first of :data:`KINDS`
-    (parallel beam: the scan's angles and its axis)."""
+    """The kind a command's arguments pick: the kind of the ``--geometry`` file's key
+    (the first kind with a geometry file where the file cannot be read: its runner then
+    names the option, in the order of its checks), else the kind whose ``flag`` is set
+    (``--cone``), else the first of :data:`KINDS` (parallel beam: the scan's angles and
+    its axis)."""
     path = getattr(args, "geometry", None)
     if path is not None:
-        spec = geometry_file.load(path)
+        try:
+            spec = geometry_file.load(path)
+        except ValueError:  # the runner says what is wrong, after its own checks
+            return next(kind for kind in KINDS if kind.file_keys)
         for kind in KINDS:
             if any(key in spec for key in kind.file_keys):
                 return kind
