@@ -203,3 +203,8 @@ def test_the_registry_knows_fan_beam_and_its_errors_name_the_argument():
         pybp.Projector(g, slices=2)
     with pytest.raises(ValueError, match="center: "):
         pybp.reconstruct(np.zeros((N_ANGLES, N_DET), np.float32), g, center=3.0, log=False)
+    with pytest.raises(ValueError, match="^iterations: an option of the iterative methods; "
+                                         "FBP takes none"):
+        pybp.reconstruct(np.zeros((N_ANGLES, N_DET), np.float32), g, iterations=3, log=False)
+    with pytest.raises(ValueError, match="^filter: FBP needs a filter"):
+        pybp.reconstruct(np.zeros((N_ANGLES, N_DET), np.float32), g, filter=None, log=False)

@@ -49,10 +49,13 @@ def reconstruct(kind, projections, geometry, flats=None, darks=None, center=None
     if method_name in ("fbp", "fdk"):
         for name in ["iterations"] * (iterations is not None) + list(options):
             if name == "iterations" or name in OPTION_NAMES or name in STREAM_HINTS:
-                raise ValueError(f"{name}: an option of the iterative methods; FDK takes "
-                                 "none (method='sirt', 'sart', 'cgls' or 'tv')")
+                raise ValueError(f"{name}: an option of the iterative methods; "
+                                 f"{kind.filtered} takes none (method='sirt', 'sart', 'cgls' "
+                                 "or 'tv')")
         if filter is None:
-            raise ValueError("filter: FDK needs a filter; use pybp.cone_backproject for none")
+            raise ValueError(f"filter: {kind.filtered} needs a filter; for none, "
+                             "pybp.Projector(geometry).backward (or pybp.cone_backproject of a "
+                             "pybp.ConeGeometry)")
         targets = {name: value for name, value in (("device", device), ("context", context),
                                                    ("queue", queue)) if value is not None}
         short_scan = options.pop("short_scan", None)
@@ -62,7 +65,8 @@ def reconstruct(kind, projections, geometry, flats=None, darks=None, center=None
                    checks.log_option(log, flats))
     checks.choice("method", method_name, tuple(TABLE) + ("fdk",))
     if filter not in (None, "ramp"):
-        raise ValueError(f"filter: FDK's window; {method_name} takes none")
+        raise ValueError(f"filter: {kind.filtered or 'a filtered back-projection'}'s window; "
+                         f"{method_name} takes none")
     for name, value in (("client", client), ("context", context), ("queue", queue)):
         if value is not None:
             raise ValueError(f"{name}: {method_name} of a {kind.name} holds the whole "
