@@ -128,29 +128,22 @@ def for_command(args):
     its axis)."""
     path = getattr(args, "geometry", None)
     if path is not None:
+        with_file = [kind for kind in KINDS if kind.file_keys]
         try:
             spec = geometry_file.load(path)
         except ValueError:  # the runner says what is wrong, after its own checks
-            return next(kind for kind in KINDS if kind.file_keys)
-        for kind in KINDS:
-            if any(key in spec for key in kind.file_keys):
+            return with_file[0]
+        dicts = spec.get("astra")
+        proj_geom = dicts.get("proj_geom") if isinstance(dicts, dict) else None
+        astra_type = proj_geom.get("type") if isinstance(proj_geom, dict) else None
+        for kind in with_file:
+            if any(key in spec for key in kind.file_keys) or astra_type in kind.astra_types:
                 return kind
-        return _astra_kind(spec.get("astra"), path)
+        return with_file[0]  # neither: its reading says what is wrong
     for kind in KINDS:
         if kind.flag is not None and getattr(args, kind.flag, False):
             return kind
     return KINDS[0]
-
-
-def _astra_kind(dicts, path):
-    """The kind of a geometry file's ``{"astra": {"proj_geom": ...}}``, or the first kind
-    with a file where the file gives neither (its reading then says what is wrong)."""
-    kind_type = dicts.get("proj_geom", {}).get("type") if isinstance(dicts, dict) and \
-        isinstance(dicts.get("proj_geom"), dict) else None
-    for kind in KINDS:
-        if kind_type in kind.astra_types:
-            return kind
-    return next(kind for kind in KINDS if kind.file_keys)
 
 
 def command(kind, name):
