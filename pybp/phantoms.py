@@ -1,7 +1,7 @@
 """Analytic phantoms: the Shepp-Logan phantom (2-D and stacked in 3-D) with its exact
-Radon transform, the 3-D phantom with its exact cone-beam line integrals, and
-detector counts with noise, flats and darks made of line integrals (the demo, the
-tests and the benchmarks)."""
+Radon transform, a disc and a Gaussian with theirs, the 3-D phantom with its exact
+cone-beam line integrals, and detector counts with noise, flats and darks made of line
+integrals (the demo, the tests, the benchmarks, and checks of a geometry's units)."""
 
 from __future__ import annotations
 
@@ -57,6 +57,44 @@ def shepp_logan_radon(geometry: Geometry, radius=None, ellipses=None) -> np.ndar
         chord = np.where(inside, np.sqrt(np.maximum(width2 - t ** 2, 0)), 0)
         sinogram += value * 2 * a * b * chord / width2
     return sinogram
+
+
+def _supersampled(geometry: Geometry, supersample):
+    """The x and y of ``supersample``^2 points in each voxel of a slice, about the axis."""
+    fx, fy = geometry.pixel_offsets()
+    o = (np.arange(supersample) + 0.5) / supersample - 0.5
+    x = (fx[None, :, None, None] + o[None, None, None, :]) * geometry.voxel_size
+    y = (fy[:, None, None, None] + o[None, None, :, None]) * geometry.voxel_size
+    return x, y
+
+
+def _bin_offsets(geometry: Geometry):
+    return (np.arange(geometry.n_bins)[None, :] - geometry.center[:, None]) * geometry.pixel_size
+
+
+def disc(geometry: Geometry, radius, value=1.0, supersample=8) -> np.ndarray:
+    """A disc of ``value`` (per unit of length) and ``radius`` (in the geometry's length)
+    about the axis, each voxel its covered share of ``supersample``^2 points."""
+    x, y = _supersampled(geometry, supersample)
+    return value * (x ** 2 + y ** 2 <= radius ** 2).mean(axis=(2, 3))
+
+
+def disc_chords(geometry: Geometry, radius, value=1.0) -> np.ndarray:
+    """The disc's exact line integrals at every bin centre, ``(n_angles, n_bins)``."""
+    t = _bin_offsets(geometry)
+    return value * 2 * np.sqrt(np.maximum(radius ** 2 - t ** 2, 0))
+
+
+def gaussian(geometry: Geometry, sigma, supersample=4) -> np.ndarray:
+    """exp(-r^2 / 2 sigma^2) about the axis, each voxel's mean of ``supersample``^2 points."""
+    x, y = _supersampled(geometry, supersample)
+    return np.exp(-(x ** 2 + y ** 2) / (2 * sigma ** 2)).mean(axis=(2, 3))
+
+
+def gaussian_integrals(geometry: Geometry, sigma) -> np.ndarray:
+    """The Gaussian's exact line integrals at every bin centre, ``(n_angles, n_bins)``."""
+    t = _bin_offsets(geometry)
+    return np.sqrt(2 * np.pi) * sigma * np.exp(-t ** 2 / (2 * sigma ** 2))
 
 
 def shepp_logan_image(geometry: Geometry, radius=None, supersample=4, ellipses=None) -> np.ndarray:

@@ -4,8 +4,10 @@ pybp.parallel.reference, the pair's adjointness on random float32 data at 1024 b
 one and several iterations of each method against the same method in float64 on the
 dense matrix, SIRT converged against scipy's lsqr, and a limited-angle scan."""
 
+import importlib.util
 import re
 import textwrap
+from pathlib import Path
 
 import numpy as np
 import pyopencl as cl
@@ -16,11 +18,16 @@ from test_cone_files import assert_caught_within_2_s
 from test_first_hour import cpu_sized
 
 import pybp
-from pybp import phantoms
 from pybp.cl.device import describe, open_device
 from pybp.cone import reference as cone_reference
 from pybp.iterative.tv import Variation
 from pybp.parallel import reference
+
+# the limited-angle case of docs/accuracy.md's table, as its script makes it
+_TOOL = Path(__file__).resolve().parents[1] / "tuning" / "limited_angle.py"
+_spec = importlib.util.spec_from_file_location("limited_angle", _TOOL)
+limited_angle = importlib.util.module_from_spec(_spec)
+_spec.loader.exec_module(limited_angle)
 
 OPERATOR_RTOL = 2e-6  # each operator against its float64 reference, relative RMS
 # (measured 1.5e-7 for A^T and 2.8e-7 for A at 1024 bins: float32 sums of float weights)
@@ -270,24 +277,6 @@ def test_sirt_converges_to_the_weighted_least_squares_solution(cl_device, rng):
     assert relative_rms(got.ravel(), plain) < CONVERGED_RTOL
 
 
-def limited_angle_case():
-    """``(geometry, sinogram, error)``: +-60 degrees (61 projections) of the 64^2
-    Shepp-Logan phantom's exact line integrals, and a volume's relative RMS from the
-    phantom inside the reconstruction circle (tuning/limited_angle.py too)."""
-    n = 64
-    geometry = pybp.ParallelGeometry(np.radians(np.linspace(-60, 60, 61)), n)
-    sinogram = phantoms.shepp_logan_radon(geometry).astype(np.float32)
-    truth = phantoms.shepp_logan_image(geometry)
-    inside = np.zeros((n, n), bool)
-    for row, (first, stop) in enumerate(geometry.circle_columns()):
-        inside[row, first:stop] = True
-
-    def error(image):
-        return float(np.linalg.norm((image - truth)[inside]) / np.linalg.norm(truth[inside]))
-
-    return geometry, sinogram, error
-
-
 def test_limited_angle_iterations_beat_fbp(cl_device):
     """+-60 degrees of the Shepp-Logan phantom (exact line integrals), 64^2: inside the
     reconstruction circle, SIRT (nonnegative, 200 iterations), SART (nonnegative, 10
@@ -296,7 +285,7 @@ def test_limited_angle_iterations_beat_fbp(cl_device):
     integrals are not the voxel model's, so the methods semi-converge: CGLS measured
     0.437 after 5 iterations, 0.536 after 20; SIRT 0.339 after 50, 0.421 after 1000
     (docs/accuracy.md, tuning/limited_angle.py)."""
-    geometry, sinogram, error = limited_angle_case()
+    geometry, sinogram, error = limited_angle.case(64)
     angles = geometry.angles
     fbp = error(pybp.fbp(sinogram, angles, device=cl_device, progress=False))
     sirt = error(pybp.sirt(sinogram, geometry, 200, nonnegative=True, device=cl_device))

@@ -630,7 +630,7 @@ def test_the_input_hash_sees_a_changed_projection_in_every_layout(tmp_path, layo
     """The hash took projections 0, the middle and the last alone; now two rows of every
     projection, or where a row is the whole projection decoded (compressed HDF5 chunks,
     compressed TIFF files) each chunk's or file's size: a projection replaced by one of
-    the same compressed size is not seen there (docs/benchmarks.md, issue 67)."""
+    the same compressed size is not seen there (docs/benchmarks.md's history, issue 67)."""
     h5py = pytest.importorskip("h5py")
     from pybp.io.readers import open_scan
     _, projections, _, _ = make_scan(24, 40, 12, 1, seed=2)  # counts as a detector gives

@@ -8,6 +8,7 @@ import pytest
 
 import pybp
 from pybp.parallel import reference
+from pybp.phantoms import disc, disc_chords, gaussian, gaussian_integrals
 
 CHORD_RMS = 2e-2  # relative RMS of A x against the analytic chords over rays well inside
 CHORD_MAX = 5e-2  # the largest error over those rays, of the chord. Measured, float64 and
@@ -16,36 +17,6 @@ CHORD_MAX = 5e-2  # the largest error over those rays, of the chord. Measured, f
 # footprint's); 1e-2 at 45 degrees, where the old bilinear splat read 12% high and low
 MEAN_RTOL = 2e-2  # a method's mean inside the disc, of the disc's value
 RADIUS = 16  # the disc's radius in voxels: rays with chords over 1.2 radii are inside
-
-
-def disc(geometry, radius, value=1.0, supersample=8):
-    """A disc of ``value`` (per unit of length) and ``radius`` (in the geometry's
-    length) about the axis, each voxel its covered share (``supersample``^2 points)."""
-    fx, fy = geometry.pixel_offsets()
-    o = (np.arange(supersample) + 0.5) / supersample - 0.5
-    x = (fx[None, :, None, None] + o[None, None, None, :]) * geometry.voxel_size
-    y = (fy[:, None, None, None] + o[None, None, :, None]) * geometry.voxel_size
-    return value * (x ** 2 + y ** 2 <= radius ** 2).mean(axis=(2, 3))
-
-
-def disc_chords(geometry, radius, value=1.0):
-    """The disc's line integrals at every bin centre, ``(n_angles, n_bins)``."""
-    t = (np.arange(geometry.n_bins)[None, :] - geometry.center[:, None]) * geometry.pixel_size
-    return value * 2 * np.sqrt(np.maximum(radius ** 2 - t ** 2, 0))
-
-
-def gaussian(geometry, sigma, supersample=4):
-    """exp(-r^2 / 2 sigma^2) about the axis, each voxel's mean of supersample^2 points."""
-    fx, fy = geometry.pixel_offsets()
-    o = (np.arange(supersample) + 0.5) / supersample - 0.5
-    x = (fx[None, :, None, None] + o[None, None, None, :]) * geometry.voxel_size
-    y = (fy[:, None, None, None] + o[None, None, :, None]) * geometry.voxel_size
-    return np.exp(-(x ** 2 + y ** 2) / (2 * sigma ** 2)).mean(axis=(2, 3))
-
-
-def gaussian_integrals(geometry, sigma):
-    t = (np.arange(geometry.n_bins)[None, :] - geometry.center[:, None]) * geometry.pixel_size
-    return np.sqrt(2 * np.pi) * sigma * np.exp(-t ** 2 / (2 * sigma ** 2))
 
 
 def scan(voxel_size, iso, degrees=(0, 30, 45), extent=2.6):

@@ -1,7 +1,7 @@
 """Accuracy of the cone-beam kernels by detector width: relative RMS from the float64
 reference (pybp/cone/reference.py) of the plain back-projection and of FDK, zero-mean
 random projections, a volume spread over the whole detector, for each family and kind
-of positions (docs/benchmarks.md).
+of positions (docs/benchmarks.md's history).
 
     python tuning/cone_accuracy.py [--widths 512 1024 2048 4096]
 """

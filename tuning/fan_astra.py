@@ -6,14 +6,24 @@ first (ASTRA's CUDA libraries stay out of its environment), on the GPU machine w
 
   PYBP_DEVICE=NVIDIA python tuning/fan_astra.py pybp
   source .peers/cuda_libs.sh; .peers/astra/run_astra.sh tuning/fan_astra.py astra
+
+``--size N`` scales the case (N^2 from 1.40625 N projections of 2 N pixels, the distances
+and the disc by N / 1024); ``--folder`` holds pybp's volumes for ASTRA's half (default
+/tmp).
 """
-import statistics, sys, time
+import argparse, os, statistics, time
 import numpy as np
 import pybp
 
-N, D, A = 1024, 2048, 1440
+parser = argparse.ArgumentParser(description="fan beam: pybp beside ASTRA's fanflat")
+parser.add_argument("side", choices=("pybp", "astra"))
+parser.add_argument("--size", type=int, default=1024)
+parser.add_argument("--folder", default="/tmp")
+args = parser.parse_args()
+N, D, A = args.size, 2 * args.size, round(1.40625 * args.size)
+k = args.size / 1024
 angles = np.linspace(0, 2 * np.pi, A, endpoint=False)
-g = pybp.FanGeometry.circular(angles, D, 1.0, 1000.0, 500.0, N, 1.0)
+g = pybp.FanGeometry.circular(angles, D, 1.0, 1000.0 * k, 500.0 * k, N, 1.0)
 print(g, flush=True)
 
 def timed(fn, reps=5):
@@ -26,13 +36,14 @@ def timed(fn, reps=5):
 src, d, u = g.vectors[:, None, 0:2], g.vectors[:, None, 2:4], g.vectors[:, None, 4:6]
 pix = d + (np.arange(D) - (D - 1) / 2)[None, :, None] * u
 ray = pix - src; ray /= np.linalg.norm(ray, axis=-1, keepdims=True)
-c = np.array([30.0, -20.0]); r = 300.0
+c = np.array([30.0, -20.0]) * k; r = 300.0 * k
 w = c - src; along = (w * ray).sum(-1); miss = (w ** 2).sum(-1) - along ** 2
 sino = (0.02 * 2 * np.sqrt(np.maximum(r * r - miss, 0))).astype(np.float32)
 rows, cols = np.mgrid[:N, :N]; x = cols - (N - 1) / 2; y = (N - 1) / 2 - rows
 dist = np.hypot(x - c[0], y - c[1])
 
-if sys.argv[1] == "pybp":
+saved = [os.path.join(args.folder, f"fan_{name}.npy") for name in ("rec", "sirt")]
+if args.side == "pybp":
     import pyopencl.array as cla
     rec = pybp.reconstruct(sino, g, log=False, progress=False)
     print(f"pybp FBP: disc middle {rec[dist < 0.7 * r].mean():.6f} (0.02), outside {np.abs(rec[dist > 1.3 * r]).mean():.2e}")
@@ -48,12 +59,12 @@ if sys.argv[1] == "pybp":
     m, lo, hi = timed(lambda: pybp.sirt(sino, g, 10, progress=False), reps=3)
     print(f"pybp SIRT x 10 host to host: {m:.4f} s ({m / 10:.4f} an iteration)")
     ours_sirt = pybp.sirt(sino, g, 10, progress=False)
-    np.save("/tmp/fan_rec.npy", rec); np.save("/tmp/fan_sirt.npy", ours_sirt)
+    np.save(saved[0], rec); np.save(saved[1], ours_sirt)
     print("device:", P.device.name, flush=True)
 else:
     import astra
-    rec = np.load("/tmp/fan_rec.npy"); ours_sirt = np.load("/tmp/fan_sirt.npy")
-    pg = astra.create_proj_geom("fanflat", 1.0, D, angles, 1000.0, 500.0)
+    rec, ours_sirt = np.load(saved[0]), np.load(saved[1])
+    pg = astra.create_proj_geom("fanflat", 1.0, D, angles, 1000.0 * k, 500.0 * k)
     vg = astra.create_vol_geom(N, N)
     def astra_alg(name, iterations=1, out=False):
         sid = astra.data2d.create("-sino", pg, sino); rid = astra.data2d.create("-vol", vg)

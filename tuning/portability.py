@@ -110,7 +110,14 @@ def main(argv=None):
     for spec in args.implementations:
         label, env = environment(spec)
         print(f"== {label}", flush=True)
-        result = bench(env, args.size, args.repeats)
+        try:
+            result = bench(env, args.size, args.repeats)
+        except RuntimeError as error:  # not installed, or it builds no kernel on this CPU
+            why = str(error).strip().splitlines()[-1]
+            row = f"| **{label}**: not usable here ({why}) | | | | | |"
+            print(row, flush=True)
+            table.append(row)
+            continue
         ctrl_c = None if args.no_interrupt else interrupt_seconds(env)
         rows = summarise(label, result, ctrl_c)
         print("\n".join(rows), flush=True)

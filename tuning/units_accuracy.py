@@ -15,16 +15,14 @@ over ASTRA's (their sums' ratio).
 
 from __future__ import annotations
 
-import sys
-from pathlib import Path
 
 import numpy as np
 
 import pybp
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "tests"))
-from test_units import (RADIUS, chord_errors, disc, disc_chords, gaussian,  # noqa: E402
-                        gaussian_integrals, scan)
+from pybp.phantoms import disc, disc_chords, gaussian, gaussian_integrals
+
+RADIUS = 16  # the disc's radius in voxels, as tests/test_units.py takes it
 
 try:
     import astra
@@ -47,6 +45,21 @@ def astra_projections(volume, geometry):
         astra.projector.delete(pid)
         out[name] = sino * geometry.voxel_size  # ASTRA's lengths are in voxels
     return out
+
+
+def scan(voxel_size, iso, degrees=(0, 30, 45), extent=2.6):
+    """Bins of ``iso`` voxels (the pixel at the isocentre) over ``extent`` disc radii,
+    slices of ``voxel_size`` covering them, at ``degrees``."""
+    n_bins = int(np.ceil(extent * RADIUS / iso))
+    return pybp.ParallelGeometry(np.array(degrees, float), n_bins, pixel_size=iso * voxel_size,
+                                 voxel_size=voxel_size, angle_unit="deg")
+
+
+def chord_errors(got, want, inner):
+    """(relative RMS, largest relative error) of ``got`` over the rays ``inner``."""
+    error = (np.asarray(got, np.float64) - want)[:, inner]
+    scale = np.broadcast_to(want[:, inner], error.shape)
+    return float(np.linalg.norm(error) / np.linalg.norm(scale)), float(np.abs(error / scale).max())
 
 
 def main():

@@ -38,7 +38,7 @@ class ConeBackprojector:
     memory, or with ``store=False``, each slab reads and filters its windows again.
     The store pays from the second call on: pinning it takes longer than the slabs'
     reading again (2048^3 at a quarter limit: 16 s to pin 32 GiB, 1.1x the rows read;
-    docs/benchmarks.md), so a single call (``pybp reconstruct``'s) goes without.
+    docs/benchmarks.md's history), so a single call (``pybp reconstruct``'s) goes without.
     ``planes``: ``(first, stop)``, the z planes to
     reconstruct (None: all; from a multiple of 16 they equal the whole volume's bit for
     bit). ``flats`` and ``darks`` (frames or their means), with a filter: the

@@ -1,7 +1,7 @@
 """``pybp bench --cone``: the RabbitCT-like case of the cone-beam studies (a circular
 orbit, source-isocentre 750 mm, source-detector 1200 mm, 0.3 mm pixels, a 256 mm
 field of view: 0.5 mm voxels at 512^3), the case ASTRA's FDK_CUDA is measured on
-(docs/benchmarks.md).
+(docs/benchmarks.md's history).
 
 For each parameter set: verified first against the float64 reference (the exact or
 texture rule of pybp/parallel/verify.py), then the FDK kernel alone, GUPS = nx * ny *

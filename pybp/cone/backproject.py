@@ -49,7 +49,7 @@ RAW_COUNTS = {dtype: name for dtype, name in RAW_TYPES.items()
 COUNTS_BYTES = 2  # per pixel of a pass's counts buffer (planned for the widest of them)
 # Passes in flight: one going up while the one before is back-projected. Three, at a
 # memory limit of a quarter of 512^3, made thinner slabs and a slower volume (H200: 16
-# slabs, 0.54 s against 11 and 0.45 s: tuning/cone_slab_copies.py --slots).
+# slabs, 0.54 s against 11 and 0.45 s: 82c47bc:tuning/cone_slab_copies.py --slots).
 PASS_SLOTS = 2
 
 
@@ -529,7 +529,7 @@ class SlabRun:
     that is not in host memory (a file), slabs that host memory holds (beside those
     of the other ``members``) are written behind
     (:class:`pybp.stream.sources.WriteBehind`): the next slab's kernels run while the
-    disk takes the last one (2048^3 to a ``.npy``: docs/benchmarks.md)."""
+    disk takes the last one (2048^3 to a ``.npy``: docs/benchmarks.md's history)."""
 
     def __init__(self, recipe: SlabRecipe, source, out, first_row=0, members=1):
         self.recipe, self.source, self.out, self.first_row = recipe, source, out, first_row

@@ -4,7 +4,7 @@ device and driver (pybp/tune/cone.py); otherwise the first row of ``DEFAULTS`` t
 matches.
 
 Measured on the H100 (``pybp bench --cone``, 512^3 from 496 projections of 960 x 1248,
-docs/benchmarks.md): the texture family with float positions, 16 voxels per item and
+docs/benchmarks.md's history): the texture family with float positions, 16 voxels per item and
 16 projections per pass, at 684 GUPS, 100% of its fetch-only ceiling; the best exact
 set 558 GUPS. On PoCL the exact family is faster than its software images. GPUs of
 other vendors take the H100's row until they are measured.

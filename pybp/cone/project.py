@@ -68,12 +68,12 @@ def _args(real):
 # GATHER_ENTRIES that fits the device's local memory) and making their profiles CHUNK
 # at a time, a work-item reading up to UNROLL voxels of each at once (gather_shape). The
 # H100's best of a sweep; there the gather was 3.6x the scatter's speed on voxels 2.7
-# pixels tall, and (a step earlier) 2.0x at 5.4 and 1.16x at 10.8 (docs/benchmarks.md).
+# pixels tall, and (a step earlier) 2.0x at 5.4 and 1.16x at 10.8 (docs/benchmarks.md's history).
 GATHER_BELOW = 12.0
 GATHER_ITEMS, SLOTS, GATHER_COLUMNS, GATHER_ENTRIES, CHUNK, UNROLL = 128, 8, 4, (128, 32), 4, 4
 # Neighbouring rows a work-item reads of a profile at once, at most: with 4, ptxas gave
 # the gather 96 registers (5 groups a multiprocessor), with 2 80 (6), 0.1850 against
-# 0.1735 s on the H100 (docs/benchmarks.md; before the rows in fixed point, which took
+# 0.1735 s on the H100 (docs/benchmarks.md's history; before the rows in fixed point, which took
 # it to 96 registers with 2, and faster)
 READ_ROWS = 2
 LISTED_BYTES = 48  # local memory a listed voxel column takes (the template's listed_*)
@@ -81,14 +81,14 @@ LISTED_BYTES = 48  # local memory a listed voxel column takes (the template's li
 # columns) detector pixels of one image, PLANES planes of voxels at a time (voxel by
 # voxel; by columns, where the matrices share a column's c and w), LANES work-items
 # along a row of voxels; the tile the first of FORWARD_TILES whose sums fit the device's
-# local memory (forward_tile). The H100's best of a sweep (docs/benchmarks.md).
+# local memory (forward_tile). The H100's best of a sweep (docs/benchmarks.md's history).
 FORWARD_GROUP = 256
 FORWARD_TILES = ((64, 64), (16, 64))
 PLANES = {False: 8, True: 64}
 LANES = 8
 MAGNITUDE_GROUP, MAGNITUDE_GROUPS = 256, 256  # the L1 norm's partial sums
 # A^T's work-groups: a tile of voxel columns, 8 along x and 16 along y (0.1012 s on the
-# H100 against 0.1028 s for 16 x 8, docs/benchmarks.md)
+# H100 against 0.1028 s for 16 x 8, docs/benchmarks.md's history)
 BACKWARD_GROUP = (8, 16, 1)
 COLUMN = 8  # A^T's voxels along z per work-item, at most (backward_shape)
 

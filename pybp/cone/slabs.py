@@ -107,7 +107,7 @@ def tapered(geometry: ConeGeometry, plan: SlabPlan, step: int) -> tuple:
     quarter and the rest of it (multiples of ``step`` planes, the larger first), taken
     after every other. What is left after the last pass is then the read-back and the
     writes of a quarter of a slab, and what is queued before them, rather than of a
-    whole slab (2048^3 to a ``.npy``: docs/benchmarks.md, issue 53's fourth step).
+    whole slab (2048^3 to a ``.npy``: docs/benchmarks.md's history, issue 53's fourth step).
     Plans of one slab, or of slabs under ``4 * step`` planes, stay as they are."""
     full = plan.slab_planes
     last = max((i for i, slab in enumerate(plan.slabs) if slab.n_planes == full), default=None)

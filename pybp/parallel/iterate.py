@@ -44,7 +44,7 @@ class Iterate(Stage):
     # Slices per chunk where memory allows: the pair's kernels take 8 slices a
     # work-item, and fewer slices give launches too small to fill a GPU (the stream's
     # 4.25 s for 256 slices of 1024^2, 10 SIRT iterations on the H100, was in chunks of
-    # 64; docs/benchmarks.md).
+    # 64; docs/benchmarks.md's history).
     chunk_rows = 64
 
     def __init__(self, context, device, geometry: Geometry, method, iterations, options):

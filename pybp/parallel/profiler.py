@@ -50,13 +50,13 @@ AMD = ("amd", "advanced micro")
 
 # First match wins. Keep the generic row last.
 ARCHITECTURES = (
-    # H100 (sm_90), measured with `pybp bench` (docs/benchmarks.md): Alg. 3 with the
+    # H100 (sm_90), measured with `pybp bench` (docs/benchmarks.md's history): Alg. 3 with the
     # constants cached in local memory ran 3% faster than from __constant; 128-bit
     # texels filter at a quarter rate, so 4 float slices go into two RG texel rows;
     # a 64 MB sinogram image (over the 50 MB L2) ran 9% slower than 32 MB ones.
     # The ALU kernel (Sect. 6) ran 3-3.5x faster than the texture kernels with 1 and
     # 2 slices (exact, too); its parameters come from `pybp tune --families alu` and the
-    # study in docs/benchmarks.md: fixed-point positions for linear interpolation, the
+    # study in docs/benchmarks.md's history: fixed-point positions for linear interpolation, the
     # folded 2^23 rounding for nearest (both fewer instructions per update).
     Architecture("nvidia-hopper", vendor=NVIDIA, min_capability=(9, 0), kernels=ALU,
                  constants="local", max_texel_bytes=8, launch_texel_bytes=32 << 20,
@@ -96,7 +96,7 @@ ARCHITECTURES = (
     # CPU runtimes (PoCL, Intel CPU): images are emulated in software, so the ALU
     # kernel, which reads each texel once per cached row, runs 10-13x faster than the
     # texture kernels (PoCL 3.0, 2 cores, 256^3: 0.88 against 0.07 GU/s for one slice,
-    # 3.08 against 0.31 for four; docs/benchmarks.md). Fixed-point positions and the
+    # 3.08 against 0.31 for four; docs/benchmarks.md's history). Fixed-point positions and the
     # plain cache won every setting of the study there.
     Architecture("cpu", device_type="cpu", unroll=1, kernels=ALU,
                  alu=dict(square=64, items=256, cached_projections=32, items_per_row=32,

@@ -33,7 +33,7 @@ TOLERANCES = {
     "nearest": 0.01,  # share of pixels that picked another bin
     # Oversampling against the exact linear FBP of the Shepp-Logan phantom at 255 bins:
     # 0.030 measured (nearest: 0.118); quarter-bin steps on the ramp-filtered edges do
-    # not reach docs/design.md, section 6's 1e-2 (docs/benchmarks.md).
+    # not reach docs/design.md, section 6's 1e-2 (docs/benchmarks.md's history).
     "oversample": 0.04,
     "half": 1e-3,
 }

@@ -208,7 +208,7 @@ WRITE_PIECE_BYTES = 64 << 20  # one write (and its flush to the disk) of a part'
 # 2 GiB .npy at 1.27 GB/s from one thread, 1.75 from 3, 1.98 from 8 and 2.03 from 32
 # (pybp bench --io says which count did best); cone 2048^3 to it, the command in
 # process, ran 29.5-30.9 s with 3, 28.1-28.2 s with 8 and 27.7 s with 16
-# (docs/benchmarks.md, issue 53's fourth step).
+# (docs/benchmarks.md's history, issue 53's fourth step).
 BEHIND_WRITES = 16
 SETTLE_POLL = 0.1  # seconds between looks at a stop while waiting for writes
 TOUCH_BYTES = 64 << 20  # pages touched between looks at a stop (WriteBehind's arrays)

@@ -34,7 +34,7 @@ from pybp.stream.progress import Progress
 # (executor.PIECE_BYTES, 64 MiB), so a disk's kept count is followed up to here: 16
 # make 1.1 GB of staging (made at about 2 GB/s). 2048^3 to .npy on the H200 (32 kept),
 # in one call: 3 at once 21.5 s, 8 20.3 s, 16 17.4 and 22.0 s, 32 18.6 and 20.6 s; in
-# another, 3 at once 25.3 and 23.5 s, 16 19.2 s (docs/benchmarks.md, issue 53's sixth step).
+# another, 3 at once 25.3 and 23.5 s, 16 19.2 s (docs/benchmarks.md's history, issue 53's sixth step).
 MOST_WRITES = 16
 
 
