@@ -82,6 +82,10 @@ class Kind(Protocol):
         """The function ``(value, folder, angles, detector_shape, volume)`` that makes
         this kind's geometry of a geometry file's ``key`` (one of ``file_keys``)."""
 
+    def command_geometry(self, geometry):
+        """``geometry`` as the kind's command runner takes it (its own, or the geometry
+        it is a case of: a fan-beam slice is cone beam's one plane)."""
+
     def reconstruct(self, projections, geometry, flats, darks, center, rows, out, *,
                     solve, **options):
         """:func:`pybp.reconstruct` of ``geometry`` (its arguments, each checked here or

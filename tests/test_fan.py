@@ -5,6 +5,7 @@ CPU algorithms, and ASTRA's dicts read in one line. ASTRA's CPU FBP takes parall
 only ("FBP currently only supports parallel projection geometries"), so the FBP's outside
 answer is the analytic one. Bounds measured 2026-12-02 on PoCL (2-core Xeon)."""
 
+import json
 import platform
 
 import numpy as np
@@ -208,3 +209,103 @@ def test_the_registry_knows_fan_beam_and_its_errors_name_the_argument():
         pybp.reconstruct(np.zeros((N_ANGLES, N_DET), np.float32), g, iterations=3, log=False)
     with pytest.raises(ValueError, match="^filter: FBP needs a filter"):
         pybp.reconstruct(np.zeros((N_ANGLES, N_DET), np.float32), g, filter=None, log=False)
+
+
+def write_fan_scan(folder, g, sinogram, rows=1):
+    """A DXchange file of the counts of ``sinogram`` (flats of 20000, darks of 100) with
+    ``rows`` detector rows, the fan's angles in degrees."""
+    from pybp.io.demo import write_dxchange
+    counts = np.exp(-sinogram.astype(np.float64))[:, None, :] * (20000.0 - 100.0) + 100.0
+    counts = np.repeat(counts, rows, axis=1).astype(np.uint16)
+    flats = np.full((2, rows, g.n_det), 20000, np.uint16)
+    darks = np.full((2, rows, g.n_det), 100, np.uint16)
+    path = folder / f"fan-{rows}.h5"
+    write_dxchange(path, counts, flats, darks, np.degrees(g.angles))
+    return path, -np.log((counts[:, 0] - 100.0) / (20000.0 - 100.0)).astype(np.float32)
+
+
+def command(argv, capsys):
+    from pybp.cli import commands as cli
+    code = cli.main(argv + ["--quiet"])
+    return code, capsys.readouterr()
+
+
+@pytest.fixture(scope="module")
+def fan_scan(tmp_path_factory):
+    folder = tmp_path_factory.mktemp("fan")
+    g = pybp.FanGeometry.circular(ANGLES, N_DET, 1.0, SOURCE, DETECTOR, (N, N), 1.0,
+                                  angle_unit="rad")
+    sinogram = disc_sinogram(g, (3.0, -2.0), 20.0, 0.02)
+    scan, line_integrals = write_fan_scan(folder, g, sinogram)
+    (folder / "fan.json").write_text(json.dumps({
+        "fan": {"source_origin": SOURCE, "origin_detector": DETECTOR, "pixel_size": 1.0},
+        "volume_shape": [N, N], "voxel_size": 1.0}))
+    return folder, g, scan, line_integrals
+
+
+def test_the_command_reconstructs_a_fan_scan_from_its_geometry_file(fan_scan, tmp_path,
+                                                                    cl_device, capsys):
+    """``pybp reconstruct scan.h5 --geometry fan.json`` gives pybp.reconstruct's FBP of the
+    scan's line integrals (normalised in float64 here), one slice, and with ``--method
+    sirt`` pybp.sirt's; the disc's middle is its value (0.02, within 2%)."""
+    folder, g, scan, line_integrals = fan_scan
+    device = ["--device", str(cl_device.name)]
+    code, captured = command(["reconstruct", str(scan), "-o", str(tmp_path / "fbp.npy"),
+                              "--geometry", str(folder / "fan.json")] + device, capsys)
+    assert code == 0, captured.err
+    got = np.load(tmp_path / "fbp.npy")
+    want = pybp.reconstruct(line_integrals, g, log=False, progress=False, device=cl_device)
+    assert got.shape == (1, N, N) and relative(got[0], want) < 1e-5
+    x, y = slice_coordinates(g)
+    assert abs(got[0][np.hypot(x - 3.0, y + 2.0) < 14.0].mean() / 0.02 - 1) < 0.02
+    code, captured = command(["reconstruct", str(scan), "-o", str(tmp_path / "sirt.npy"),
+                              "--geometry", str(folder / "fan.json"), "--method", "sirt",
+                              "--iterations", "10"] + device, capsys)
+    assert code == 0, captured.err
+    want = pybp.sirt(line_integrals, g, 10, progress=False, device=cl_device)
+    assert relative(np.load(tmp_path / "sirt.npy")[0], want) < 1e-5
+
+
+def test_fan_vectors_and_astras_fanflat_dicts_are_the_same_file(fan_scan, tmp_path, cl_device,
+                                                                 capsys):
+    """The three ways of writing the scan (``fan``, ``fan_vectors`` rows, ASTRA's
+    ``fanflat`` dicts) give the same slice."""
+    folder, g, scan, _ = fan_scan
+    np.savetxt(tmp_path / "rows.txt", g.vectors)
+    proj_geom, vol_geom = astra_dicts()
+    proj_geom = {k: (v.tolist() if isinstance(v, np.ndarray) else v) for k, v in proj_geom.items()}
+    files = {"vectors": {"fan_vectors": "rows.txt", "volume_shape": [N, N], "voxel_size": 1.0},
+             "astra": {"astra": {"proj_geom": proj_geom, "vol_geom": vol_geom}}}
+    slices = []
+    for name in ("fan", *files):
+        path = folder / "fan.json" if name == "fan" else tmp_path / f"{name}.json"
+        if name != "fan":
+            path.write_text(json.dumps(files[name]))
+        out = tmp_path / f"slice-{name}.npy"
+        code, captured = command(["reconstruct", str(scan), "-o", str(out), "--geometry",
+                                  str(path), "--device", str(cl_device.name)], capsys)
+        assert code == 0, captured.err
+        slices.append(np.load(out))
+    assert relative(slices[1], slices[0]) < 1e-6 and relative(slices[2], slices[0]) < 1e-6
+
+
+@pytest.mark.parametrize("change, error", [
+    ({"rows": 2}, "a fan-beam scan has one detector row; this scan's projections have 2"),
+    ({"volume_shape": [4, N, N]}, "volume_shape: a fan-beam slice's is [ny, nx]"),
+    ({"fan": {"source_origin": SOURCE, "origin_detector": DETECTOR}}, "fan: needs 'pixel_size'"),
+    ({"fan": {"source_origin": SOURCE, "origin_detector": DETECTOR, "pixel_size": 1.0,
+              "tilt": 0.1}}, "fan: unknown key 'tilt'"),
+])
+def test_a_bad_fan_file_or_scan_is_refused_by_name(fan_scan, tmp_path, change, error, capsys):
+    folder, g, scan, line_integrals = fan_scan
+    spec = json.loads((folder / "fan.json").read_text())
+    if "rows" in change:
+        scan, _ = write_fan_scan(tmp_path, g, disc_sinogram(g, (0, 0), 10.0, 0.02), rows=2)
+    else:
+        spec.update(change)
+    path = tmp_path / "bad.json"
+    path.write_text(json.dumps(spec))
+    code, captured = command(["reconstruct", str(scan), "-o", str(tmp_path / "out.npy"),
+                              "--geometry", str(path)], capsys)
+    assert code == 2 and error in captured.err, captured.err
+    assert not (tmp_path / "out.npy").exists()

@@ -85,6 +85,7 @@ def reconstruct(args):
         n_angles, n_rows, n_cols = scan.shape
         geometry = registry.read_geometry(args.geometry, scan.angles, (n_rows, n_cols))
         kind = registry.kind_of(geometry)
+        geometry = kind.command_geometry(geometry)
         if not method and kind.filtered is None:
             raise ValueError(f"--method: {args.geometry} describes {kind.what} (a pybp."
                              f"{kind.name}), which has no filtered back-projection; give an "
@@ -132,7 +133,7 @@ def reconstruct(args):
             runner.close()
         if code is not None:
             return code
-    _report(args, geometry, method, *result,
+    _report(args, geometry, kind.filtered, method, *result,
             resumed=runner.iterative.resumed if runner.iterative else 0)
     return 0
 
@@ -215,12 +216,13 @@ class _Planes:
         scans.close_cluster(self.args, self.client)
 
 
-def _report(args, geometry, method, todo, seconds, resumed=0):
-    """The run's last line: planes, method, seconds and GUPS (of the operators, for an
+def _report(args, geometry, filtered, method, todo, seconds, resumed=0):
+    """The run's last line: planes, method (``filtered``: the kind's filtered
+    back-projection), seconds and GUPS (of the operators, for an
     iterative method: 2 applications an iteration, of every plane, of the iterations
     this run made: ``resumed`` were kept by the run it continued)."""
     nz, ny, nx = geometry.volume_shape
-    how = f"{method['method'].upper()}, {method['iterations']} iterations" if method else "FDK"
+    how = f"{method['method'].upper()}, {method['iterations']} iterations" if method else filtered
     if method and resumed:
         how += f", {method['iterations'] - resumed} of them in this run"
     applications = 2 * (method["iterations"] - resumed) if method else 1

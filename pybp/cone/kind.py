@@ -91,6 +91,9 @@ class WholeKind:
     def reader(self, key):
         return dict(self.readers)[key]
 
+    def command_geometry(self, geometry):
+        return geometry
+
     def reconstruct(self, projections, geometry, flats, darks, center, rows, out, *,
                     solve, **options):
         """FDK, or ``solve``'s method of the line integrals (pybp/cone/volumes.py)."""
@@ -101,13 +104,7 @@ class WholeKind:
 def _circular(value, folder, angles, detector_shape, volume):
     """``{"circular": {source_origin, origin_detector, pixel_size, detector_offset}}``:
     ASTRA's ``cone``, the angles the scan file's."""
-    if not isinstance(value, dict):
-        raise ValueError(f"circular: expected an object of {', '.join(CIRCULAR_KEYS)}")
-    unknown = sorted(set(value) - set(CIRCULAR_KEYS))
-    missing = [k for k in CIRCULAR_KEYS[:3] if k not in value]
-    if unknown or missing:
-        raise ValueError(f"circular: unknown key {unknown[0]!r}" if unknown
-                         else f"circular: needs {missing[0]!r}")
+    value = geometry_file.keyed(value, "circular", CIRCULAR_KEYS, 3)
     return ConeGeometry.circular(angles, detector_shape, **value, **volume, angle_unit="rad")
 
 

@@ -13,8 +13,9 @@ import numpy as np
 
 from pybp import checks
 from pybp.cone import volumes
-from pybp.cone.kind import CONE
+from pybp.cone.kind import CIRCULAR_KEYS, CONE
 from pybp.geometry.fan import FanGeometry
+from pybp.io import geometry_file
 
 
 def _as_plane(values, name):
@@ -38,13 +39,18 @@ class FanKind:
     whole: bool = True  # one slice: the geometry's, never cut
     dims: int = 3  # TV's gradient as cone beam's team takes it: none across one plane
     advice: str = "make the slice or the scan smaller, or take a device with more memory"
-    file_keys: tuple = ()
-    astra_types: tuple = ()
+    file_keys: tuple = ("fan", "fan_vectors")
+    astra_types: tuple = ("fanflat", "fanflat_vec")
     flag: str | None = None
-    commands: tuple = ()
+    # cone beam's runner, on the slice as one plane (:meth:`command_geometry`)
+    commands: tuple = (("reconstruct", "pybp.cli.cone:reconstruct"),)
 
     def reader(self, key):
-        raise KeyError(key)
+        return {"fan": _fan, "fan_vectors": _fan_vectors}[key]
+
+    def command_geometry(self, geometry):
+        """The scan as cone beam's runner takes it: one plane under one row."""
+        return geometry.cone()
 
     def shapes(self, geometry, slices=None) -> tuple:
         """The slice ``(ny, nx)`` and the sinogram ``(n_angles, n_det)``."""
@@ -103,6 +109,35 @@ class FanKind:
                                      _as_plane(darks, "darks"), center, rows, plane,
                                      solve=solve, **options)
         return out if out is not None else volume.reshape(ny, nx)  # ``plane`` is out's
+
+
+def _slice(detector_shape, volume) -> dict:
+    """A geometry file's volume keys as a fan-beam slice's, for a scan of one row."""
+    if detector_shape[0] != 1:
+        raise ValueError(f"a fan-beam scan has one detector row; this scan's projections "
+                         f"have {detector_shape[0]}")
+    shape = volume["volume_shape"]
+    offset = volume.get("volume_offset", (0.0, 0.0))
+    for name, value in (("volume_shape", shape), ("volume_offset", offset)):
+        if not isinstance(value, (list, tuple)) or len(value) != 2:
+            raise ValueError(f"{name}: a fan-beam slice's is [{'ny, nx' if name == 'volume_shape' else 'x, y'}], "
+                             f"got {value!r}")
+    return dict(slice_shape=tuple(shape), voxel_size=volume["voxel_size"],
+                slice_offset=tuple(offset))
+
+
+def _fan(value, folder, angles, detector_shape, volume):
+    """``{"fan": {source_origin, origin_detector, pixel_size, detector_offset}}``: ASTRA's
+    ``fanflat``, the angles the scan file's, ``detector_offset`` in pixels."""
+    value = geometry_file.keyed(value, "fan", CIRCULAR_KEYS, 3)
+    return FanGeometry.circular(angles, detector_shape[1], **value,
+                                **_slice(detector_shape, volume), angle_unit="rad")
+
+
+def _fan_vectors(value, folder, angles, detector_shape, volume):
+    """ASTRA ``fanflat_vec`` rows ``(src, d, u)`` in a file."""
+    rows = geometry_file.rows_of(value, "fan_vectors", folder, angles)
+    return FanGeometry.from_astra(rows, detector_shape[1], **_slice(detector_shape, volume))
 
 
 KIND = FanKind()

@@ -129,6 +129,11 @@ class FanGeometry:
         return len(self.vectors)
 
     @property
+    def detector_shape(self) -> tuple:
+        """``(1, n_det)``: a fan's detector is one row (as a scan file holds it)."""
+        return (1, self.n_det)
+
+    @property
     def angles(self) -> np.ndarray:
         """Each source's angle, ``fanflat``'s ``t`` (source at ``(sin t, -cos t) *
         distance``)."""

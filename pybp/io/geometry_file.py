@@ -23,10 +23,18 @@ kind for the geometry. The keys of today's kinds:
 
       {"parallel_vectors": "vectors.txt", "volume_shape": [...], "voxel_size": 0.5}
 
+- a fan-beam scan of one detector row (a :class:`pybp.FanGeometry`: its slice ``[ny, nx]``
+  and offset ``[x, y]``), circular (ASTRA's ``fanflat``; the angles the scan file's) or
+  as ``fanflat_vec`` rows ``(src, d, u)``::
+
+      {"fan": {"source_origin": 200, "origin_detector": 100, "pixel_size": 1.0},
+       "volume_shape": [64, 64], "voxel_size": 1.0, "volume_offset": [0, 0]}
+      {"fan_vectors": "vectors.txt", "volume_shape": [64, 64], "voxel_size": 1.0}
+
 - ASTRA's own geometry dicts, as ``astra.create_proj_geom`` (``cone``, ``cone_vec``,
-  ``parallel3d`` or ``parallel3d_vec``, ``Vectors`` as nested lists) and
-  ``astra.create_vol_geom`` make them; the volume is the dict's, and a ``cone`` or
-  ``parallel3d`` dict's angles must be the scan file's::
+  ``parallel3d``, ``parallel3d_vec``, ``fanflat`` or ``fanflat_vec``, ``Vectors`` as
+  nested lists) and ``astra.create_vol_geom`` make them; the volume is the dict's, and a
+  ``cone``, ``parallel3d`` or ``fanflat`` dict's angles must be the scan file's::
 
       {"astra": {"proj_geom": {"type": "cone", ...}, "vol_geom": {"GridRowCount": ...}}}
 
@@ -108,11 +116,22 @@ def read(path, angles, detector_shape, kinds):
         for name in ("volume_shape", "voxel_size"):
             if name not in spec:
                 raise ValueError(f"needs {name!r}")
-        volume = dict(volume_shape=spec["volume_shape"], voxel_size=spec["voxel_size"],
-                      volume_offset=spec.get("volume_offset", (0, 0, 0)))
+        volume = {name: spec[name] for name in VOLUME_KEYS if name in spec}  # offset: the kind's default
         return owners[key].reader(key)(spec[key], path.parent, angles, detector_shape, volume)
     except (ValueError, TypeError) as exc:
         raise type(exc)(f"geometry: {path}: {exc}") from None
+
+
+def keyed(value, key, keys, required) -> dict:
+    """``value``, an object of some of ``keys`` with the first ``required`` of them."""
+    if not isinstance(value, dict):
+        raise ValueError(f"{key}: expected an object of {', '.join(keys)}")
+    unknown = sorted(set(value) - set(keys))
+    missing = [k for k in keys[:required] if k not in value]
+    if unknown or missing:
+        raise ValueError(f"{key}: unknown key {unknown[0]!r}" if unknown
+                         else f"{key}: needs {missing[0]!r}")
+    return value
 
 
 def rows_of(value, key, folder, angles) -> np.ndarray:

@@ -37,6 +37,9 @@ class ParallelKind:
     def reader(self, key):
         raise KeyError(key)
 
+    def command_geometry(self, geometry):
+        return geometry
+
     def shapes(self, geometry, slices=None) -> tuple:
         """``slices`` slices and ``(n_angles, slices, n_bins)``."""
         ny, nx = geometry.slice_shape
