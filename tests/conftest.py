@@ -83,6 +83,36 @@ def cpu_runtimes():
     return tuple(found) or ("",)
 
 
+DEBIAN_POCL = "/usr/lib/x86_64-linux-gnu/libpocl.so.2"  # apt-get install pocl-opencl-icd
+
+
+def two_pocl_devices(folder):
+    """The environment of a child process that sees two PoCL CPU devices
+    (``POCL_DEVICES="pthread pthread"``, a platform whose name holds "Portable"): the
+    pocl wheel's where it builds kernels on this CPU, else Debian's PoCL 3.1 through an
+    ``OCL_ICD_VENDORS`` folder of its own under ``folder`` (the wheel's PoCL 3.0 builds
+    none on CPUs its LLVM 14 does not know, such as AMD Zen 5; .ci/implementations
+    installs Debian's and runs these tests with ``PYBP_REQUIRE_TOOLS=1``). Skipped where
+    neither is here, unless ``PYBP_REQUIRE_TOOLS=1``."""
+    from pybp.cl import device
+    env = dict(os.environ, POCL_DEVICES="pthread pthread")
+    env.pop("PYBP_DEVICE", None)
+    wheel = [d for d in device.usable_devices(warn=False) if "Portable" in d.platform.name]
+    if wheel and "OCL_ICD_VENDORS" not in os.environ:
+        return env
+    if os.path.exists(DEBIAN_POCL):
+        vendors = folder / "pocl-debian"
+        vendors.mkdir(exist_ok=True)
+        (vendors / "pocl.icd").write_text(DEBIAN_POCL + "\n")
+        env["OCL_ICD_VENDORS"] = str(vendors)
+        return env
+    why = ("the pocl wheel builds no kernel on this CPU and Debian's PoCL is not installed "
+           f"({DEBIAN_POCL}: apt-get install pocl-opencl-icd)")
+    if os.environ.get("PYBP_REQUIRE_TOOLS") == "1":
+        pytest.fail(f"{why} (PYBP_REQUIRE_TOOLS=1)")
+    pytest.skip(why)
+
+
 def rotated_grid(rotated, *factors):
     """Parameter sets of a kernel's grid sized to the device: on a GPU every combination
     of ``rotated`` and ``factors`` (lists of values or of value tuples); on a CPU every

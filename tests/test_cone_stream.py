@@ -4,7 +4,6 @@ bit equal to the passes of pybp.ConeBackprojector, in slabs, on two pipelines an
 two PoCL devices; ring removal and Paganin phase retrieval against float64 NumPy
 references of the same formulas; the command's --devices, --rings and --phase."""
 
-import os
 import subprocess
 import sys
 import textwrap
@@ -13,6 +12,7 @@ import numpy as np
 import pyopencl as cl
 import pytest
 
+from conftest import two_pocl_devices
 from test_cone_files import assert_caught_within_2_s
 from test_first_hour import cpu_sized
 
@@ -153,8 +153,7 @@ def test_two_pocl_devices_give_one_devices_volume_bit_for_bit(tmp_path):
                                       memory_limit=1 << 20), one), np.array_equal(two, ref),
               np.array_equal(pybp.fdk(p, g, devices=devices, progress=False), one))
     """)
-    env = dict(os.environ, POCL_DEVICES="pthread pthread")
-    env.pop("PYBP_DEVICE", None)
+    env = two_pocl_devices(tmp_path)
     done = subprocess.run([sys.executable, "-c", script], env=env, capture_output=True,
                           text=True, timeout=600)
     assert done.returncode == 0, done.stderr[-2000:]

@@ -11,6 +11,7 @@ import numpy as np
 import pyopencl as cl
 import pyopencl.array as cla
 import pytest
+from conftest import two_pocl_devices
 from test_iterative import CONE, laminography
 
 import pybp
@@ -153,7 +154,7 @@ def test_reconstruct_takes_devices_for_cone_iterations(cl_device):
             np.linspace(0, np.pi, 8, endpoint=False), 16), 2, devices=[cl_device])
 
 
-def test_two_pocl_devices_give_one_devices_iterations_bit_for_bit():
+def test_two_pocl_devices_give_one_devices_iterations_bit_for_bit(tmp_path):
     """POCL_DEVICES="pthread pthread": two OpenCL devices, each its own context, share
     each method's iterations; every volume has the bits of the first device alone."""
     script = textwrap.dedent(f"""
@@ -172,8 +173,7 @@ def test_two_pocl_devices_give_one_devices_iterations_bit_for_bit():
             two = method(p, g, 3, devices=devices, progress=False, **options)
             print(name, np.array_equal(one, two))
     """)
-    env = dict(os.environ, POCL_DEVICES="pthread pthread")
-    env.pop("PYBP_DEVICE", None)
+    env = two_pocl_devices(tmp_path)
     done = subprocess.run([sys.executable, "-c", script], env=env, capture_output=True,
                           text=True, timeout=600)
     assert done.returncode == 0, done.stderr[-2000:]
