@@ -11,7 +11,7 @@ The limits:
   one ``.npy``, one HDF5 dataset, and TIFF files of one slice each, as the command
   writes them.
 
-A case (:class:`Case`) is the bytes a run must move: read from its file, through the
+A case's traffic (:class:`Traffic`) is the bytes a run must move: read from its file, through the
 host's copies, up and down each device's bus, written; with its kernel time where
 known. :func:`bounds` gives the time each limit alone allows, and the largest of them
 is the case's lower bound: a run's wall time is reported as that bound over it.
@@ -326,7 +326,7 @@ def files(folder, shape, repeats: int = 2, threads=None) -> dict:
 
 
 @dataclass(frozen=True)
-class Case:
+class Traffic:
     """The bytes a run moves: ``read`` from its file, ``written`` to its output (in
     ``format``), ``copied`` by the host (into and out of page-locked staging), ``up``
     and ``down`` each device's bus (all devices together: shared among ``devices``);
@@ -343,7 +343,7 @@ class Case:
     kernel_seconds: float | None = None
 
 
-def bounds(case: Case, limits: dict, cached: bool = True) -> dict:
+def bounds(case: Traffic, limits: dict, cached: bool = True) -> dict:
     """Seconds each limit alone allows ``case`` (``limits`` as :func:`measure` gives
     them; the input read from the page cache where ``cached``, else from the disk the
     output is written to, which then does both in turn: ``disk``), and ``bound``, the
@@ -378,7 +378,7 @@ def load(path) -> dict:
         return json.load(f)
 
 
-def against(case: Case, limits: dict, wall: float, cached: bool = True) -> str:
+def against(case: Traffic, limits: dict, wall: float, cached: bool = True) -> str:
     """A run of ``case`` that took ``wall`` seconds beside its bound, as a line."""
     b = bounds(case, limits, cached)
     return (f"{wall:.2f} s against a bound of {b['bound']:.2f} s (held by {b['held_by']}): "
@@ -396,7 +396,7 @@ def standard_cases(size: int, devices: int = 1) -> list:
     cases = []
     for geometry in ("parallel", "cone"):
         for form in FORMATS:
-            cases.append(Case(f"{geometry} {size}^3 to {form}", read=counts, written=volume,
+            cases.append(Traffic(f"{geometry} {size}^3 to {form}", read=counts, written=volume,
                               copied=counts + volume, up=counts,
                               down=volume, format=form, devices=devices))
     return cases

@@ -109,7 +109,7 @@ def reconstruct(args):
         # The passes' kernels, buffers and slabs of the whole volume (or the iterative
         # method's working set) are made before the output is: a volume the device
         # cannot take is one line, and nothing is made.
-        runner = _Planes(args, scan, geometry, method, devices, params, steps)
+        runner = _PlaneRuns(args, scan, geometry, method, devices, params, steps)
         try:
             runner.client = scans.cluster(args)
             output = open_output(args.output, geometry.volume_shape, args.dtype, metadata,
@@ -157,7 +157,7 @@ def _metadata(args, scan, geometry, method, steps, described, params) -> dict:
                 **{key: value for key, value in steps.items() if value is not None})
 
 
-class _Planes:
+class _PlaneRuns:
     """Planes ``[a, b)`` of the output (a call), the way this command runs them: the
     iterative method's volume, the workers of ``--scheduler`` (:attr:`client`, set
     once the cluster is up), the stream (several devices, rings, phase) or the passes

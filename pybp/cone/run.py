@@ -217,7 +217,7 @@ def slabs_of(recipes, source, out, progress=True, first_row=0, fill=None) -> int
         bar.close()
 
 
-class _Planes:
+class _PlanesFrom:
     """``out`` from index ``at``: a task's planes ``[0, n)`` go to ``out[at:at + n]``."""
 
     def __init__(self, out, at):
@@ -252,7 +252,7 @@ class PlanesTask:
         return ny * nx * self.geometry.n_angles
 
     def __call__(self, worker, projections, flats, darks, out, a, b) -> dict:
-        planes = _Planes(out, self.offset + a - self.first)
+        planes = _PlanesFrom(out, self.offset + a - self.first)
         replaced = reconstruct(projections, self.geometry, planes,
                                [dict(device=d) for d in worker.devices], flats=flats,
                                darks=darks, planes=(a, b), progress=False,
