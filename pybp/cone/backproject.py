@@ -172,7 +172,7 @@ class Preweight(Stage):
         self.frames = self.columns = self.flat = self.dark = None
 
 
-class Backproject(Stage):
+class SlabBackproject(Stage):
     """A chunk's passes added into the slab (:data:`SLAB`; the chunk with the slab's
     first projection writes it), in launches of about ``pacing.LAUNCH_SECONDS``
     (blocks of columns of voxels, each computed as in one launch: Ctrl-C stays prompt
@@ -193,13 +193,17 @@ class Backproject(Stage):
                                                      r.geometry.column_shared()),
             "cone_backproject", kernels.backproject_args(p))
         n_cols, stride = r.geometry.detector_shape[1], r.plan.row_stride
-        self.images = None
+        self.images = self.matrices = None
         if p.family == "texture":
             self.images = cl.create_image(
                 r.context, cl.mem_flags.READ_ONLY,
                 cl.ImageFormat(cl.channel_order.R, cl.channel_type.FLOAT),
                 shape=(n_cols, stride, p.projections_per_pass), is_array=True)
-            self.shared_bytes = n_cols * stride * p.projections_per_pass * 4
+            # the pass's matrices beside its images, so that the slot's are free too
+            self.matrices = cl.Buffer(r.context, cl.mem_flags.READ_WRITE,
+                                      p.projections_per_pass * kernels.MATRIX_VALUES
+                                      * r.matrices.itemsize)
+            self.shared_bytes = n_cols * stride * p.projections_per_pass * 4 + self.matrices.size
         _, ny, nx = r.geometry.volume_shape
         self.needs = (Need(ROWS, r.image_bytes),
                       Need("matrices", kernels.MATRIX_VALUES * r.matrices.itemsize,
@@ -218,19 +222,28 @@ class Backproject(Stage):
             events.append((self.name, cl.enqueue_copy(
                 q, b[ROWS], self._zeros, src_origin=(0, 0, 0), dst_origin=(0, window[1], 0),
                 region=(row, 1, count), src_pitches=(row, row), dst_pitches=(row, stride * row))))
-        source = b[ROWS]
+        source, matrices = b[ROWS], b["matrices"]
         if self.images is not None:
+            # The kernels read the images and the matrices' copy: the slot's buffers (the
+            # chunk's input) are free for the next upload once both are copied, and the
+            # uploads follow one another instead of each waiting for the kernels of the
+            # pass before last. (The compute queue is in order: the next pass's copies
+            # come after these kernels.)
             events.append((self.name, cl.enqueue_copy(
+                q, self.matrices, b["matrices"], byte_count=count * kernels.MATRIX_VALUES
+                * r.matrices.itemsize)))
+            chunk.input_read = cl.enqueue_copy(
                 q, self.images, b[ROWS], offset=0, origin=(0, 0, 0),
-                region=(n_cols, stride, count))))
+                region=(n_cols, stride, count))
+            events.append((self.name, chunk.input_read))
             if stride < r.plan.row_stride:
                 # The sampler reads zeros past the image's rows, and so past the
                 # window's: the rows below it (a longer window's, before) are cleared.
                 events.append((self.name, cl.enqueue_fill_image(
                     q, self.images, np.zeros(4, np.float32), origin=(0, stride, 0),
                     region=(n_cols, r.plan.row_stride - stride, count))))
-            source = self.images
-        return events + self.launch(chunk, source, b["matrices"], first, count, window, stride)
+            source, matrices = self.images, self.matrices
+        return events + self.launch(chunk, source, matrices, first, count, window, stride)
 
     def launch(self, chunk, source, matrices, first, count, window, stride):
         """The back-projection of ``count`` images (of ``stride`` rows) from projection
@@ -256,7 +269,7 @@ class Backproject(Stage):
         return events
 
     def close(self):
-        self.images = self._zeros = None
+        self.images = self.matrices = self._zeros = None
 
 
 class SlabRecipe:
@@ -330,7 +343,7 @@ class SlabRecipe:
             if filter is not None:  # at unit weight: the column weights carry the scale
                 stages.append(Filter(self.context, d, filter, n_cols, np.ones(stride), padding,
                                      buffer=ROWS, rows=self.chunk_rows))
-        stages.append(Backproject(self))
+        stages.append(SlabBackproject(self))
         self.stages = tuple(stages)
         self.executor = Executor(d, self.context, queue)
         self.layout = Layout(ROWS, np.dtype(np.float32), (stride, n_cols), 0, None, ())
@@ -564,8 +577,10 @@ class SlabRun:
         _, ny, nx = self.recipe.geometry.volume_shape
         at, shape = slab.first_plane - self.recipe.planes.start, (slab.n_planes, ny, nx)
         if self.behind is None:
+            # (the planes go into ``out`` on the writing threads while the next slab's
+            # passes run; :meth:`settle` waits for them)
             self.executor.read_work(SLAB, shape, lambda a, b, planes: put_rows(
-                pool, self.out, at + a, planes), stop)
+                pool, self.out, at + a, planes), stop, behind=True)
             return
         held = self.behind.hold(shape, stop)
         self.executor.read_work(SLAB, shape, lambda a, b, planes: copy_blocks(
@@ -573,8 +588,9 @@ class SlabRun:
         self.behind.write(self.out, at, held, stop)
 
     def settle(self, stop, quiet=False):
-        """Wait for the slabs written behind (:meth:`WriteBehind.settle`), and free
-        their memory."""
+        """Wait for the slabs put into the output behind the next one's passes and for
+        those written behind (:meth:`WriteBehind.settle`), and free their memory."""
+        self.executor.work_written(stop, errors=not quiet)
         if self.behind is not None:
             try:
                 self.behind.settle(stop, quiet)

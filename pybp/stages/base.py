@@ -53,7 +53,11 @@ class Chunk:
     ``(before, after)`` rows of the margins that belong to the chunk's grid chunk
     (:class:`pybp.stream.pipeline.Rows`): a stage that reaches across rows computes the
     grid chunk as one, wherever the run's rows begin and end. ``first_row``: the
-    detector row of the first row this stage sees (cone beam's weights depend on it)."""
+    detector row of the first row this stage sees (cone beam's weights depend on it).
+    ``input_read``: set by a stage, the event after which no stage reads the chunk's input
+    buffer again, where that comes before its last event (cone beam's texture family
+    copies its pass into images first): the slot may then take the next chunk's upload
+    while the kernels still run."""
 
     buffers: dict
     count: int
@@ -66,6 +70,7 @@ class Chunk:
     margins: tuple = (0, 0)
     grid: tuple = (0, 0)
     first_row: int = 0
+    input_read: object = None
 
     @property
     def rows_out(self) -> int:

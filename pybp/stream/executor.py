@@ -95,6 +95,7 @@ class Slot:
         self.uploaded = frozenset()  # names of the buffers uploaded beside the input
         self.kept = None  # their host arrays, kept until their copy ends
         self.computed = None
+        self.input_read = None  # the event after which its input buffer is free again
 
 
 class Pieces:
@@ -275,10 +276,11 @@ class Executor:
     # the thread for the whole chunk (measured: 1.6 s of 4.1 s). The pipeline's threads
     # order the steps instead, each waiting on the host for what its step needs.
     def input_free(self, slot: int, stop=None):
-        """Wait until the slot's last chunk has been computed: its device input buffer
-        and input staging may then take the next chunk."""
-        if self.slots[slot].computed is not None:
-            pacing.wait(self.slots[slot].computed, stop)
+        """Wait until the slot's last chunk has been computed, or its stages have read
+        its input for the last time (:attr:`pybp.stages.base.Chunk.input_read`): its
+        device input buffer and input staging may then take the next chunk."""
+        if self.slots[slot].input_read is not None:
+            pacing.wait(self.slots[slot].input_read, stop)
 
     def upload(self, slot: int, rows, extras=None, copy=np.copyto, stop=None):
         """Enqueue the upload of a chunk into ``slot`` (after :meth:`input_free`):
@@ -336,7 +338,7 @@ class Executor:
         :class:`pybp.cl.pacing.Stopped`."""
         s = self.slots[slot]
         before, after, beyond = span.before, span.after, self.margin
-        stages = []
+        stages, read = [], None
         for stage in self.stages:
             # The rows beyond the chunk's own go through every stage up to the last one
             # that reaches across rows, which leaves them out. (Each stage's own share,
@@ -349,8 +351,10 @@ class Executor:
                           grid=span.grid, first_row=span.origin + span.start - before)
             stages += self._timed(stop, lambda: stage.enqueue(chunk))
             before, after = before - crop[0], after - crop[1]
+            read = chunk.input_read if chunk.input_read is not None else read
         self.queue.flush()
         s.computed = stages[-1][1]
+        s.input_read = read if read is not None else s.computed
         return stages[-1][1], stages
 
     def _timed(self, stop, enqueue):
@@ -419,11 +423,14 @@ class Executor:
         self.pieces_out.handed(index, self._writes.submit(write, a, b, slices))
         return waited
 
-    def read_work(self, name: str, shape: tuple, put, stop=None):
+    def read_work(self, name: str, shape: tuple, put, stop=None, behind=False):
         """Read the stages' buffer ``name`` (one for all slots: ``MemoryPlan.work``),
         float32 of ``shape``, once the compute queue's work is done (interruptibly), in
         pieces through page-locked staging: ``put(a, b, piece)`` takes items ``[a,
-        b)`` of the first axis while the next piece comes down. (Straight into pageable
+        b)`` of the first axis while the next piece comes down. ``behind``: each put runs
+        on the writing threads, and this returns once the last piece is down (the
+        buffer is then free for the stages; :meth:`work_written` waits for the puts, and
+        a piece is taken again only once its put is done). (Straight into pageable
         memory, NVIDIA's DMA of a 512^3 slab ran at about 9 GB/s.) The pieces are the
         uploads', idle once the stages are done, where they are float32 and whole
         (:data:`PIECE_BYTES`, or the buffer): pinning pieces of their own for each
@@ -446,15 +453,25 @@ class Executor:
             q.flush()
             pieces.sent(index, event)
             if pending is not None:  # the piece before, while this one comes down
-                self._put(pending, put, stop)
-            pending = (a, b, event, piece)
-        self._put(pending, put, stop)
+                self._put(pieces, pending, put, stop, behind)
+            pending = (a, b, event, piece, index)
+        self._put(pieces, pending, put, stop, behind)
 
-    @staticmethod
-    def _put(pending, put, stop):
-        a, b, event, piece = pending
+    def _put(self, pieces, pending, put, stop, behind):
+        a, b, event, piece, index = pending
         pacing.wait(event, stop)
-        put(a, b, piece)
+        if behind:
+            pieces.handed(index, self._writes.submit(put, a, b, piece))
+        else:
+            put(a, b, piece)
+
+    def work_written(self, stop=None, errors=True):
+        """Wait for the puts :meth:`read_work` left behind; raise the first error
+        (``errors=False``: none, when another is already on its way; each put then
+        runs to its end, a copy of at most a piece)."""
+        for pieces in (self.pieces_in, self.pieces_work):  # (read_work takes either)
+            if pieces is not None:  # (without errors: each put, a copy, to its end)
+                pieces.settle(stop if errors else None, errors)
 
     def written(self, stop=None):
         """Wait until every downloaded piece is written; the first error of a write
