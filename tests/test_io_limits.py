@@ -30,7 +30,7 @@ def test_a_cases_bound_is_its_slowest_limit():
     largest is the bound; several devices share the bus at the rate of all at once (or
     the sum of each's, the lower) and the kernels; a format without its library has no
     write limit."""
-    case = io.Case("c", read=40 * 10 ** 9, written=8 * 10 ** 9, copied=80 * 10 ** 9,
+    case = io.Traffic("c", read=40 * 10 ** 9, written=8 * 10 ** 9, copied=80 * 10 ** 9,
                    up=40 * 10 ** 9, down=8 * 10 ** 9, kernel_seconds=3.0)
     got = io.bounds(case, LIMITS)
     want = {"read": 2.0, "write": 2.0, "host copies": 2.0, "up": 0.8, "down": 0.2,
@@ -41,10 +41,10 @@ def test_a_cases_bound_is_its_slowest_limit():
     cold = io.bounds(case, LIMITS, cached=False)  # the disk reads, then writes
     assert cold["read"] == pytest.approx(20.0) and cold["disk"] == pytest.approx(22.0)
     assert cold["held_by"] == "disk" and "disk" not in got
-    two = io.bounds(io.Case("c", 0, 0, 0, up=160 * 10 ** 9, down=0, devices=2,
+    two = io.bounds(io.Traffic("c", 0, 0, 0, up=160 * 10 ** 9, down=0, devices=2,
                             kernel_seconds=3.0), LIMITS)
     assert two["up"] == pytest.approx(2.0) and two["kernels"] == pytest.approx(1.5)
-    tiff = io.bounds(io.Case("t", 10 ** 9, 10 ** 9, 0, 0, 0, format="tiff"), LIMITS)
+    tiff = io.bounds(io.Traffic("t", 10 ** 9, 10 ** 9, 0, 0, 0, format="tiff"), LIMITS)
     assert tiff["write"] is None and tiff["held_by"] == "read"
 
 

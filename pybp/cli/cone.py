@@ -13,7 +13,7 @@ from pathlib import Path
 import numpy as np
 
 from pybp import __version__, checks, distributed, phantoms, registry
-from pybp.api.cone import ConeBackprojector
+from pybp.api.cone import ConeBackprojector, fdk
 from pybp.cl import cache
 from pybp.cl.device import describe, select_device
 from pybp.api import iterative as api_iterative
@@ -36,7 +36,6 @@ from pybp.io.geometry_file import check_path
 from pybp.io.images import SLICE_SUFFIXES, write_png, write_slice
 from pybp.io.readers import HDF5_SUFFIXES, open_scan
 from pybp.io.writers import check_output_file, check_output_path, open_output, stored_metadata
-from pybp.stages.normalize import warn_replaced
 
 # Parallel-beam options and their defaults: given with --geometry, they are refused.
 PARALLEL_ONLY = {"center": "auto", "center_search": None, "center_sweep": None, "rows": None,
@@ -64,10 +63,9 @@ def _check_options(args):
 
 
 def reconstruct(args):
-    """The cone-beam path of ``pybp reconstruct`` (``--geometry``): by the passes of
-    :class:`pybp.ConeBackprojector` on one device, or through the stream
-    (pybp/cone/run.py) where ``--devices``, ``--rings`` or ``--phase`` ask for it, or on
-    the workers of ``--scheduler``."""
+    """The cone-beam path of ``pybp reconstruct`` (``--geometry``): FDK by :func:`pybp.fdk`
+    (the stream of pybp/cone/run.py on one device or several, with ``--rings`` and
+    ``--phase``), an iterative method, or either on the workers of ``--scheduler``."""
     _check_options(args)
     method = methods.chosen(args)
     try:
@@ -160,24 +158,24 @@ def _metadata(args, scan, geometry, method, steps, described, params) -> dict:
 class _PlaneRuns:
     """Planes ``[a, b)`` of the output (a call), the way this command runs them: the
     iterative method's volume, the workers of ``--scheduler`` (:attr:`client`, set
-    once the cluster is up), the stream (several devices, rings, phase) or the passes
-    of one device."""
+    once the cluster is up), or :func:`pybp.fdk` on the devices (one or several, with
+    rings and phase: the one front door of the API's FDK)."""
 
     def __init__(self, args, scan, geometry, method, devices, params, steps):
         self.args, self.scan, self.geometry, self.method = args, scan, geometry, method
-        self.devices, self.client, self.backprojector = devices, None, None
+        self.devices, self.client = devices, None
         self.iterative = None
         self.flats, self.darks = scan.flats, scan.darks
         if self.flats is None and not args.no_log:  # transmissions: -log of the values
             self.flats, self.darks = np.ones(scan.shape[1:], np.float32), None
         self.options = dict(filter=args.filter, padding=args.padding, params=params,
                             memory_limit=args.memory_limit, **steps)
-        self.streamed = len(devices) != 1 or any(value is not None for value in steps.values())
         if method:
             self.iterative = _Iterative(args, scan, geometry, devices, method, self.flats,
                                         self.darks, steps)
-        elif not self.streamed:
-            self.backprojector = self._backprojector((0, geometry.volume_shape[0]))
+        elif devices:  # (the workers of --scheduler check on their own devices)
+            _checked(run.check, geometry, [dict(device=d) for d in devices], flats=self.flats,
+                     darks=self.darks, **self.options)
 
     def __call__(self, output, a, b):
         args, scan, geometry = self.args, self.scan, self.geometry
@@ -189,30 +187,12 @@ class _PlaneRuns:
             _checked(distributed.on_cluster, self.client, task, a, b,
                      dict(projections=None, flats=None, darks=None, out=output.writer()),
                      scan=scan.opened_with, progress=not args.quiet)
-        elif self.streamed:
-            replaced = _checked(run.reconstruct, scan.projections, geometry, output.view(a, b),
-                                [dict(device=d) for d in self.devices], flats=self.flats,
-                                darks=self.darks, planes=(a, b), progress=not args.quiet,
-                                **self.options)
-            warn_replaced(replaced, int(np.prod(scan.shape)))
         else:
-            if (a, b) != (0, geometry.volume_shape[0]):  # a resumed volume's runs: one each
-                self.backprojector.close()
-                self.backprojector = self._backprojector((a, b))
-            with self.backprojector as bp:
-                bp(scan.projections, out=output.view(a, b))
-
-    def _backprojector(self, planes):
-        """The command's :class:`ConeBackprojector` of z ``planes``."""
-        passes = {k: v for k, v in self.options.items()
-                  if k in ("filter", "padding", "memory_limit")}
-        return _checked(ConeBackprojector, self.geometry, self.options["params"], planes=planes,
-                        flats=self.flats, darks=self.darks, device=self.devices[0],
-                        progress=not self.args.quiet, store=False, **passes)
+            _checked(fdk, scan.projections, geometry, out=output.view(a, b),
+                     flats=self.flats, darks=self.darks, devices=self.devices, planes=(a, b),
+                     progress=not args.quiet, **self.options)
 
     def close(self):
-        if self.backprojector is not None:
-            self.backprojector.close()
         scans.close_cluster(self.args, self.client)
 
 

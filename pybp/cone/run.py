@@ -95,6 +95,32 @@ def reconstruct(projections, geometry: ConeGeometry, out, targets, *, filter="ra
     return replaced
 
 
+def check(geometry: ConeGeometry, targets, *, filter="ramp", padding="zero", short_scan=None,
+          flats=None, darks=None, rings=None, phase=None, memory_limit=None, params=None,
+          planes=None, log=None, **_):
+    """The ``ValueError`` :func:`reconstruct` with these arguments would raise where its
+    slabs do not fit a device of ``targets``, raised now (each device's recipe made, as
+    :func:`back_project` makes them, and closed): a command checks this before it makes
+    its output."""
+    log, darks = _flat_field(geometry, flats, darks, log)
+    direct = rings is None and phase is None and log == (flats is not None)
+    wanted = plane_range(planes, geometry.volume_shape[0])
+    recipes = []
+    try:
+        for target in _opened(targets):
+            first = recipes[0] if recipes else None
+            recipes.append(SlabRecipe(
+                geometry, params or (first.params if first else None), **target,
+                filter=filter, padding=padding, short_scan=short_scan,
+                memory_limit=memory_limit, planes=(wanted.start, wanted.stop),
+                flats=flats if direct else None, darks=darks if direct else None,
+                filtered=not direct, devices=len(targets),
+                plan=first.plan if first else None))
+    finally:
+        for recipe in recipes:
+            recipe.close()
+
+
 def _store_shape(geometry, count, what) -> tuple:
     """``(n_angles, rows, n_cols)`` of a store of ``count`` rows in host memory, the rows
     made even (the filter's pairs of rows), refused where it would take over
