@@ -98,7 +98,7 @@ def test_cone_geometry_from_astra_dicts_is_astras():
     'cone' geometry and the 'cone_vec' rows ASTRA makes of it (astra.geom_2vec) give
     the same matrices, and a volume window off the origin its offset. (That a 'cone'
     geometry projects as FP3D_CUDA does, within 1e-4 of its sums, is measured on the GPU
-    machine: 82c47bc:tuning/cone_units.py.)"""
+    machine: cone_units.py@82c47bc.)"""
     angles = np.linspace(0, 2 * np.pi, 12, endpoint=False)
     volume = astra.create_vol_geom(20, 24, 16, -12, 12, -7, 13, -8, 8)
     cone = astra.create_proj_geom("cone", 0.9, 0.8, 30, 40, angles, 60.0, 30.0)
@@ -116,7 +116,7 @@ def test_parallel_geometry_from_astra_dicts_projects_as_astra(cl_device, vector)
     astra.geom_2vec makes it) the detector shifted 3.5 columns along itself, projected as
     ASTRA's strip projector projects them (measured 0.0033 relative RMS in both); the
     sinogram mirrored is far off. (parallel3d against FP3D_CUDA: on the GPU machine,
-    82c47bc:tuning/parallel_units.py.)"""
+    parallel_units.py@82c47bc.)"""
     angles = np.linspace(0, np.pi, N_ANGLES, endpoint=False)
     volume = astra.create_vol_geom(N, N, -N / 2 + 5, N / 2 + 5, -N / 2 - 7, N / 2 - 7)
     proj_geom = astra.create_proj_geom("parallel", 1.5, 48, angles)

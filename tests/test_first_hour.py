@@ -29,7 +29,7 @@ from pybp.parallel.plan import Plan
 from pybp.stream.memory import MemoryPlan
 
 LONG = 3072  # a slice that takes tens of seconds on PoCL with 2 cores
-# On a GPU the slice takes milliseconds: 82c47bc:tuning/interrupt_latency.py measures there.
+# On a GPU the slice takes milliseconds: interrupt_latency.py@82c47bc measures there.
 cpu_sized = pytest.mark.skipif(device_is_gpu(), reason="a long run on a CPU device")
 
 

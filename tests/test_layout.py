@@ -84,7 +84,7 @@ def test_docs_and_comments_name_only_files_that_exist():
     tuning/ name (``pybp/parallel/verify.py``, ``templates/stages/fft.cl.mako``) is
     there: a file moved or removed leaves no reader looking for it."""
     root = Path(__file__).resolve().parents[1]
-    named = re.compile(r"(?<![\w/.:-])((?:pybp|templates|tuning|docs|tests|\.ci)/[\w./-]*\w)")
+    named = re.compile(r"(?<![\w/.-])((?:pybp|templates|tuning|docs|tests|\.ci)/[\w./-]*\w)")
     texts = [root / "README.md", *root.glob("docs/*.md"), *root.glob("pybp/**/*.py"),
              *root.glob("templates/**/*.mako"), *root.glob("tuning/*.py"),
              *root.glob("tests/*.py")]
@@ -96,22 +96,24 @@ def test_docs_and_comments_name_only_files_that_exist():
 
 
 def test_files_named_in_git_history_are_there():
-    """A removed script the docs still cite for a figure is named by the commit that
-    holds it, ``82c47bc:tuning/file_speed.py`` (``git show`` prints it): each such name is
-    a file of that commit. Run where the tests are a clone of the repository."""
+    """A removed script the docs still cite for a figure is named with the commit whose
+    tuning/ holds it, ``file_speed.py@82c47bc`` (``git show`` of the commit's file
+    prints it): each such name is a file of that commit. Run where the tests are a clone
+    of the repository."""
     root = Path(__file__).resolve().parents[1]
     if not (root / ".git").exists():
         pytest.skip("not a clone of the repository: no history to look in")
-    named = re.compile(r"(?<![\w/.-])([0-9a-f]{7,40}):((?:pybp|tuning|docs|tests)/[\w./-]*\w)")
+    named = re.compile(r"(?<![\w/.-])([\w-]+\.(?:py|sh))@([0-9a-f]{7,40})\b")
     texts = [root / "README.md", *root.glob("docs/*.md"), *root.glob("pybp/**/*.py"),
-             *root.glob("tuning/*.py"), *root.glob("tests/*.py")]
-    cited = {(rev, path): f"{text.relative_to(root)}:{i}"
+             *root.glob("tuning/*.py"), *root.glob("tuning/*.md"), *root.glob("tests/*.py"),
+             *root.glob("templates/**/*.mako")]
+    cited = {(rev, name): f"{text.relative_to(root)}:{i}"
              for text in texts for i, line in enumerate(text.read_text().splitlines(), 1)
-             for rev, path in named.findall(line)}
+             for name, rev in named.findall(line)}
     assert cited, "no file of the history named: the pattern or the docs changed"
-    missing = [f"{where}: {rev}:{path}" for (rev, path), where in sorted(cited.items())
-               if subprocess.run(["git", "-C", str(root), "cat-file", "-e", f"{rev}:{path}"],
-                                 capture_output=True).returncode != 0]
+    missing = [f"{where}: {name}@{rev}" for (rev, name), where in sorted(cited.items())
+               if subprocess.run(["git", "-C", str(root), "cat-file", "-e",
+                                  f"{rev}:tuning/{name}"], capture_output=True).returncode != 0]
     assert missing == []
 
 

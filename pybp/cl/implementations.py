@@ -53,7 +53,7 @@ IMPLEMENTATIONS = (
                    build_options=("-cl-opt-disable",), binaries=False),
     # PoCL makes a binary by compiling each kernel of the program once more, for any
     # work-group size (up to 1.2 s a program on 2 cores; 6.2 s of a first Backprojector's
-    # 12.2 s, 82c47bc:tuning/first_builds.py) to save 19 ms on each later build: not for a kernel
+    # 12.2 s, first_builds.py@82c47bc) to save 19 ms on each later build: not for a kernel
     # built once, as a tuning candidate or one of the tests' variants.
     Implementation("PoCL", "portable computing language", rank=1, binary_on_reuse=True),
     Implementation("Intel CPU runtime", "intel(r) opencl", rank=2),

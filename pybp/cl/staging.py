@@ -1,6 +1,6 @@
 """Page-locked host memory for transfers: buffers the OpenCL runtime allocates
 (``ALLOC_HOST_PTR``) and keeps mapped, so that DMA reaches them directly, at several
-times the speed of pageable memory (82c47bc:tuning/host_copies.py)."""
+times the speed of pageable memory (host_copies.py@82c47bc)."""
 
 from __future__ import annotations
 

@@ -49,7 +49,7 @@ RAW_COUNTS = {dtype: name for dtype, name in RAW_TYPES.items()
 COUNTS_BYTES = 2  # per pixel of a pass's counts buffer (planned for the widest of them)
 # Passes in flight: one going up while the one before is back-projected. Three, at a
 # memory limit of a quarter of 512^3, made thinner slabs and a slower volume (H200: 16
-# slabs, 0.54 s against 11 and 0.45 s: 82c47bc:tuning/cone_slab_copies.py --slots).
+# slabs, 0.54 s against 11 and 0.45 s: cone_slab_copies.py@82c47bc --slots).
 PASS_SLOTS = 2
 
 

@@ -3,7 +3,7 @@ of a kept :class:`pybp.ConeBackprojector` (docs/design.md, section 8).
 
 Where a volume goes in several slabs, each slab's passes would read, pre-weight and
 filter their windows of rows again, and most of the time would go in the host's
-copies of those windows into staging (82c47bc:tuning/cone_slab_copies.py: 6.5 GB/s inside
+copies of those windows into staging (cone_slab_copies.py@82c47bc: 6.5 GB/s inside
 the stream). Instead, :class:`StoreFill` runs FDK's stages before the back-projection
 (pre-weighting, the filter) once over every projection's rows that the planes project
 onto, and each chunk goes down by one DMA into a :class:`Store`; each slab's passes
@@ -36,7 +36,7 @@ from pybp.stream.memory import MemoryPlan
 # Chunks in flight in the fill, each going up, filtered and coming down in place. Three
 # made the chunks smaller within the same memory and the fill slower (H200, 512^3 at a
 # quarter limit: chunks of 4 projections, 0.23 s, against 8 and 0.19 s:
-# 82c47bc:tuning/cone_slab_copies.py --slots).
+# cone_slab_copies.py@82c47bc --slots).
 FILL_SLOTS = 2
 
 

@@ -31,12 +31,12 @@ SCRATCH_BYTES = 512 << 20  # most bytes of wavelet coefficients at once
 # Work-groups of the transforms, by device type: on the H100 16 x 16; on CPUs wide rows
 # of work-items, which their runtimes run as vectors (a 1024^2 sinogram at level 9: 29
 # against 42-67 ms on Intel's runtime, 91-120 against 133-135 on PoCL, 2 cores; NumPy and
-# PyWavelets, tomopy's formula, 87 ms: 82c47bc:tuning/rings_speed.py).
+# PyWavelets, tomopy's formula, 87 ms: rings_speed.py@82c47bc).
 GROUPS = {"cpu": (128, 2)}
 GROUP = (16, 16)
 # Parts of each column's rows summed by work-items of their own in the low-pass: with
 # one work-item per column (a few hundred per level), the low-pass took 64% of the
-# method's time on the H100 (82c47bc:tuning/rings_speed.py).
+# method's time on the H100 (rings_speed.py@82c47bc).
 DAMP_PARTS = 16
 
 

@@ -14,12 +14,12 @@ SLOTS = 3           # chunks in flight: one uploading, one computing, one downlo
 # size. (Measured when staging was pinned per chunk, before pybp.stream.executor.Pieces:
 # H100, 2048^3: 32 slices 7.77 s in all, of which 1.33 s allocating; 16 slices 6.75 s;
 # H200, 512 x 2048^2: 8 slices 1.85 s, of which 0.24 s pinning and 0.15 s releasing;
-# 4 slices 1.71 s, 0.13 s and 0.09 s, streaming as fast: 82c47bc:tuning/multi_device.py.)
+# 4 slices 1.71 s, 0.13 s and 0.09 s, streaming as fast: multi_device.py@82c47bc.)
 CHUNK_SLICES = 4
 # Most slices per chunk of an input read from files (pybp.stream.sources.RowBlocks),
 # where the host's steps per chunk (a block's rows, copies into staging, writes) cost
 # more: on the H100 machine a DXchange file of 512 x 2048^2 to TIFF slices took 3.06 s
-# with chunks of 4 slices, 2.85 s with 16 (the same call, 82c47bc:tuning/command_speed.py
+# with chunks of 4 slices, 2.85 s with 16 (the same call, command_speed.py@82c47bc
 # --code); from arrays in memory, chunks of 16 took 0.1 s longer, all of it in making
 # the larger device buffers (pybp bench --pipeline --rows 512).
 FILE_CHUNK_SLICES = 16

@@ -6,7 +6,7 @@
 ## details; `crop` writes the result back into the sinograms.
 ## Products are summed as `x * y + z`, which compilers contract to one FMA where the
 ## hardware has it: PoCL made each mad() a call of its own, and the stage took 2.4x
-## as long on a CPU (82c47bc:tuning/fw_speed.py --kernels).
+## as long on a CPU (fw_speed.py@82c47bc --kernels).
 ${"/* pybp Fourier-wavelet ring removal: %d taps, at most %d frequencies */" % (len(dec_lo), freqs)}
 #define TAPS ${len(dec_lo)}
 #define FREQS ${freqs}
