@@ -10,13 +10,12 @@ import subprocess
 import sys
 from pathlib import Path
 
-import pytest
 
 ROOT = Path(__file__).resolve().parents[1]
 TUNING = ROOT / "tuning"
 KEPT = {"accuracy.py", "cone_accuracy.py", "fan_astra.py", "limited_angle.py",
         "module_graph.py", "offline_compile.py", "oversample_error.py", "portability.py",
-        "startup_time.py", "tune.py", "units_accuracy.py"}
+        "slab_parts.py", "startup_time.py", "tune.py", "units_accuracy.py"}
 
 
 def run(script, *args, cwd=None, env=None, timeout=600):
@@ -36,7 +35,7 @@ def test_tuning_keeps_only_the_listed_tools():
     script imports a test or another script."""
     here = {p.name for p in TUNING.iterdir() if p.name != "README.md" and p.name != "__pycache__"}
     assert here == KEPT
-    listed = set(re.findall(r"`([\w]+\.py)", (TUNING / "README.md").read_text()))
+    listed = set(re.findall(r"^\| `(\w+\.py)` \|", (TUNING / "README.md").read_text(), re.M))
     assert listed == KEPT
     for name in KEPT:
         source = (TUNING / name).read_text()
@@ -90,6 +89,15 @@ def test_fan_astra_runs_pybps_half(tmp_path):
     middle = float(re.search(r"disc middle ([\d.]+)", out).group(1))
     assert abs(middle - 0.02) < 0.002, out
     assert (tmp_path / "fan_rec.npy").exists() and (tmp_path / "fan_sirt.npy").exists()
+
+
+def test_slab_parts_splits_a_quarter_limit_into_its_phases():
+    out = run("slab_parts.py", "256", "16", "192", "384")
+    assert "same bits: True" in out, out
+    slabs = re.search(r"quarter: slabs (\d+)", out)
+    assert slabs and int(slabs.group(1)) > 1, out
+    for phase in ("fill alone", "slabs from the store", "uploads alone", "passes"):
+        assert phase in out, out
 
 
 def test_module_graph_draws_the_packages():
