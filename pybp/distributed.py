@@ -1,7 +1,7 @@
 """Several devices of a host, and Dask workers, each running a geometry's task on parts
 of the output (docs/architecture.md).
 
-On one host, :func:`device_list` names the devices and
+On one host, :func:`pybp.cl.device.device_list` names the devices and
 :class:`pybp.stream.team.Pipelines` runs one pipeline per device from one shared source
 of rows. On a cluster, Dask distributed schedules the work (:func:`on_cluster`): the
 output is cut into parts (parallel beam's rows, cone beam's runs of planes), one Dask
@@ -23,52 +23,17 @@ Which devices a worker uses: those :func:`local_cluster` gave it, else the
 
 from __future__ import annotations
 
-import os
 import threading
 import uuid
 
-import pyopencl as cl
-
-from pybp.cl.device import (ENV_DEVICE, all_devices, device_type_name, keep_ctrl_c,
-                             select_device, speed_rank, usable_devices)
+from pybp.cl.device import all_devices, default_devices, device_list, keep_ctrl_c
 from pybp.io.readers import open_scan
 from pybp.stream.progress import Progress
 
-ENV_DEVICES = "PYBP_DEVICES"
 SLABS_PER_WORKER = 4  # tasks per worker: few enough that set-up stays small, enough to balance
 
 _SHARED = {}          # token -> arrays of one run, for workers in this process
 _WORKER_LOCK = threading.Lock()
-
-
-def device_list(devices) -> list:
-    """``devices`` as a list of ``pyopencl.Device``: ``"all"`` (every GPU, else every
-    device of the fastest kind, of those that build and run kernels; never a simulator;
-    of CPU runtimes, the fastest, as they share the host's cores), a list of indices, names or devices, or a string of comma-separated
-    indices or names (``"0,1"``). A device named twice runs two pipelines (useful to
-    test several pipelines on one CPU)."""
-    if isinstance(devices, str) and devices.strip().lower() == "all":
-        found = [d for d in usable_devices() if device_type_name(d) != "simulator"]
-        if not found:
-            select_device(None)  # raises the no-device error
-        best = min(found, key=speed_rank)
-        if device_type_name(best) == "cpu":  # CPU runtimes all share the one host CPU
-            return [best]
-        return [d for d in found if device_type_name(d) == device_type_name(best)]
-    if isinstance(devices, str):
-        devices = [d.strip() for d in devices.split(",") if d.strip()]
-    if isinstance(devices, cl.Device) or not hasattr(devices, "__iter__"):
-        devices = [devices]
-    devices = list(devices)
-    if not devices:
-        raise ValueError("devices: expected 'all' or at least one device, got none")
-    chosen = []
-    for d in devices:
-        try:
-            chosen.append(select_device(d))
-        except (ValueError, TypeError) as exc:
-            raise type(exc)(f"devices: {str(exc).split(': ', 1)[-1]}") from None
-    return chosen
 
 
 def need_dask():
@@ -115,13 +80,6 @@ def _device_plugin(by_name):
                 worker.pybp_devices = [self.by_name[worker.name]]
 
     return DevicePlugin(by_name)
-
-
-def default_devices() -> str:
-    """The devices where none are named: the ``PYBP_DEVICES`` variable, else
-    ``PYBP_DEVICE``, else ``"all"`` (a worker's, and ``pybp reconstruct --scheduler
-    local``'s: a volume resumed on another CPU runtime would differ in its last bits)."""
-    return os.environ.get(ENV_DEVICES) or os.environ.get(ENV_DEVICE) or "all"
 
 
 def _worker_devices(worker):

@@ -24,7 +24,7 @@ def pytest_configure(config):
     (pybp/parallel/speed.py), and a test's own calls record those timings: on one CI
     machine the workers of ``--scheduler local`` took Intel's runtime where the test
     process had taken PoCL, and their slices differed by 1e-8 where they must be equal
-    (``--scheduler local`` now takes ``PYBP_DEVICE`` too: pybp.distributed.default_devices). On a machine with no GPU
+    (``--scheduler local`` now takes ``PYBP_DEVICE`` too: pybp.cl.device.default_devices). On a machine with no GPU
     the pin is PoCL where it builds kernels (what the suite's exact comparisons are
     written for: Intel's runtime vectorises the same kernel differently on different
     paths), else the default."""

@@ -22,7 +22,8 @@ import pybp
 from pybp.cli import commands as cli, scans
 from pybp.stream import sources
 from pybp.bench.volume import make_scan
-from pybp.distributed import device_list, slabs
+from pybp.cl.device import device_list
+from pybp.distributed import slabs
 from pybp.parallel.prepare import ROWS_ALIGN
 
 distributed = pytest.importorskip("distributed")

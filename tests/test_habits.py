@@ -118,8 +118,8 @@ def test_cone_memory_errors_give_cone_advice(cl_device, monkeypatch):
 
     g = pybp.ConeGeometry.circular(np.linspace(0, 2 * np.pi, 8, endpoint=False), (8, 16), 1.0,
                                    50.0, 20.0, (4, 8, 8), 1.0)
-    monkeypatch.setattr(projector.memory, "budget",
-                        lambda device, memory_limit=None: 2 ** 10)
+    monkeypatch.setattr(projector.memory.Budget, "of", classmethod(
+        lambda cls, device, memory_limit=None: cls(2 ** 10, 2 ** 10)))
     with pytest.raises(MemoryError, match="it lends .*; make the volume or the scan smaller, "
                                           "or take a device with more memory") as caught:
         pybp.Projector(g, device=cl_device)

@@ -381,7 +381,8 @@ def test_projector_that_does_not_fit_is_refused_saying_what_it_takes(cl_device, 
     from pybp.parallel import project
 
     geometry = GEOMETRIES["square"]
-    monkeypatch.setattr(projector.memory, "budget", lambda device, memory_limit=None: 2 ** 20)
+    monkeypatch.setattr(projector.memory.Budget, "of", classmethod(
+        lambda cls, device, memory_limit=None: cls(2 ** 20, 2 ** 20)))
     copies = project.scratch_bytes(geometry, 9)
     assert copies == 4 * 16 * (2 * 96 * 96 + geometry.n_angles * 1024)
     need, size = 4 * (9 * 96 * 96 + geometry.n_angles * 9 * 1024) + copies, projector.memory.size_text

@@ -247,7 +247,7 @@ def test_shared_work_buffers_make_chunks_larger(cl_device):
 
 
 def test_one_memory_limit_for_both_geometries(cl_device):
-    """``memory_limit`` is one rule for both geometries (pybp.stream.memory.budget):
+    """``memory_limit`` is one rule for both geometries (pybp.stream.memory.Budget):
     parallel beam's chunks are cut to fit it, with the same slices bit for bit, and a
     limit that holds no slice is one error naming it; bad values are refused alike."""
     rng = np.random.default_rng(3)

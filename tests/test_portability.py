@@ -121,7 +121,7 @@ def test_no_usable_device_says_why_each_failed_and_the_remedy(monkeypatch):
 
 
 def test_all_devices_leaves_out_those_that_cannot_build(monkeypatch):
-    from pybp.distributed import device_list
+    from pybp.cl.device import device_list
     fake_machine(monkeypatch, POCL, INTEL, broken=("pthread-AMD EPYC 9575F",))
     with pytest.warns(RuntimeWarning, match="skipping"):
         assert device_list("all") == [INTEL]

@@ -67,8 +67,8 @@ class ConeBackprojector:
             padding=padding, short_scan=short_scan, memory_limit=memory_limit, planes=planes,
             flats=flats, darks=darks)
         self._fill = None  # in several slabs: the filtered projections kept between them
-        kept = stores.stored(self._recipe, padding, short_scan, flats, darks, memory_limit,
-                             queue) if store else None
+        kept = stores.stored(self._recipe, padding, short_scan, flats, darks, queue) \
+            if store else None
         if kept is not None:
             self._recipe.close()
             self._fill, self._recipe = kept

@@ -15,6 +15,7 @@ from pybp import __version__, checks, registry
 from pybp.api.projector import fits
 from pybp.iterative import methods, options, table
 from pybp.iterative.checkpoint import Checkpoint, digest
+from pybp.stream.memory import Budget
 from pybp.stream.progress import Progress
 
 # TIGRE's and ASTRA's names for the methods' arguments, and pybp's (refused with it)
@@ -111,7 +112,7 @@ class _Run:
         def check(description, slices):
             fits(description, *kind.shapes(geometry, slices), volumes=volumes,
                  projections=sets, scratch=kind.scratch_bytes(geometry, slices), what=name,
-                 memory_limit=checks.memory_limit(memory_limit), advice=kind.advice)
+                 budget=Budget.of(description, memory_limit), advice=kind.advice)
 
         if device is not None and devices is not None:
             raise ValueError("devices: give device or devices, not both")

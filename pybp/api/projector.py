@@ -21,18 +21,17 @@ ROWS_AXIS = {"volume": 0, "projections": 1}  # dropped for one slice
 
 
 def fits(device, volume_shape, projection_shape, *, volumes, projections, scratch, what,
-         memory_limit=None, advice):
+         budget=None, advice):
     """An error naming what it would take, and ``advice``, unless ``volumes`` volumes,
     ``projections`` sets of projections and ``scratch`` bytes (the pair's copies:
-    :meth:`pybp.registry.Kind.scratch_bytes`)
-    fit the device's share, or ``memory_limit`` where that is less
-    (:func:`pybp.stream.memory.budget`)."""
+    :meth:`pybp.registry.Kind.scratch_bytes`) fit ``budget`` (a
+    :class:`pybp.stream.memory.Budget`; None: the device's share)."""
     need = FLOAT_BYTES * (volumes * int(np.prod(volume_shape))
                           + projections * int(np.prod(projection_shape))) + scratch
-    have = memory.budget(device, memory_limit)
+    budget = budget or memory.Budget.of(device)
+    have = budget.allowed
     if need > have:
-        lent = ("memory_limit allows" if have < memory.budget(device) else
-                f"it lends ({device.label()})")
+        lent = "memory_limit allows" if budget.limited else f"it lends ({device.label()})"
         raise MemoryError(f"{what}: {volumes} volume(s) {tuple(volume_shape)} and "
                           f"{projections} set(s) of projections {tuple(projection_shape)} of "
                           f"float32, with the operators' copies "

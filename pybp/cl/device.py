@@ -22,6 +22,7 @@ import pyopencl as cl
 from pybp.cl import cache, codegen, implementations, profiles
 
 ENV_DEVICE = "PYBP_DEVICE"
+ENV_DEVICES = "PYBP_DEVICES"  # several: "all", or indices "0,1" (default_devices)
 PCI_DEVICES = Path("/sys/bus/pci/devices")  # where Linux lists PCI devices (pci_address)
 NVIDIA_PCI_VENDOR = "0x10de"
 
@@ -249,6 +250,43 @@ def devices():
     The ``index`` is what ``device=`` and ``PYBP_DEVICE`` accept.
     """
     return [describe(d, i) for i, d in enumerate(all_devices())]
+
+
+def device_list(devices) -> list:
+    """``devices`` as a list of ``pyopencl.Device``: ``"all"`` (every GPU, else every
+    device of the fastest kind, of those that build and run kernels; never a simulator;
+    of CPU runtimes, the fastest, as they share the host's cores), a list of indices, names or devices, or a string
+    of comma-separated indices or names (``"0,1"``). A device named twice runs two pipelines (useful to
+    test several pipelines on one CPU)."""
+    if isinstance(devices, str) and devices.strip().lower() == "all":
+        found = [d for d in usable_devices() if device_type_name(d) != "simulator"]
+        if not found:
+            select_device(None)  # raises the no-device error
+        best = min(found, key=speed_rank)
+        if device_type_name(best) == "cpu":  # CPU runtimes all share the one host CPU
+            return [best]
+        return [d for d in found if device_type_name(d) == device_type_name(best)]
+    if isinstance(devices, str):
+        devices = [d.strip() for d in devices.split(",") if d.strip()]
+    if isinstance(devices, cl.Device) or not hasattr(devices, "__iter__"):
+        devices = [devices]
+    devices = list(devices)
+    if not devices:
+        raise ValueError("devices: expected 'all' or at least one device, got none")
+    chosen = []
+    for d in devices:
+        try:
+            chosen.append(select_device(d))
+        except (ValueError, TypeError) as exc:
+            raise type(exc)(f"devices: {str(exc).split(': ', 1)[-1]}") from None
+    return chosen
+
+
+def default_devices() -> str:
+    """The devices where none are named: the ``PYBP_DEVICES`` variable, else
+    ``PYBP_DEVICE``, else ``"all"`` (a worker's, and ``pybp reconstruct --scheduler
+    local``'s: a volume resumed on another CPU runtime would differ in its last bits)."""
+    return os.environ.get(ENV_DEVICES) or os.environ.get(ENV_DEVICE) or "all"
 
 
 # ---- probing: does a device build and run a kernel, and do its timers tell the truth --

@@ -36,6 +36,7 @@ from pybp.io.geometry_file import check_path
 from pybp.io.images import SLICE_SUFFIXES, write_png, write_slice
 from pybp.io.readers import HDF5_SUFFIXES, open_scan
 from pybp.io.writers import check_output_file, check_output_path, open_output, stored_metadata
+from pybp.stream.memory import Budget
 
 # Parallel-beam options and their defaults: given with --geometry, they are refused.
 PARALLEL_ONLY = {"center": "auto", "center_search": None, "center_sweep": None, "rows": None,
@@ -238,10 +239,11 @@ class _Iterative:
         kind = registry.kind_of(geometry)
         volumes, sets = table.held(method["method"], kind.dims)
         try:  # the working set is checked before the output is made
-            for device in devices:
-                fits(describe(device), *kind.shapes(geometry), volumes=volumes,
+            for device in map(describe, devices):
+                fits(device, *kind.shapes(geometry), volumes=volumes,
                      projections=sets, scratch=kind.scratch_bytes(geometry),
-                     what=f"--method {method['method']}", memory_limit=args.memory_limit,
+                     what=f"--method {method['method']}",
+                     budget=Budget.of(device, args.memory_limit),
                      advice="choose a device with more memory (--device), or a smaller "
                             "volume (volume_shape in the geometry file)")
         except MemoryError as exc:

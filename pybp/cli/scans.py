@@ -8,7 +8,7 @@ from __future__ import annotations
 import numpy as np
 
 from pybp import distributed
-from pybp.cl.device import select_device
+from pybp.cl.device import default_devices, device_list, select_device
 from pybp.cli.preview import write_preview
 from pybp.io.writers import output_kind
 from pybp.parallel import speed
@@ -72,7 +72,7 @@ def cluster(args):
         return None
     dask = distributed.need_dask()
     if args.scheduler == "local":
-        return dask.Client(distributed.local_cluster(args.devices or distributed.default_devices(),
+        return dask.Client(distributed.local_cluster(args.devices or default_devices(),
                                                      processes=True))
     try:
         return dask.Client(args.scheduler, timeout=30)
@@ -99,7 +99,7 @@ def devices(args) -> list:
     if args.device is None and not args.devices:
         speed.choose_cpu_runtime()  # where several CPU runtimes work: the fastest here
     if args.devices:
-        found = distributed.device_list(args.devices)
+        found = device_list(args.devices)
         say(args, f"devices: {len(found)} ({', '.join(d.name for d in found)})")
         return found
     return [select_device(args.device)]

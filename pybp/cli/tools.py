@@ -12,8 +12,9 @@ from pathlib import Path
 
 import numpy as np
 
-from pybp import checks, distributed, registry
+from pybp import checks, registry
 from pybp.bench import io as bench_io
+from pybp.cl.device import device_list
 from pybp.io.output import disks
 from pybp.io.writers import check_output_file
 
@@ -51,7 +52,7 @@ def _bench_io(args):
     checks.check_demo_memory(8 * int(np.prod(shape, dtype=np.int64)),
                              f"a volume of {shape[0]} slices of {size}^2", "--size")
     bench_io.check_folder(args.folder or tempfile.gettempdir(), 4 * int(np.prod(shape)))
-    devices = distributed.device_list(args.devices or "all")
+    devices = device_list(args.devices or "all")
     # the files: --gib of the cases' float32 slices (TIFF's cost is a file's, per slice)
     limits = bench_io.measure(devices, args.folder, n_bytes, shape, args.repeats)
     cases = bench_io.standard_cases(size) + (

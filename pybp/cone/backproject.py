@@ -279,7 +279,9 @@ class SlabRecipe:
     ``short_scan`` (:func:`pybp.geometry.cone_weights.column_weights`); None: the plain
     back-projection. ``memory_limit``: bytes of device memory for the slab and the
     passes in flight (None: :data:`pybp.stream.memory.MEMORY_SHARE` of the device's,
-    the rule of both geometries); larger volumes go in slabs. ``planes``: the z planes
+    the rule of both geometries); larger volumes go in slabs. ``budget`` (a
+    :class:`pybp.stream.memory.Budget`), instead of ``memory_limit``: what another
+    phase left of it (pybp/cone/store.py). ``planes``: the z planes
     ``(first, stop)`` to reconstruct (None: all); starting on a multiple of 16, they
     equal those of the whole volume bit for bit. ``flats`` and ``darks`` (frames or
     their means; darks None: zero), with FDK: the projections are counts, made
@@ -293,11 +295,14 @@ class SlabRecipe:
     def __init__(self, geometry: ConeGeometry, params: ConeParams | None = None, device=None,
                  context=None, queue=None, filter=None, padding="zero", short_scan=None,
                  memory_limit=None, planes=None, flats=None, darks=None, filtered=False,
-                 devices=1, plan=None):
+                 devices=1, plan=None, budget=None):
         self.geometry = geometry
         self.cl_device, self.context, queue = open_device(device, context, queue)
         self.device = d = describe(self.cl_device)
         self.params = p = self._checked_params(params, d)
+        if budget is not None and memory_limit is not None:
+            raise TypeError("budget: give memory_limit or budget, not both")
+        self.budget = budget or memory.Budget.of(d, memory_limit)
         if filter is not None and filter not in FILTERS:
             raise ValueError(f"filter: expected one of {', '.join(FILTERS)} or None; got {filter!r}")
         if padding not in PADDINGS:
@@ -323,7 +328,7 @@ class SlabRecipe:
                              "projections_per_pass")
         n_cols = geometry.detector_shape[1]
         self.planes = plane_range(planes, geometry.volume_shape[0])
-        self.plan = plan or self._plan(memory_limit, devices, matrix_bytes)
+        self.plan = plan or self._plan(devices, matrix_bytes)
         stride = self.plan.row_stride
         self.image_bytes = stride * n_cols * 4  # one projection's window of rows
         pass_bytes = self.plan.pass_bytes(n_cols, p.projections_per_pass)
@@ -351,11 +356,11 @@ class SlabRecipe:
             self.stages, d, geometry.n_angles, widths=(p.projections_per_pass,),
             chunk_slices=p.projections_per_pass, slots=PASS_SLOTS,
             own=(ROWS, COUNTS) if self.raw_counts else (ROWS,),
-            preferred=p.projections_per_pass, memory_limit=memory_limit,
+            preferred=p.projections_per_pass, budget=self.budget,
             subject=f"params: a pass of {p.projections_per_pass} projections",
             advice="use fewer projections_per_pass, or allow more memory (memory_limit)")
 
-    def _plan(self, memory_limit, devices, matrix_bytes) -> slabs.SlabPlan:
+    def _plan(self, devices, matrix_bytes) -> slabs.SlabPlan:
         """The slabs: each with the passes in flight (two) and the texture's images (the
         filter's FFTs work in place) within the budget, beside what the passes keep
         (FDK's weights, the flats' and darks' means, each pass's matrices and counter);
@@ -372,7 +377,7 @@ class SlabRecipe:
         # integers; the texture family one pass of images more.
         buffers = PASS_SLOTS * (1 + self.raw_counts * COUNTS_BYTES / 4) + (p.family == "texture")
         return slabs.plan(g, p.projections_per_pass, p.voxels_per_item,
-                          memory.budget(d, memory_limit) - kept, d.max_allocation,
+                          self.budget.allowed - kept, d.max_allocation,
                           buffers, self.planes, share)
 
     @staticmethod

@@ -14,14 +14,13 @@ from __future__ import annotations
 
 import numpy as np
 
-from pybp import checks
 from pybp.cl.device import describe, open_device
 from pybp.cone.stages import Weight
 from pybp.geometry.cone import ConeGeometry
 from pybp.stages import filters, rings
 from pybp.stages.phase import Paganin
 from pybp.stream.executor import Executor, Layout
-from pybp.stream.memory import CHUNK_SLICES, MemoryPlan
+from pybp.stream.memory import CHUNK_SLICES, Budget, MemoryPlan
 from pybp.stream.recipe import Recipe
 
 ROW_ALIGN = 2  # chunks start on even detector rows: the filter's pairs of rows
@@ -42,7 +41,7 @@ class Filtering(Recipe):
         self.device = describe(self.cl_device)
         self.n_angles, self.n_bins = geometry.n_angles, geometry.detector_shape[1]
         self.phase = Paganin.create(phase)
-        self.memory_limit = checks.memory_limit(memory_limit)
+        self.budget = Budget.of(self.device, memory_limit)
         options = rings.options(rings_method, ring_options, self.n_angles, self.n_bins)
         stages = []
         if rings_method is not None:
@@ -67,7 +66,7 @@ class Filtering(Recipe):
         return MemoryPlan.create(
             stages or self.stages, self.device, n_slices, widths=(ROW_ALIGN,),
             chunk_slices=chunk_slices, own=("raw", "sinograms"), preferred=preferred,
-            memory_limit=self.memory_limit,
+            budget=self.budget,
             subject=f"projections: a detector row of {self.n_angles} x {self.n_bins}",
             advice="allow more memory (memory_limit)")
 

@@ -9,7 +9,8 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from pybp import checks, distributed
+from pybp import checks
+from pybp.cl.device import device_list
 from pybp.cone import project, volumes
 from pybp.geometry.cone import ConeGeometry
 from pybp.geometry.parallel_vectors import ParallelVectorGeometry
@@ -78,7 +79,7 @@ class WholeKind:
     def method_devices(self, method, geometry, slices, device, devices, check):
         """A team of ``device`` or ``devices``, one device a team of one
         (pybp/iterative/team.py: the same bits on one device and on several)."""
-        chosen = [device] if devices is None else distributed.device_list(devices)
+        chosen = [device] if devices is None else device_list(devices)
         return team.open_team(
             chosen, lambda context, queue, description: self.pair(
                 geometry, None, context, queue, description),

@@ -105,17 +105,17 @@ class StoreFill:
         self.executor = Executor(device, context)
         self.memory = None
 
-    def plan(self, budget):
+    def plan(self, budget: memory.Budget):
         """Chunks within a pass (the pre-weighting counts the pass's window), of the
-        most projections dividing a pass whose two chunks fit ``budget`` bytes of
-        device memory beside what the stages keep (``ValueError`` where one projection
+        most projections dividing a pass whose two chunks fit ``budget`` beside what
+        the stages keep (``ValueError`` where one projection
         does not)."""
         ppp = self.params.projections_per_pass
         count = next((k for k in range(ppp, 0, -1) if ppp % k == 0 and
-                      self.kept_bytes + FILL_SLOTS * k * self.image_bytes <= budget), 1)
+                      self.kept_bytes + FILL_SLOTS * k * self.image_bytes <= budget.allowed), 1)
         self.memory = MemoryPlan.create(
             self.stages, self.device, self.geometry.n_angles, widths=(count,),
-            chunk_slices=count, slots=FILL_SLOTS, own=(ROWS,), preferred=count, memory_limit=budget,
+            chunk_slices=count, slots=FILL_SLOTS, own=(ROWS,), preferred=count, budget=budget,
             subject="params: one projection", advice="allow more memory (memory_limit)")
 
     @property
@@ -176,7 +176,7 @@ class StoreFill:
             self.store = None
 
 
-def stored(recipe: SlabRecipe, padding, short_scan, flats, darks, memory_limit, queue=None):
+def stored(recipe: SlabRecipe, padding, short_scan, flats, darks, queue=None):
     """For a kept back-projector whose ``recipe`` (not ``filtered``) goes in several
     slabs: ``(fill, slabs)``, a :class:`StoreFill` and a ``filtered`` recipe of slabs
     from its store, each phase's chunks within the memory budget beside what the
@@ -185,7 +185,6 @@ def stored(recipe: SlabRecipe, padding, short_scan, flats, darks, memory_limit, 
     each slab filters its windows again)."""
     if len(recipe.plan.slabs) == 1:
         return None
-    budget = memory.budget(recipe.device, memory_limit)
     fill = StoreFill(recipe.geometry, recipe.params, recipe.device, recipe.context,
                      recipe.filter, padding, short_scan, flats, darks, recipe.planes)
     kept = None
@@ -193,9 +192,9 @@ def stored(recipe: SlabRecipe, padding, short_scan, flats, darks, memory_limit, 
         if checks.within_host_share(fill.store_bytes):
             target = dict(queue=queue) if queue is not None else dict(context=recipe.context)
             kept = SlabRecipe(recipe.geometry, recipe.params, **target, filter=recipe.filter,
-                              memory_limit=budget - fill.kept_bytes,
+                              budget=recipe.budget.less(fill.kept_bytes),
                               planes=(recipe.planes.start, recipe.planes.stop), filtered=True)
-            fill.plan(budget - sum(stage.shared_bytes for stage in kept.stages))
+            fill.plan(recipe.budget.less(sum(stage.shared_bytes for stage in kept.stages)))
             return fill, kept
     except ValueError:
         pass

@@ -8,6 +8,7 @@ from __future__ import annotations
 import numpy as np
 
 from pybp import checks, distributed
+from pybp.cl.device import device_list
 from pybp.cone import run
 from pybp.cone.backproject import plane_range
 from pybp.geometry.cone import ConeGeometry
@@ -138,7 +139,7 @@ def fdk(projections, geometry, filter, padding, short_scan, out, flats, darks, p
             dict(projections=projections, flats=flats, darks=darks, out=out), progress=progress)
     else:
         if devices is not None:
-            targets = [dict(device=d) for d in distributed.device_list(devices)]
+            targets = [dict(device=d) for d in device_list(devices)]
         else:
             targets = [targets]
         replaced = run.reconstruct(projections, geometry, out, targets, flats=flats,
@@ -166,7 +167,7 @@ def method(solve, chosen: dict, projections, geometry, *, flats=None, darks=None
     flats, darks = run.checked_frames(geometry, flats, darks, phase, log)
     steps = dict(rings=rings, ring_options=ring_options, phase=phase)
     targets = [dict(device=device)] if devices is None else \
-        [dict(device=d) for d in distributed.device_list(devices)]
+        [dict(device=d) for d in device_list(devices)]
     if log or flats is not None or any(v is not None for v in steps.values()):
         data, replaced = run.line_integrals(projections, geometry, targets,
                                             flats=flats, darks=darks, log=log,

@@ -31,7 +31,7 @@ from pybp.stages import filters, halfscale, rings
 from pybp.stages.phase import Paganin
 from pybp.stream import pipeline, sources
 from pybp.stream.executor import Executor, Layout
-from pybp.stream.memory import CHUNK_SLICES, MemoryPlan
+from pybp.stream.memory import CHUNK_SLICES, Budget, MemoryPlan
 from pybp.stream.progress import Progress
 from pybp.stream.recipe import Recipe
 from pybp.stream.team import Job, Pipelines
@@ -136,6 +136,7 @@ class ParallelRecipe(Recipe):
                              "distinct angles at least")
         self.cl_device, self.context, queue = open_device(device, context, queue)
         self.device = describe(self.cl_device)
+        self.budget = Budget.of(self.device, setup.memory_limit)
         g = self.geometry
         stages = []
         if setup.rings is not None:
@@ -228,7 +229,7 @@ class ParallelRecipe(Recipe):
             stages or self.stages, self.device, n_slices,
             widths=(1,) if self.plan is None else tuple(self.plan.passes),
             chunk_slices=chunk_slices, own=(layout.input, layout.output), preferred=preferred,
-            memory_limit=self.setup.memory_limit,
+            budget=self.budget,
             subject=f"slice_shape: one {ny}x{nx} slice from {g.n_angles}x{g.n_bins} sinograms",
             advice="reconstruct a smaller slice_shape, or a region of it with slice_offset")
 

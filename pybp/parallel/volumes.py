@@ -20,6 +20,7 @@ import time
 import numpy as np
 
 from pybp import checks, distributed
+from pybp.cl.device import device_list
 from pybp.geometry.angles import in_radians
 from pybp.geometry.parallel import Geometry
 from pybp.iterative.options import OPTION_NAMES, STREAM_HINTS
@@ -128,7 +129,7 @@ class Reconstructor:
                                 f"{type(client).__name__}")
             return
         if devices is not None:
-            targets = [dict(device=d) for d in distributed.device_list(devices)]
+            targets = [dict(device=d) for d in device_list(devices)]
         else:
             if len(chosen) == 0:
                 speed.choose_cpu_runtime()  # where several CPU runtimes work: the fastest here

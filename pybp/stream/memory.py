@@ -29,12 +29,33 @@ FILE_CHUNK_SLICES = 16
 MEMORY_SHARE = 0.75
 
 
-def budget(device, memory_limit=None) -> int:
-    """Bytes of ``device``'s memory a run may keep: :data:`MEMORY_SHARE` of it, or
-    ``memory_limit`` (checked: :func:`pybp.checks.memory_limit`) where that is less."""
-    most = int(device.global_memory * MEMORY_SHARE)
-    limit = checks.memory_limit(memory_limit)
-    return most if limit is None else min(limit, most)
+@dataclass(frozen=True)
+class Budget:
+    """Bytes of one device's memory a run may keep, made once from the user's
+    ``memory_limit`` (:meth:`of`) by the recipe that opens the device, and handed down
+    as it is: ``allowed``, the most it may take; ``lent``, what the device lends
+    (:data:`MEMORY_SHARE` of it, the rule of both geometries), each less what was
+    set aside (:meth:`less`); ``limited``, whether the user's limit is what binds
+    (the messages then name ``memory_limit``)."""
+
+    allowed: int
+    lent: int
+    limited: bool = False
+
+    @classmethod
+    def of(cls, device, memory_limit=None) -> "Budget":
+        """``device``'s budget (a :class:`pybp.cl.device.DeviceDescription`) under
+        ``memory_limit`` (bytes, checked: :func:`pybp.checks.memory_limit`; None: the
+        device's share)."""
+        lent = int(device.global_memory * MEMORY_SHARE)
+        limit = checks.memory_limit(memory_limit)
+        if limit is None or limit >= lent:
+            return cls(lent, lent)
+        return cls(limit, lent, True)
+
+    def less(self, n_bytes: int) -> "Budget":
+        """What is left once ``n_bytes`` are set aside (another phase's buffers)."""
+        return Budget(self.allowed - n_bytes, self.lent - n_bytes, self.limited)
 
 
 def size_text(n_bytes) -> str:
@@ -75,13 +96,13 @@ class MemoryPlan:
     @classmethod
     def create(cls, stages, device, n_slices: int, widths=(1,), chunk_slices=None,
                slots=SLOTS, subject="one slice", advice="", own=None,
-               preferred=CHUNK_SLICES, memory_limit=None) -> "MemoryPlan":
+               preferred=CHUNK_SLICES, budget: Budget | None = None) -> "MemoryPlan":
         """Largest chunks (at most ``preferred`` slices, :data:`CHUNK_SLICES` or for
         inputs read from files :data:`FILE_CHUNK_SLICES`, or the most rows a stage
         prefers: :attr:`pybp.stages.base.Stage.chunk_rows`, at most any stage's
         :attr:`~pybp.stages.base.Stage.most_rows`; no more than ``n_slices`` needs)
-        whose ``slots`` copies of the ``stages``' buffers fit :func:`budget` (with
-        ``memory_limit``) beside what they share, each buffer within the device's largest
+        whose ``slots`` copies of the ``stages``' buffers fit ``budget`` (a
+        :class:`Budget`; None: the device's share) beside what they share, each buffer within the device's largest
         allocation. Chunks are cut in passes of one of ``widths`` slices, the widest
         that fits (one 12000^2 slice fits PoCL's 2 GiB buffers; four do not); where
         none fits, ``ValueError`` names ``subject`` (``"argument: what one slice
@@ -103,7 +124,8 @@ class MemoryPlan:
         per_work, fixed_work = size(work)
         per_slice = per_slot + per_work
         shared = sum(stage.shared_bytes for stage in stages) + fixed_work
-        allowed = budget(device, memory_limit)
+        budget = budget or Budget.of(device)
+        allowed = budget.allowed
         free = allowed - shared - slots * fixed
         # The most slices per chunk each buffer's largest allocation allows.
         most = min(device.max_allocation // n.per_slice - extra.get(name, 0)
@@ -113,18 +135,18 @@ class MemoryPlan:
         def fitting(room):
             return [w for w in sorted(widths, reverse=True) if w <= most and per_slice * w <= room]
 
-        if not fitting(free) and fitting(budget(device) - shared - slots * fixed):
+        if not fitting(free) and fitting(budget.lent - shared - slots * fixed):
             raise ValueError(  # the limit, not the device, leaves no room
                 f"memory_limit: {size_text(allowed)} hold no chunk of {subject.split(': ', 1)[-1]} "
                 f"({size_text(per_slice + fixed + shared)} of device memory with what the stages "
-                f"share); allow more, at most {size_text(budget(device))} on {device.name}")
+                f"share); allow more, at most {size_text(budget.lent)} on {device.name}")
         widths = fitting(free)
         if not widths:
             raise ValueError(
                 f"{subject} needs a buffer of {size_text(largest)} and "
                 f"{size_text(per_slice + fixed + shared)} of device memory; {device.name} allows "
                 f"buffers of {size_text(device.max_allocation)} and {size_text(allowed)} in all ("
-                + ("memory_limit" if memory_limit is not None else
+                + ("memory_limit" if budget.limited else
                    f"{MEMORY_SHARE:.0%} of its memory")
                 + f"){': ' + advice if advice else ''}")
         width = min(w for w in widths if w >= min(n_slices, widths[0]))  # no wider than needed
