@@ -196,13 +196,18 @@ def test_slabs_and_row_windows_equal_one_pass_bit_for_bit(cl_device, rng, family
     """A memory limit a quarter of the volume: at least 4 slabs, each reading only its
     detector rows (from the store of filtered projections, or pre-weighting and
     filtering them again), into a float64 array and a memmap, FDK and the plain
-    back-projection alike; odd detector rows (the FFT's pairs at the last row)."""
+    back-projection alike; odd detector rows (the FFT's pairs at the last row). From
+    the store, each slab's passes go up by DMA through the one-thread stream."""
+    from pybp.stream import pipeline
+
     g = full_circle(n=14, volume=(48, 40, 40), detector=(41, 64), voxel_size=0.6)
     projections = rng.standard_normal((14, 41, 64)).astype(np.float32)
     params = ConeParams(family=family, voxels_per_item=4, projections_per_pass=2, group=(8, 4))
     limit = 48 * 40 * 40 * 4 // 4
     if not stored:
         _no_store(monkeypatch)
+    direct, one_thread = [], pipeline._direct
+    monkeypatch.setattr(pipeline, "_direct", lambda *a: direct.append(1) or one_thread(*a))
     for filter in ("ramp", None):
         one = pybp.ConeBackprojector(g, params, filter=filter, device=cl_device)(projections)
         with pybp.ConeBackprojector(g, params, filter=filter, memory_limit=limit,
@@ -217,8 +222,11 @@ def test_slabs_and_row_windows_equal_one_pass_bit_for_bit(cl_device, rng, family
             assert max(rows for _, rows in windows) < 41  # rows left out
             out = np.lib.format.open_memmap(tmp_path / f"v{filter}.npy", "w+", np.float32,
                                             g.volume_shape)
+            direct.clear()
             bp(projections, out=out)
             assert np.array_equal(out, one)
+            threads = bp._recipe.executor.threads  # (a simulator takes one step at a time)
+            assert len(direct) == (len(bp.plan.slabs) if stored and threads else 0)
             wide = bp(projections.astype(np.float64), out=np.zeros(g.volume_shape))
             assert np.array_equal(wide, one)
 

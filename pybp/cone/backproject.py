@@ -183,7 +183,6 @@ class SlabBackproject(Stage):
     beyond its rows."""
 
     name = "backproject"
-    uploads = ("matrices",)
 
     def __init__(self, recipe):
         r, d = recipe, recipe.device
@@ -193,21 +192,23 @@ class SlabBackproject(Stage):
                                                      r.geometry.column_shared()),
             "cone_backproject", kernels.backproject_args(p))
         n_cols, stride = r.geometry.detector_shape[1], r.plan.row_stride
-        self.images = self.matrices = None
+        # Every projection's matrix goes up once; each pass copies its own into the
+        # buffer its kernels read (constant memory, from the buffer's start) on the
+        # compute queue, after the kernels of the pass before: no upload of them a pass.
+        self.all_matrices = cl.Buffer(
+            r.context, cl.mem_flags.READ_ONLY | cl.mem_flags.COPY_HOST_PTR, hostbuf=r.matrices)
+        self.matrices = cl.Buffer(r.context, cl.mem_flags.READ_WRITE, p.projections_per_pass
+                                  * kernels.MATRIX_VALUES * r.matrices.itemsize)
+        self.shared_bytes = self.all_matrices.size + self.matrices.size
+        self.images = None
         if p.family == "texture":
             self.images = cl.create_image(
                 r.context, cl.mem_flags.READ_ONLY,
                 cl.ImageFormat(cl.channel_order.R, cl.channel_type.FLOAT),
                 shape=(n_cols, stride, p.projections_per_pass), is_array=True)
-            # the pass's matrices beside its images, so that the slot's are free too
-            self.matrices = cl.Buffer(r.context, cl.mem_flags.READ_WRITE,
-                                      p.projections_per_pass * kernels.MATRIX_VALUES
-                                      * r.matrices.itemsize)
-            self.shared_bytes = n_cols * stride * p.projections_per_pass * 4 + self.matrices.size
+            self.shared_bytes += n_cols * stride * p.projections_per_pass * 4
         _, ny, nx = r.geometry.volume_shape
         self.needs = (Need(ROWS, r.image_bytes),
-                      Need("matrices", kernels.MATRIX_VALUES * r.matrices.itemsize,
-                           host=r.matrices.dtype),
                       Need(SLAB, fixed=r.plan.slab_planes * ny * nx * 4))
         self._zeros = cl.Buffer(r.context, cl.mem_flags.READ_ONLY | cl.mem_flags.COPY_HOST_PTR,
                                 hostbuf=np.zeros(p.projections_per_pass * n_cols, np.float32))
@@ -222,16 +223,15 @@ class SlabBackproject(Stage):
             events.append((self.name, cl.enqueue_copy(
                 q, b[ROWS], self._zeros, src_origin=(0, 0, 0), dst_origin=(0, window[1], 0),
                 region=(row, 1, count), src_pitches=(row, row), dst_pitches=(row, stride * row))))
-        source, matrices = b[ROWS], b["matrices"]
+        per = kernels.MATRIX_VALUES * r.matrices.itemsize
+        events.append((self.name, cl.enqueue_copy(q, self.matrices, self.all_matrices,
+                                                  src_offset=first * per, byte_count=count * per)))
+        source = b[ROWS]
         if self.images is not None:
-            # The kernels read the images and the matrices' copy: the slot's buffers (the
-            # chunk's input) are free for the next upload once both are copied, and the
-            # uploads follow one another instead of each waiting for the kernels of the
-            # pass before last. (The compute queue is in order: the next pass's copies
-            # come after these kernels.)
-            events.append((self.name, cl.enqueue_copy(
-                q, self.matrices, b["matrices"], byte_count=count * kernels.MATRIX_VALUES
-                * r.matrices.itemsize)))
+            # The kernels read the images: the slot's buffer (the chunk's input) is free
+            # for the next upload once it is copied, and the uploads follow one another
+            # instead of each waiting for the kernels of the pass before last. (The
+            # compute queue is in order: the next pass's copies come after these kernels.)
             chunk.input_read = cl.enqueue_copy(
                 q, self.images, b[ROWS], offset=0, origin=(0, 0, 0),
                 region=(n_cols, stride, count))
@@ -242,8 +242,8 @@ class SlabBackproject(Stage):
                 events.append((self.name, cl.enqueue_fill_image(
                     q, self.images, np.zeros(4, np.float32), origin=(0, stride, 0),
                     region=(n_cols, r.plan.row_stride - stride, count))))
-            source, matrices = self.images, self.matrices
-        return events + self.launch(chunk, source, matrices, first, count, window, stride)
+            source = self.images
+        return events + self.launch(chunk, source, self.matrices, first, count, window, stride)
 
     def launch(self, chunk, source, matrices, first, count, window, stride):
         """The back-projection of ``count`` images (of ``stride`` rows) from projection
@@ -269,7 +269,7 @@ class SlabBackproject(Stage):
         return events
 
     def close(self):
-        self.images = self.matrices = self._zeros = None
+        self.images = self.matrices = self.all_matrices = self._zeros = None
 
 
 class SlabRecipe:
@@ -363,14 +363,15 @@ class SlabRecipe:
     def _plan(self, devices, matrix_bytes) -> slabs.SlabPlan:
         """The slabs: each with the passes in flight (two) and the texture's images (the
         filter's FFTs work in place) within the budget, beside what the passes keep
-        (FDK's weights, the flats' and darks' means, each pass's matrices and counter);
+        (FDK's weights, the flats' and darks' means, every projection's matrix and a
+        pass's, each pass's counter);
         with several devices, of at most each one's share of the planes."""
         g, d, p = self.geometry, self.device, self.params
         n_rows, n_cols = g.detector_shape
         real_bytes = 8 if "cl_khr_fp64" in d.extensions else 4
         kept = (self.filter is not None and not self.filtered) * 4 * g.n_angles * (
             weights.FRAME_VALUES + n_cols) + self.counts * 2 * n_rows * n_cols * real_bytes \
-            + 2 * (matrix_bytes + 4)
+            + self.matrices.nbytes + matrix_bytes + 2 * 4
         share = None if devices == 1 else \
             -(-len(self.planes) // devices // slabs.PLANE_ALIGN) * slabs.PLANE_ALIGN
         # Each pass in flight holds its images, and its counts where they go up as
@@ -447,8 +448,7 @@ class SlabRecipe:
         def read(span):
             window = slab.windows[span.start // ppp]
             rows = slice(window[0] - first_row, window[0] - first_row + window[1])
-            return Window(source, span.start, span.count, rows), \
-                dict(matrices=self.matrices[span.start:span.start + span.count])
+            return Window(source, span.start, span.count, rows), None
         return read
 
     def kernel_events(self, images) -> list:
@@ -571,6 +571,13 @@ class SlabRun:
             # measured it: pybp/io/output/disks.py)
             writers = getattr(out, "writers", None) or BEHIND_WRITES
             self.behind = WriteBehind(parts, writers, part=largest) if parts else None
+
+    @property
+    def direct(self) -> bool:
+        """Whether the passes go up by one DMA each (from a store in page-locked memory,
+        pybp/cone/store.py) and report nothing: one thread then enqueues them."""
+        return getattr(self.source, "dma_upload", None) is not None and \
+            not any(stage.reports for stage in self.recipe.stages)
 
     def begin(self, slab, pool):
         r = self.recipe

@@ -190,8 +190,71 @@ def _serial(executor, rows, read, write, progress, timings, stop, copy) -> int:
     return clipped
 
 
+def _direct(executor, rows, read, progress, timings, stop) -> int:
+    """:func:`stream` where every chunk goes up by one DMA (from page-locked memory:
+    :meth:`pybp.stream.executor.Executor.upload`'s ``upload``) and the stages keep what
+    they make and report nothing: one thread enqueues each chunk's upload once its
+    slot is free, then the stages of the chunk before once that one's upload is done,
+    waiting for each event itself. With no host copies to hide, the three threads'
+    hand-offs were what held the device back: cone beam's 341 passes from its store
+    (512^3 at a quarter limit, H200) took 0.27 s for 0.11 s of kernels, each kernel
+    enqueued 0.66 ms after its upload ended (docs/design.md, section 8)."""
+    stop = stop if stop is not None else threading.Event()
+    slots, slices = len(executor.slots), 0
+    uploaded = None  # (i, span, event, stages): up, its stages not yet enqueued
+    computed = []  # (event, stages, count): enqueued, not yet seen done
+
+    def seen(everything=False):
+        nonlocal slices
+        while computed and (everything or computed[0][0].command_execution_status <= 0):
+            event, stages, count = computed.pop(0)
+            wait(event, stop)
+            executor.record(stages)
+            slices += count
+            if progress is not None:
+                progress.update(count)
+
+    def enqueue_stages(item):
+        i, span, event, stages = item
+        wait(event, stop)
+        executor.record(stages)
+        done, stages = executor.compute(i % slots, span, stop)
+        computed.append((done, stages, span.count))
+
+    try:
+        i = 0
+        while (taken := rows.take(executor.memory.chunk_slices)) is not None:
+            span = rows.span(*taken, executor.margin)
+            if uploaded is not None and uploaded[0] % slots == i % slots:  # (one slot)
+                enqueue_stages(uploaded)
+                uploaded = None
+            executor.input_free(i % slots, stop)  # the slot's last chunk has read its input
+            block, references = read(span)
+            event, stages = executor.upload(i % slots, block, references, stop=stop)
+            if uploaded is not None:  # the chunk before, while this one goes up
+                enqueue_stages(uploaded)
+            uploaded = (i, span, event, stages)
+            seen()
+            i += 1
+        if uploaded is not None:
+            enqueue_stages(uploaded)
+        seen(everything=True)
+    except Stopped:  # set elsewhere: end quietly
+        pass
+    except BaseException:
+        stop.set()
+        if progress is not None:
+            progress.close()
+        raise
+    finally:
+        executor.finish()
+    if timings is not None:
+        timings.update(wait_device=0.0, slices=slices)
+    return 0
+
+
 def stream(executor, rows, read, write, progress=None, timings=None, stop=None,
-           copy=np.copyto) -> int:
+           copy=np.copyto, direct=False) -> int:
     """Run the chunks of ``rows`` (a :class:`Rows`, or a number of slices) through
     ``executor`` (its slots reserved).
 
@@ -209,7 +272,9 @@ def stream(executor, rows, read, write, progress=None, timings=None, stop=None,
     An exception in any thread, or Ctrl-C, stops all of them and is raised here once
     the device work in flight ends (a fraction of a second: see :mod:`pybp.cl.pacing`);
     ``stop`` (a ``threading.Event`` shared by several pipelines) ends this one quietly
-    when set elsewhere, and is set when this one fails.
+    when set elsewhere, and is set when this one fails. ``direct``: every chunk's rows
+    go up by one DMA and nothing comes down (``write`` None, stages that report
+    nothing): one thread enqueues them (:func:`_direct`).
     """
     if not isinstance(rows, Rows):
         rows = Rows(rows)
@@ -218,6 +283,10 @@ def stream(executor, rows, read, write, progress=None, timings=None, stop=None,
     try:
         if not executor.threads:
             return _serial(executor, rows, read, write, progress, timings, stop, copy)
+        if direct:
+            if write is not None or any(stage.reports for stage in executor.stages):
+                raise ValueError("direct: a stream whose chunks come down takes the threads")
+            return _direct(executor, rows, read, progress, timings, stop)
         return _threaded(executor, rows, read, write, progress, timings, stop, copy)
     finally:
         executor.pacer.listener = None

@@ -8,8 +8,9 @@ within a fraction of a second.
 
 A member (one device's recipe) gives, for a part: ``begin(part)``, the schedule of its
 chunks and how to read and copy them (``(rows, read, copy)`` as
-:func:`pybp.stream.pipeline.stream` takes them, with its executor: ``executor``); and
-``end(part, pool, stop)``, called once every chunk is in, which reads the part back
+:func:`pybp.stream.pipeline.stream` takes them, with its executor: ``executor``, and
+``direct``: whether each chunk goes up by one DMA); ``end(part, pool, stop)``, called
+once every chunk is in, which reads the part back
 into the output (or hands it to writers of its own); and ``settle(stop, quiet)``,
 called once it takes no more parts, which waits for those writers (raising their
 first error unless ``quiet``).
@@ -41,7 +42,7 @@ def accumulate(members, take, progress=None, stop=None, weight=None) -> int:
                         bar = progress if progress is None or weight is None else \
                             progress.scaled(weight(part))
                         reported[index] += pipeline.stream(member.executor, rows, read, None,
-                                                           bar, None, stop, copy)
+                                                           bar, None, stop, copy, member.direct)
                         if stop.is_set():
                             break
                         member.end(part, writing, stop)
