@@ -97,10 +97,11 @@ class _Run:
     start, the mask, and the report of each iteration (progress, callback)."""
 
     def __init__(self, name, *, projections, geometry, iterations, x0, mask, circle, callback,
-                 progress, device, devices=None, out=None, memory_limit=None, steps_before=0,
+                 progress, device, devices=None, out=None, memory_limit=None,
                  checkpoint=None, options=None):
         kind = registry.kind_of(geometry)
-        self.iterations = _iterations(name, iterations)
+        self.name, self.iterations = name, _iterations(name, iterations)
+        steps_before = table.TABLE[name].steps_before
         if isinstance(projections, cla.Array):  # as the Projector takes them; the method
             projections = projections.get()     # keeps its own copy on its device
         checks.array_like(projections, "projections", (2, 3))
@@ -163,22 +164,30 @@ class _Run:
         self.progress = Progress(self.iterations + steps_before - done,
                                  2 * self.devices.pair.updates(), progress, what=what)
 
-    @functools.cached_property
-    def b(self):
-        """The projections on the device (SART uploads its subsets instead)."""
-        return self.devices.upload(self.data)
+    def problem(self, geometry) -> methods.Problem:
+        """The method's problem: the data go up whole where the method asks for them
+        whole, and as the subsets' data where it asks for those (SART)."""
+        devices = self.devices
+        return methods.Problem(
+            devices.pair, self.vectors, geometry.n_angles, lambda: devices.upload(self.data),
+            subset=lambda angles: devices.upload(self.data[angles].ravel()),
+            variation=lambda: devices.variation(registry.kind_of(geometry).dims),
+            norm_report=lambda: self.progress.update(1))
 
     def report(self, iteration, x):
         self.progress.update(1)
         if self.callback is not None:
             self.callback(iteration, self.devices.fetch(x).reshape(self.out_shape))
 
-    def solve(self, method, *args, **kwargs):
-        """``method(*args, **kwargs)``, its progress line ended however it ends (Ctrl-C's
-        message landed on the line), then the volume on the host."""
+    def solve(self, geometry, **options):
+        """The method on the problem, with ``options`` (its own: :data:`table.TABLE`),
+        its progress line ended however it ends (Ctrl-C's message landed on the line),
+        then the volume on the host."""
         try:
-            method(*args, **kwargs, state=self.state, keep=self.keep,
-                   allocate=self.devices.allocate)
+            table.TABLE[self.name].solve(
+                self.problem(geometry), self.x, iterations=self.iterations, mask=self.mask,
+                report=self.report, state=self.state, keep=self.keep,
+                allocate=self.devices.allocate, **options)
             volume = self.devices.fetch(self.x).reshape(self.out_shape)
         finally:
             self.progress.close()
@@ -229,9 +238,7 @@ def sirt(projections, geometry, iterations, x0=None, nonnegative=False, mask=Non
                device=device, devices=devices, out=out, memory_limit=memory_limit,
                checkpoint=checkpoint,
                options=dict(relaxation=relaxation, nonnegative=nonnegative))
-    return run.solve(methods.sirt, run.devices.pair, run.vectors, run.b, run.x,
-                     iterations=run.iterations, relaxation=relaxation,
-                     nonnegative=nonnegative, mask=run.mask, report=run.report)
+    return run.solve(geometry, relaxation=relaxation, nonnegative=nonnegative)
 
 
 @_pybp_names
@@ -247,19 +254,15 @@ def sart(projections, geometry, iterations, subsets=None, x0=None, nonnegative=F
     relaxation = options.relaxation(relaxation)
     nonnegative = checks.flag(nonnegative, "nonnegative")
     registry.kind_of(geometry)
-    order = options.subset_order(geometry.n_angles, subsets)
+    order = methods.subset_order(geometry.n_angles, subsets)
     run = _Run("sart", projections=projections, geometry=geometry, iterations=iterations,
                x0=x0, mask=mask, circle=circle, callback=callback, progress=progress,
                device=device, devices=devices, out=out, memory_limit=memory_limit,
                checkpoint=checkpoint,
                options=dict(subsets=len(order), relaxation=relaxation,
                             nonnegative=nonnegative))
-    pair = run.devices.pair
-    parts = [pair.restricted(angles) for angles in order]
-    b_parts = [run.devices.upload(run.data[angles].ravel()) for angles in order]
-    return run.solve(methods.sart, parts, run.vectors, b_parts, run.x,
-                     iterations=run.iterations, relaxation=relaxation,
-                     nonnegative=nonnegative, mask=run.mask, report=run.report)
+    return run.solve(geometry, subsets=len(order), relaxation=relaxation,
+                     nonnegative=nonnegative)
 
 
 @_pybp_names
@@ -275,8 +278,7 @@ def cgls(projections, geometry, iterations, x0=None, mask=None, circle=False, ca
                x0=x0, mask=mask, circle=circle, callback=callback, progress=progress,
                device=device, devices=devices, out=out, memory_limit=memory_limit,
                checkpoint=checkpoint)
-    return run.solve(methods.cgls, run.devices.pair, run.vectors, run.b, run.x,
-                     iterations=run.iterations, mask=run.mask, report=run.report)
+    return run.solve(geometry)
 
 
 @_pybp_names
@@ -296,17 +298,13 @@ def tv(projections, geometry, iterations, weight, x0=None, nonnegative=False, ma
     run = _Run("tv", projections=projections, geometry=geometry, iterations=iterations,
                x0=x0, mask=mask, circle=circle, callback=callback, progress=progress,
                device=device, devices=devices, out=out, memory_limit=memory_limit,
-               steps_before=methods.POWER_ITERATIONS, checkpoint=checkpoint,
-               options=dict(weight=weight, nonnegative=nonnegative))
-    variation = run.devices.variation(registry.kind_of(geometry).dims)
-    return run.solve(methods.tv, run.devices.pair, variation, run.vectors, run.b, run.x,
-                     iterations=run.iterations, weight=weight, nonnegative=nonnegative,
-                     mask=run.mask, report=run.report,
-                     norm_report=lambda: run.progress.update(1))
+               checkpoint=checkpoint, options=dict(weight=weight, nonnegative=nonnegative))
+    return run.solve(geometry, weight=weight, nonnegative=nonnegative)
 
 
-# The methods by name: pybp reconstruct --method (cone beam's, and its centre sweep)
-BY_NAME = {"sirt": sirt, "sart": sart, "cgls": cgls, "tv": tv}
+# The methods' calls by name, one for each of the table's: pybp reconstruct --method
+# (cone beam's, and its centre sweep)
+BY_NAME = {name: globals()[name] for name in table.ITERATIVE}
 
 
 def by_method(chosen: dict, projections, geometry, **kwargs):

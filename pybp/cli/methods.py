@@ -63,10 +63,11 @@ def chosen(args) -> dict:
 
 def check_for_scan(method: dict, n_angles: int):
     """What of ``method`` (:func:`chosen`) depends on the scan, checked as soon as it is
-    open (before the centre search): sart's subsets, at most one per angle; a mistake
-    names its flag."""
-    if method.get("method") == "sart":
-        try:
-            options.subset_order(n_angles, method.get("subsets"))
-        except ValueError as exc:
-            raise ValueError(f"--{exc}") from None
+    open (before the centre search), as the method's row of the table says (sart's
+    subsets, at most one per angle); a mistake names its flag."""
+    if "method" not in method:
+        return
+    try:
+        TABLE[method["method"]].check_angles(n_angles, method)
+    except ValueError as exc:
+        raise ValueError(f"--{exc}") from None

@@ -6,7 +6,9 @@ applications and a few vector steps on the device; what comes back to the host i
 dot product's partial sums (CGLS), and the iteration is waited for in short sleeps, so
 Ctrl-C acts between iterations.
 
-Each method takes ``state`` (a dict of arrays: every value it carries from one iteration
+Each method is solved through one call of the same shape, ``solve_*(problem, x,
+**options)`` (:class:`Problem`: what the caller has; pybp/iterative/table.py lists
+them), so that no caller knows one method from another. Each method takes ``state`` (a dict of arrays: every value it carries from one iteration
 to the next, after iteration ``state["iteration"]``) to continue from, and
 ``keep(iteration, state)`` after each iteration, ``state()`` making that dict: a run
 continued from a state kept ends with the bits of one run (pybp/iterative/checkpoint.py).
@@ -14,9 +16,14 @@ continued from a state kept ends with the bits of one run (pybp/iterative/checkp
 
 from __future__ import annotations
 
+import functools
+from dataclasses import dataclass
+from typing import Callable
+
 import numpy as np
 import pyopencl.array as cla
 
+from pybp import checks
 from pybp.cl import pacing
 
 
@@ -281,3 +288,59 @@ def tv(pair, variation, vectors, b, x, *, iterations, weight, nonnegative=False,
             report(iteration, x)
         _kept(keep, iteration, carried, norm=norm)
     return x
+
+
+def subset_order(n_angles, subsets) -> list:
+    """SART's subsets of ``n_angles`` angles (None: one angle each), subset k holding
+    angles k, k + subsets, ..."""
+    subsets = n_angles if subsets is None else checks.positive_int(subsets, "subsets")
+    if subsets > n_angles:
+        raise ValueError(f"subsets: at most one per angle ({n_angles}), got {subsets}")
+    return [np.arange(k, n_angles, subsets) for k in range(subsets)]
+
+
+@dataclass
+class Problem:
+    """What a method is solved on, as its caller has it: the matched ``pair`` and its
+    ``vectors``; the data of ``n_angles`` angles on the device, made by ``data()``
+    where first asked (:attr:`b`); ``subset(angles)``, the data of those angles
+    alone on the device (SART's subsets; from the host's data, or copied from
+    :attr:`b`); ``variation()``, the TV term (:class:`pybp.iterative.tv.Variation`);
+    ``norm_report()`` after each of TV's power iterations (None: none)."""
+
+    pair: object
+    vectors: object
+    n_angles: int
+    data: Callable
+    subset: Callable
+    variation: Callable
+    norm_report: Callable | None = None
+
+    @functools.cached_property
+    def b(self):
+        return self.data()
+
+    def release_data(self):
+        """Let the whole data go (SART's subsets hold it): one set, not two."""
+        self.__dict__.pop("b", None)
+
+
+def solve_sirt(problem: Problem, x, **options):
+    return sirt(problem.pair, problem.vectors, problem.b, x, **options)
+
+
+def solve_cgls(problem: Problem, x, **options):
+    return cgls(problem.pair, problem.vectors, problem.b, x, **options)
+
+
+def solve_sart(problem: Problem, x, *, subsets=None, **options):
+    order = subset_order(problem.n_angles, subsets)
+    parts = [problem.pair.restricted(angles) for angles in order]
+    b_parts = [problem.subset(angles) for angles in order]
+    problem.release_data()
+    return sart(parts, problem.vectors, b_parts, x, **options)
+
+
+def solve_tv(problem: Problem, x, **options):
+    return tv(problem.pair, problem.variation(), problem.vectors, problem.b, x,
+              norm_report=problem.norm_report, **options)

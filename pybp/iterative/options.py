@@ -4,9 +4,9 @@
 
 from __future__ import annotations
 
-import numpy as np
 
 from pybp import checks
+from pybp.iterative.methods import subset_order
 from pybp.iterative.table import ITERATIVE as METHODS
 from pybp.iterative.table import OPTION_NAMES, TABLE
 
@@ -39,15 +39,6 @@ def weight(value) -> float:
     if not value > 0:
         raise ValueError(f"weight: expected a positive number (the TV term's), got {value:g}")
     return value
-
-
-def subset_order(n_angles, subsets) -> list:
-    """SART's subsets of ``n_angles`` angles (None: one angle each), subset k holding
-    angles k, k + subsets, ..."""
-    subsets = n_angles if subsets is None else checks.positive_int(subsets, "subsets")
-    if subsets > n_angles:
-        raise ValueError(f"subsets: at most one per angle ({n_angles}), got {subsets}")
-    return [np.arange(k, n_angles, subsets) for k in range(subsets)]
 
 
 def check_options(method: str, iterations, options) -> dict:

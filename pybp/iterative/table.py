@@ -1,8 +1,10 @@
 """The reconstruction methods in one table: each method's name, ASTRA's name for it,
-its options with their defaults, and the device arrays it holds at its peak. The API
-(``pybp.sirt`` and the others, ``pybp.reconstruct(method=)``), the stream's stage
-(pybp/parallel/iterate.py) and the command (``--method``) read it; nothing else lists
-the methods.
+its options with their defaults, the device arrays it holds at its peak, its function
+(one call of one shape for every method: :class:`pybp.iterative.methods.Problem`),
+the pair's applications it takes before its iterations, and what it checks against a
+scan's angles. The API (``pybp.sirt`` and the others, ``pybp.reconstruct(method=)``),
+the stream's stage (pybp/parallel/iterate.py) and the command (``--method``) read it;
+nothing else lists the methods, and none of them knows one method from another.
 
 A method's working set is what its function in pybp/iterative/methods.py allocates
 and holds at once, at its peak (temporaries freed as they go, as the allocator's
@@ -16,6 +18,9 @@ peak of every method through both against this table.
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from typing import Callable
+
+from pybp.iterative import methods
 
 
 @dataclass(frozen=True)
@@ -23,7 +28,10 @@ class Method:
     """A method: ``options`` (name -> default; None: no default, the caller gives
     it), ``volumes`` and ``projections`` (float32 arrays of each shape it holds at its
     peak), ``gradients`` (volumes per dimension among them), ``astra`` (ASTRA's name,
-    for the docs and errors), ``summary`` (the command's help)."""
+    for the docs and errors), ``summary`` (the command's help); ``solve(problem, x,
+    **options)``, the method (None: FBP, which is no iteration); ``steps_before``,
+    steps as long as an iteration before the first (TV's estimate of ||A||);
+    ``angles(n_angles, options)``, what it checks of a scan's angles (None: nothing)."""
 
     name: str
     summary: str
@@ -32,7 +40,18 @@ class Method:
     projections: int = 0
     gradients: int = 0
     astra: str = ""
-    iterative: bool = True
+    solve: Callable | None = None
+    steps_before: int = 0
+    angles: Callable | None = None
+
+    @property
+    def iterative(self) -> bool:
+        return self.solve is not None
+
+    def check_angles(self, n_angles: int, options: dict):
+        """``ValueError`` where ``options`` do not fit a scan of ``n_angles`` angles."""
+        if self.angles is not None:
+            self.angles(n_angles, options)
 
     def working_set(self, dims: int) -> tuple:
         """``(volumes, sets of projections)`` the method holds at its peak, for a
@@ -44,22 +63,25 @@ class Method:
 TABLE = {
     "fbp": Method("fbp", "filtered back-projection (FDK with --geometry)",
                   dict(filter="ramp", padding="zero", interpolation="linear", precision="float",
-                       slices_per_pass="auto"), iterative=False, astra="FBP_CUDA, FDK_CUDA"),
+                       slices_per_pass="auto"), astra="FBP_CUDA, FDK_CUDA"),
     # the inverse row and column sums, the residual and the update
     "sirt": Method("sirt", "ASTRA's SIRT", dict(nonnegative=False, relaxation=1.0),
-                   volumes=2, projections=2, astra="SIRT_CUDA, SIRT3D_CUDA"),
+                   volumes=2, projections=2, astra="SIRT_CUDA, SIRT3D_CUDA",
+                   solve=methods.solve_sirt),
     # the column sums, the update, a volume of ones; the rows' inverse sums, and a
     # subset's ones and residual (one subset: a whole set each)
     "sart": Method("sart", "ASTRA's SART in ordered subsets",
                    dict(nonnegative=False, relaxation=1.0, subsets=None),
-                   volumes=3, projections=3, astra="SART_CUDA"),
+                   volumes=3, projections=3, astra="SART_CUDA", solve=methods.solve_sart,
+                   angles=lambda n, options: methods.subset_order(n, options.get("subsets"))),
     # the direction and the gradient; the residual and A p
     "cgls": Method("cgls", "ASTRA's CGLS", volumes=2, projections=2,
-                   astra="CGLS_CUDA, CGLS3D_CUDA"),
+                   astra="CGLS_CUDA, CGLS3D_CUDA", solve=methods.solve_cgls),
     # the extrapolated x, A^T p, the gradient's transpose, the dual of the data (p) and
     # A x-bar, and the gradient's dual (a volume per dimension)
     "tv": Method("tv", "least squares with total variation (--weight)",
-                 dict(nonnegative=False, weight=None), volumes=3, projections=2, gradients=1),
+                 dict(nonnegative=False, weight=None), volumes=3, projections=2, gradients=1,
+                 solve=methods.solve_tv, steps_before=methods.POWER_ITERATIONS),
 }
 ITERATIVE = tuple(name for name, method in TABLE.items() if method.iterative)
 # Every option of the iterative methods

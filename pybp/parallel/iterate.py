@@ -13,7 +13,7 @@ import pyopencl.array as cla
 from pybp.cl import pacing
 from pybp.geometry.parallel import Geometry
 from pybp.iterative import methods, table
-from pybp.iterative.options import check_options, subset_order
+from pybp.iterative.options import check_options
 from pybp.iterative.tv import Variation
 from pybp.iterative.vectors import Vectors
 from pybp.parallel import project
@@ -52,8 +52,6 @@ class Iterate(Stage):
         self.method, self.iterations = method, iterations
         self.options = check_options(method, iterations, options)
         self.most_rows = most_rows(device, geometry, method, iterations)
-        if method == "sart":
-            self.order = subset_order(geometry.n_angles, self.options["subsets"])
         ny, nx = geometry.slice_shape
         volume, projections = ny * nx * 4, geometry.n_angles * geometry.n_bins * 4
         volumes, sets = table.TABLE[method].working_set(2)
@@ -75,8 +73,12 @@ class Iterate(Stage):
         work = methods.allocator(q)
         shape = (n,) + g.slice_shape
         pair = project.ParallelPair(g, n, self.context, q, self.device, allocate=work)
-        b = work(pair.projection_shape)
-        pair.from_sinograms(chunk.buffers["sinograms"], b.data)
+
+        def data():
+            b = work(pair.projection_shape)
+            pair.from_sinograms(chunk.buffers["sinograms"], b.data)
+            return b
+
         x = cla.Array(q, shape, np.float32, data=chunk.buffers["slices"])
         vectors.fill(x, 0.0)  # x0 = 0, as ASTRA's
 
@@ -84,20 +86,12 @@ class Iterate(Stage):
             if chunk.stop is not None and chunk.stop.is_set():
                 raise pacing.Stopped()
 
-        common = dict(iterations=self.iterations, report=report, allocate=work)
-        if self.method == "sirt":
-            methods.sirt(pair, vectors, b, x, **common, **self.options)
-        elif self.method == "cgls":
-            methods.cgls(pair, vectors, b, x, **common)
-        elif self.method == "sart":
-            parts = [pair.restricted(angles) for angles in self.order]
-            b_parts = [self._subset(q, b, angles, work, n) for angles in self.order]
-            b = None  # the subsets hold the data: one set, not two, through the method
-            methods.sart(parts, vectors, b_parts, x, **common,
-                         **{k: v for k, v in self.options.items() if k != "subsets"})
-        else:
-            variation = Variation(self.context, q, self.device, shape, 2)
-            methods.tv(pair, variation, vectors, b, x, **common, **self.options)
+        problem = methods.Problem(
+            pair, vectors, g.n_angles, data,
+            subset=lambda angles: self._subset(q, problem.b, angles, work, n),
+            variation=lambda: Variation(self.context, q, self.device, shape, 2))
+        table.TABLE[self.method].solve(problem, x, iterations=self.iterations, report=report,
+                                       allocate=work, **self.options)
         # from the first marker to the last: the last alone gave 7.6e-7 s for a 0.36 s call
         return [(self.name, cl.enqueue_marker(q), first)]
 
@@ -118,7 +112,7 @@ def most_rows(device, geometry: Geometry, method, iterations) -> int:
     work, a multiple of the pair's rows a work-item, at least one such group, at most
     :attr:`Iterate.chunk_rows`."""
     ny, nx = geometry.slice_shape
-    applications = 2 * iterations + (2 * methods.POWER_ITERATIONS if method == "tv" else 0)
+    applications = 2 * (iterations + table.TABLE[method].steps_before)
     per_row = applications * ny * nx * geometry.n_angles
     rate = UNIT_RATES.get(device.type, UNIT_RATES["cpu"]) * max(1, device.compute_units)
     group = project.ROWS_PER_ITEM
