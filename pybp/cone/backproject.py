@@ -236,9 +236,12 @@ class SlabBackproject(Stage):
                 q, self.images, b[ROWS], offset=0, origin=(0, 0, 0),
                 region=(n_cols, stride, count))
             events.append((self.name, chunk.input_read))
-            if stride < r.plan.row_stride:
+            if stride < r.plan.row_stride and sum(window) == r.geometry.detector_shape[0]:
                 # The sampler reads zeros past the image's rows, and so past the
-                # window's: the rows below it (a longer window's, before) are cleared.
+                # detector's where the window ends there: the rows below it (a longer
+                # window's, before) are cleared. Elsewhere no voxel's sample reaches
+                # past the window (its margin row, pybp/cone/slabs.py), as none reaches
+                # above it.
                 events.append((self.name, cl.enqueue_fill_image(
                     q, self.images, np.zeros(4, np.float32), origin=(0, stride, 0),
                     region=(n_cols, r.plan.row_stride - stride, count))))

@@ -15,6 +15,7 @@ faster device takes more.
 
 from __future__ import annotations
 
+import contextlib
 import queue
 import threading
 import time
@@ -150,12 +151,30 @@ def _counted_by_writes(executor, write) -> bool:
     return executor.layout.output is not None and getattr(write, "download", None) is None
 
 
+@contextlib.contextmanager
+def _alone(executor, progress, stop):
+    """A stream on the calling thread alone: ``stop`` set elsewhere ends it quietly;
+    an error, or Ctrl-C, sets it and closes the progress line; the device work in flight
+    is waited for either way."""
+    try:
+        yield
+    except Stopped:
+        pass
+    except BaseException:
+        stop.set()
+        if progress is not None:
+            progress.close()
+        raise
+    finally:
+        executor.finish()
+
+
 def _serial(executor, rows, read, write, progress, timings, stop, copy) -> int:
     """:func:`stream` in the calling thread, one step after another, for
     implementations that take commands from one thread at a time."""
     stop = stop if stop is not None else threading.Event()
     clipped, slices = 0, 0
-    try:
+    with _alone(executor, progress, stop):
         while (taken := rows.take(executor.memory.chunk_slices)) is not None:
             start, count = taken
             span = rows.span(start, count, executor.margin)
@@ -176,15 +195,6 @@ def _serial(executor, rows, read, write, progress, timings, stop, copy) -> int:
             if progress is not None and not _counted_by_writes(executor, write):
                 progress.update(count)
         executor.written(stop)
-    except Stopped:  # set elsewhere: end quietly
-        pass
-    except BaseException:
-        stop.set()
-        if progress is not None:
-            progress.close()
-        raise
-    finally:
-        executor.finish()
     if timings is not None:
         timings.update(wait_device=0.0, slices=slices)
     return clipped
@@ -221,7 +231,7 @@ def _direct(executor, rows, read, progress, timings, stop) -> int:
         done, stages = executor.compute(i % slots, span, stop)
         computed.append((done, stages, span.count))
 
-    try:
+    with _alone(executor, progress, stop):
         i = 0
         while (taken := rows.take(executor.memory.chunk_slices)) is not None:
             span = rows.span(*taken, executor.margin)
@@ -239,15 +249,6 @@ def _direct(executor, rows, read, progress, timings, stop) -> int:
         if uploaded is not None:
             enqueue_stages(uploaded)
         seen(everything=True)
-    except Stopped:  # set elsewhere: end quietly
-        pass
-    except BaseException:
-        stop.set()
-        if progress is not None:
-            progress.close()
-        raise
-    finally:
-        executor.finish()
     if timings is not None:
         timings.update(wait_device=0.0, slices=slices)
     return 0
