@@ -96,7 +96,8 @@ def test_slab_parts_splits_a_quarter_limit_into_its_phases():
     assert "same bits: True" in out, out
     slabs = re.search(r"quarter: slabs (\d+)", out)
     assert slabs and int(slabs.group(1)) > 1, out
-    for phase in ("fill alone", "slabs from the store", "uploads alone", "passes"):
+    for phase in ("fill alone", "slabs from the store", "uploads alone", "passes",
+                  "a kernel enqueued"):
         assert phase in out, out
 
 

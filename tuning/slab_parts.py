@@ -2,7 +2,10 @@
 slabs"): a kept ConeBackprojector, float32 projections in host memory, in one piece and
 under a memory limit of a quarter of the volume; then the quarter's fill and slabs apart,
 the slabs' passes and ends, their window uploads alone, a linear DMA, and the kernels
-alone. Each figure the median of 5 after a warm-up.
+alone; last, the passes' timeline from their events (the kernels' share of the span,
+the gaps between them, how long after its upload each kernel is enqueued) and the
+host's seconds in the executor's upload and compute calls. Each figure the median of 5
+after a warm-up.
 
     PYBP_DEVICE=NVIDIA python tuning/slab_parts.py [SIZE PROJECTIONS ROWS COLUMNS]
 
@@ -104,3 +107,35 @@ slabs_only(); spent.update(stream=0.0, end=0.0)
 slabs_only()
 print("slabs from the store, split: passes %.4f, ends %.4f" % (spent["stream"], spent["end"]), flush=True)
 pl.stream, SlabRun.end = orig_stream, orig_end
+# the passes' timeline, from their events' device timestamps: the kernels' share of the
+# span, the gaps between kernels, and how long after its upload ends each pass's kernel
+# is enqueued (the host's part); then the host's seconds in the executor's two calls
+from pybp.stream.executor import Executor
+from pybp.cone.backproject import SlabBackproject
+events = {"upload": [], "kernel": []}
+host = {"upload": 0.0, "compute": 0.0}
+orig_upload, orig_compute, orig_launch = Executor.upload, Executor.compute, SlabBackproject.launch
+def upload(self, *a, **k):
+    s = time.perf_counter(); r = orig_upload(self, *a, **k); host["upload"] += time.perf_counter() - s
+    events["upload"].append(r[1][0][1]); return r
+def compute(self, *a, **k):
+    s = time.perf_counter(); r = orig_compute(self, *a, **k); host["compute"] += time.perf_counter() - s
+    return r
+def launch(self, *a, **k):
+    r = orig_launch(self, *a, **k); events["kernel"].append(r[-1][1]); return r
+Executor.upload, Executor.compute, SlabBackproject.launch = upload, compute, launch
+try:
+    slabs_only()
+finally:
+    Executor.upload, Executor.compute, SlabBackproject.launch = orig_upload, orig_compute, orig_launch
+ups = [(e.profile.queued, e.profile.start, e.profile.end) for e in events["upload"]]
+ks = [(e.profile.queued, e.profile.start, e.profile.end) for e in events["kernel"]]
+span = (ks[-1][2] - ups[0][1]) * 1e-9
+busy = sum(e - s for _, s, e in ks) * 1e-9
+gaps = [(ks[i][1] - ks[i - 1][2]) * 1e-9 for i in range(1, len(ks))]
+late = [(k[0] - u[2]) * 1e-6 for k, u in zip(ks, ups)] if len(ks) == len(ups) else []
+print("passes %d: span %.4f s, kernels %.4f s (%.0f%%), gaps between kernels %.4f s; "
+      "a kernel enqueued %.3f ms (median) after its upload ended; host in upload %.4f s, "
+      "in compute %.4f s" % (len(ks), span, busy, 100 * busy / span, sum(gaps),
+                             statistics.median(late) if late else float("nan"),
+                             host["upload"], host["compute"]), flush=True)

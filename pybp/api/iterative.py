@@ -170,7 +170,7 @@ class _Run:
         devices = self.devices
         return methods.Problem(
             devices.pair, self.vectors, geometry.n_angles, lambda: devices.upload(self.data),
-            subset=lambda angles: devices.upload(self.data[angles].ravel()),
+            subset=lambda angles, whole: devices.upload(self.data[angles].ravel()),
             variation=lambda: devices.variation(registry.kind_of(geometry).dims),
             norm_report=lambda: self.progress.update(1))
 

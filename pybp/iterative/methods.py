@@ -303,9 +303,9 @@ def subset_order(n_angles, subsets) -> list:
 class Problem:
     """What a method is solved on, as its caller has it: the matched ``pair`` and its
     ``vectors``; the data of ``n_angles`` angles on the device, made by ``data()``
-    where first asked (:attr:`b`); ``subset(angles)``, the data of those angles
-    alone on the device (SART's subsets; from the host's data, or copied from
-    :attr:`b`); ``variation()``, the TV term (:class:`pybp.iterative.tv.Variation`);
+    where first asked (:attr:`b`); ``subset(angles, whole)``, the data of those
+    angles alone on the device (SART's subsets: from the host's data, or copied from
+    ``whole()``, the whole data); ``variation()``, the TV term (:class:`pybp.iterative.tv.Variation`);
     ``norm_report()`` after each of TV's power iterations (None: none)."""
 
     pair: object
@@ -320,9 +320,12 @@ class Problem:
     def b(self):
         return self.data()
 
-    def release_data(self):
-        """Let the whole data go (SART's subsets hold it): one set, not two."""
+    def subsets(self, order) -> list:
+        """The data of each run of angles of ``order`` on the device; the whole data
+        are then let go (the subsets hold them: one set, not two)."""
+        parts = [self.subset(angles, lambda: self.b) for angles in order]
         self.__dict__.pop("b", None)
+        return parts
 
 
 def solve_sirt(problem: Problem, x, **options):
@@ -336,8 +339,7 @@ def solve_cgls(problem: Problem, x, **options):
 def solve_sart(problem: Problem, x, *, subsets=None, **options):
     order = subset_order(problem.n_angles, subsets)
     parts = [problem.pair.restricted(angles) for angles in order]
-    b_parts = [problem.subset(angles) for angles in order]
-    problem.release_data()
+    b_parts = problem.subsets(order)
     return sart(parts, problem.vectors, b_parts, x, **options)
 
 

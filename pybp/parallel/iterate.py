@@ -88,7 +88,7 @@ class Iterate(Stage):
 
         problem = methods.Problem(
             pair, vectors, g.n_angles, data,
-            subset=lambda angles: self._subset(q, problem.b, angles, work, n),
+            subset=lambda angles, whole: self._subset(q, whole(), angles, work, n),
             variation=lambda: Variation(self.context, q, self.device, shape, 2))
         table.TABLE[self.method].solve(problem, x, iterations=self.iterations, report=report,
                                        allocate=work, **self.options)
