@@ -255,9 +255,10 @@ def devices():
 def device_list(devices) -> list:
     """``devices`` as a list of ``pyopencl.Device``: ``"all"`` (every GPU, else every
     device of the fastest kind, of those that build and run kernels; never a simulator;
-    of CPU runtimes, the fastest, as they share the host's cores), a list of indices, names or devices, or a string
-    of comma-separated indices or names (``"0,1"``). A device named twice runs two pipelines (useful to
-    test several pipelines on one CPU)."""
+    of CPU runtimes, the fastest, as they share the host's cores), a list of indices,
+    names or devices, or a string of comma-separated indices or names (``"0,1"``). A
+    device named twice runs two pipelines (useful to test several pipelines on one
+    CPU)."""
     if isinstance(devices, str) and devices.strip().lower() == "all":
         found = [d for d in usable_devices() if device_type_name(d) != "simulator"]
         if not found:

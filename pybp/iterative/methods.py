@@ -8,8 +8,9 @@ Ctrl-C acts between iterations.
 
 Each method is solved through one call of the same shape, ``solve_*(problem, x,
 **options)`` (:class:`Problem`: what the caller has; pybp/iterative/table.py lists
-them), so that no caller knows one method from another. Each method takes ``state`` (a dict of arrays: every value it carries from one iteration
-to the next, after iteration ``state["iteration"]``) to continue from, and
+them), so that no caller knows one method from another. Each method takes ``state``
+(a dict of arrays: every value it carries from one iteration to the next, after
+iteration ``state["iteration"]``) to continue from, and
 ``keep(iteration, state)`` after each iteration, ``state()`` making that dict: a run
 continued from a state kept ends with the bits of one run (pybp/iterative/checkpoint.py).
 """

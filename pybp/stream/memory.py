@@ -102,8 +102,8 @@ class MemoryPlan:
         prefers: :attr:`pybp.stages.base.Stage.chunk_rows`, at most any stage's
         :attr:`~pybp.stages.base.Stage.most_rows`; no more than ``n_slices`` needs)
         whose ``slots`` copies of the ``stages``' buffers fit ``budget`` (a
-        :class:`Budget`; None: the device's share) beside what they share, each buffer within the device's largest
-        allocation. Chunks are cut in passes of one of ``widths`` slices, the widest
+        :class:`Budget`; None: the device's share) beside what they share, each buffer
+        within the device's largest allocation. Chunks are cut in passes of one of ``widths`` slices, the widest
         that fits (one 12000^2 slice fits PoCL's 2 GiB buffers; four do not); where
         none fits, ``ValueError`` names ``subject`` (``"argument: what one slice
         is"``), the sizes, the limits and ``advice``. ``own``: the names of the
