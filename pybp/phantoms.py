@@ -9,7 +9,7 @@ import numpy as np
 
 from pybp.geometry.cone_weights import frames
 from pybp.geometry.cone import ConeGeometry
-from pybp.geometry.parallel import Geometry
+from pybp.geometry.parallel import ParallelGeometry
 
 SHEPP_LOGAN = (
     (1.00, 0.6900, 0.920, 0.00, 0.0000, 0),
@@ -30,12 +30,12 @@ def _scaled_ellipses(radius, ellipses=None):
         yield value, a * radius, b * radius, x0 * radius, y0 * radius, np.deg2rad(phi)
 
 
-def default_radius(geometry: Geometry) -> float:
+def default_radius(geometry: ParallelGeometry) -> float:
     """The phantom's radius in the geometry's unit of length: 90% of half the detector."""
     return geometry.n_bins / 2.0 * 0.9 * geometry.pixel_size
 
 
-def shepp_logan_radon(geometry: Geometry, radius=None, ellipses=None) -> np.ndarray:
+def shepp_logan_radon(geometry: ParallelGeometry, radius=None, ellipses=None) -> np.ndarray:
     """Exact line integrals of the phantom (or of other ``ellipses``, rows as
     :data:`SHEPP_LOGAN`), sampled at each bin centre, any angles/centre, in the
     geometry's unit of length (``radius`` too: default :func:`default_radius`).
@@ -59,7 +59,7 @@ def shepp_logan_radon(geometry: Geometry, radius=None, ellipses=None) -> np.ndar
     return sinogram
 
 
-def _supersampled(geometry: Geometry, supersample):
+def _supersampled(geometry: ParallelGeometry, supersample):
     """The x and y of ``supersample``^2 points in each voxel of a slice, about the axis."""
     fx, fy = geometry.pixel_offsets()
     o = (np.arange(supersample) + 0.5) / supersample - 0.5
@@ -68,36 +68,36 @@ def _supersampled(geometry: Geometry, supersample):
     return x, y
 
 
-def _bin_offsets(geometry: Geometry):
+def _bin_offsets(geometry: ParallelGeometry):
     return (np.arange(geometry.n_bins)[None, :] - geometry.center[:, None]) * geometry.pixel_size
 
 
-def disc(geometry: Geometry, radius, value=1.0, supersample=8) -> np.ndarray:
+def disc(geometry: ParallelGeometry, radius, value=1.0, supersample=8) -> np.ndarray:
     """A disc of ``value`` (per unit of length) and ``radius`` (in the geometry's length)
     about the axis, each voxel its covered share of ``supersample``^2 points."""
     x, y = _supersampled(geometry, supersample)
     return value * (x ** 2 + y ** 2 <= radius ** 2).mean(axis=(2, 3))
 
 
-def disc_chords(geometry: Geometry, radius, value=1.0) -> np.ndarray:
+def disc_chords(geometry: ParallelGeometry, radius, value=1.0) -> np.ndarray:
     """The disc's exact line integrals at every bin centre, ``(n_angles, n_bins)``."""
     t = _bin_offsets(geometry)
     return value * 2 * np.sqrt(np.maximum(radius ** 2 - t ** 2, 0))
 
 
-def gaussian(geometry: Geometry, sigma, supersample=4) -> np.ndarray:
+def gaussian(geometry: ParallelGeometry, sigma, supersample=4) -> np.ndarray:
     """exp(-r^2 / 2 sigma^2) about the axis, each voxel's mean of ``supersample``^2 points."""
     x, y = _supersampled(geometry, supersample)
     return np.exp(-(x ** 2 + y ** 2) / (2 * sigma ** 2)).mean(axis=(2, 3))
 
 
-def gaussian_integrals(geometry: Geometry, sigma) -> np.ndarray:
+def gaussian_integrals(geometry: ParallelGeometry, sigma) -> np.ndarray:
     """The Gaussian's exact line integrals at every bin centre, ``(n_angles, n_bins)``."""
     t = _bin_offsets(geometry)
     return np.sqrt(2 * np.pi) * sigma * np.exp(-t ** 2 / (2 * sigma ** 2))
 
 
-def shepp_logan_image(geometry: Geometry, radius=None, supersample=4, ellipses=None) -> np.ndarray:
+def shepp_logan_image(geometry: ParallelGeometry, radius=None, supersample=4, ellipses=None) -> np.ndarray:
     """The phantom on the slice grid: each voxel's mean over ``supersample``^2 points
     (``radius`` in the geometry's unit of length, as :func:`shepp_logan_radon`'s).
 
@@ -167,7 +167,7 @@ def _phantom_extent(geometry, n_rows, radius, z_scale):
     return radius, 1.6 * radius / n_rows if z_scale is None else z_scale
 
 
-def shepp_logan_3d_radon(geometry: Geometry, n_rows, radius=None, z_scale=None) -> np.ndarray:
+def shepp_logan_3d_radon(geometry: ParallelGeometry, n_rows, radius=None, z_scale=None) -> np.ndarray:
     """Exact line integrals of the 3-D phantom, ``(n_angles, n_rows, n_bins)`` in the
     tomopy/DXchange layout, for the geometry's angles and axis. ``z_scale`` stretches the
     rows over the phantom's height (default: rows span 80% of it)."""
@@ -179,7 +179,7 @@ def shepp_logan_3d_radon(geometry: Geometry, n_rows, radius=None, z_scale=None) 
     return out
 
 
-def shepp_logan_3d_volume(geometry: Geometry, n_rows, rows=None, radius=None, z_scale=None,
+def shepp_logan_3d_volume(geometry: ParallelGeometry, n_rows, rows=None, radius=None, z_scale=None,
                           supersample=4) -> np.ndarray:
     """The 3-D phantom on the slice grid, one slice per detector row of ``rows``."""
     radius, z_scale = _phantom_extent(geometry, n_rows, radius, z_scale)

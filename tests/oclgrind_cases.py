@@ -20,7 +20,7 @@ from pybp.cone import project, reference as cone_reference
 from pybp.parallel import reference, verify
 from pybp.cl import device as cl_devices
 from pybp.parallel import prepare
-from pybp.geometry.parallel import Geometry
+from pybp.geometry.parallel import ParallelGeometry
 
 _nv = pyopencl.characterize.nv_compute_capability
 
@@ -80,7 +80,7 @@ def main(mode):
               flush=True)
     # Oversampling, judged on the phantom's FBP; the filters (FFT, convolution, zero and
     # edge padding) and the circle mask.
-    geometry = Geometry.create(31, np.linspace(0, np.pi, 32, endpoint=False))
+    geometry = ParallelGeometry.create(31, np.linspace(0, np.pi, 32, endpoint=False))
     sinogram = phantoms.shepp_logan_radon(geometry).astype(np.float32)
     case("oversample")
     bp = pybp.Backprojector(31, geometry.angles, filter="ramp", kernel="alu", device=device,
@@ -112,7 +112,7 @@ def main(mode):
     volume = pybp.reconstruct(projections, angles, flats, darks, device=device, progress=False,
                               kernel="alu", overrides=SMALL_ALU, precision="half", verify=False)
     sinograms = -np.log((projections.astype(np.float64) - 100) / 3900).transpose(1, 0, 2)
-    want = reference.fbp(sinograms, Geometry.create(N_BINS, angles))
+    want = reference.fbp(sinograms, ParallelGeometry.create(N_BINS, angles))
     print("RESULT", "reconstruct-uint16-half", f"{reference.relative_rms(volume, want):.2e}",
           flush=True)
     # The matched pair: 9 slices, stacks of 8 and a group of 1 beside 7 zeros.

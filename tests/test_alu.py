@@ -9,7 +9,7 @@ from conftest import assert_verified, rotated_grid
 import pybp
 from pybp import phantoms
 from pybp.parallel import reference, verify
-from pybp.geometry.parallel import Geometry
+from pybp.geometry.parallel import ParallelGeometry
 from pybp.parallel.params import ROUNDINGS, SLICES_PER_PASS
 
 N_BINS, N_ANGLES = 72, 50
@@ -64,7 +64,7 @@ def test_oversampling_is_close_on_the_phantom(cl_device, slices, source, roundin
     exact result, and nearer it than nearest interpolation is by 3x."""
     n_bins = 255
     angles = np.linspace(0, np.pi, 256, endpoint=False)
-    geometry = Geometry.create(n_bins, angles)
+    geometry = ParallelGeometry.create(n_bins, angles)
     stack = np.repeat(phantoms.shepp_logan_radon(geometry).astype(np.float32)[None], slices, 0)
     errors = {}
     for cache, interpolation in (("oversample", "linear"), ("plain", "nearest")):
@@ -117,7 +117,7 @@ def test_half_pair_cache_within_half_rule_of_float(cl_device, slices, rounding, 
     (the ``half`` rule), at any data scale (the half scaling), and of float storage."""
     n_bins, n_angles = 127, 90
     angles = np.linspace(0, np.pi, n_angles, endpoint=False)
-    geometry = Geometry.create(n_bins, angles)
+    geometry = ParallelGeometry.create(n_bins, angles)
     data = scale * np.stack([np.roll(phantoms.shepp_logan_radon(geometry), 3 * s, axis=1)
                              for s in range(slices)]).astype(np.float32)
     options = dict(device=cl_device, filter="ramp", slices_per_pass=slices, kernel="alu")

@@ -8,7 +8,7 @@ from scipy import ndimage
 import pybp
 from pybp import phantoms
 from pybp.parallel import centre
-from pybp.geometry.parallel import Geometry
+from pybp.geometry.parallel import ParallelGeometry
 from pybp.io.demo import phantom_scan
 
 CENTER_TOLERANCE = 0.25  # pixels (issue 9): Vo's method
@@ -38,7 +38,7 @@ def line_integrals(n_bins, n_angles, span, center, radius=None, noise=0.0, seed=
     noise of ``noise``; ``span`` degrees in ``n_angles`` even steps (the last one step
     short of ``span``)."""
     angles = np.deg2rad(np.arange(n_angles) * (span / n_angles))
-    geometry = Geometry.create(n_bins, angles, center=center)
+    geometry = ParallelGeometry.create(n_bins, angles, center=center)
     sinogram = phantoms.shepp_logan_radon(geometry, radius=radius)
     sinogram *= 2 / sinogram.max()
     return sinogram + np.random.default_rng(seed).normal(0, noise, sinogram.shape), angles

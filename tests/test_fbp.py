@@ -13,7 +13,7 @@ from pybp import phantoms
 from pybp.stages import filters
 from pybp.parallel import reference
 from pybp.cl.device import describe
-from pybp.geometry.parallel import Geometry
+from pybp.geometry.parallel import ParallelGeometry
 
 N = 129  # odd: skimage's rotation centre n//2 is ours, (n-1)/2
 
@@ -141,7 +141,7 @@ def test_edge_padding_is_the_padded_row():
 
 
 def phantom_case(angles, center=None):
-    geometry = Geometry.create(N, angles, center=center)
+    geometry = ParallelGeometry.create(N, angles, center=center)
     sinogram = phantoms.shepp_logan_radon(geometry).astype(np.float32)
     phantom = phantoms.shepp_logan_image(geometry)
     return geometry, sinogram, phantom
@@ -196,7 +196,7 @@ def test_edge_padding_helps_truncated_scans(cl_device):
     field of view (measured on PoCL: 0.104 against 0.215)."""
     n = 129
     angles = np.linspace(0, np.pi, 180, endpoint=False)
-    geometry = Geometry.create(n, angles)
+    geometry = ParallelGeometry.create(n, angles)
     radius = 2.0 * n / 2  # the phantom reaches far past the detector's ends
     sinogram = phantoms.shepp_logan_radon(geometry, radius=radius).astype(np.float32)
     phantom = phantoms.shepp_logan_image(geometry, radius=radius)

@@ -17,7 +17,7 @@ import tifffile
 import pybp
 from pybp import phantoms
 from pybp.cli import commands as cli
-from pybp.geometry.parallel import Geometry
+from pybp.geometry.parallel import ParallelGeometry
 from pybp.io import open_scan
 from pybp.io.demo import phantom_scan, write_dxchange
 
@@ -42,7 +42,7 @@ def in_memory(scan, cl_device):
 
 
 def test_in_memory_volume_is_the_phantom(scan, in_memory):
-    geometry = Geometry.create(N_BINS, np.deg2rad(scan["degrees"]), center=scan["center"])
+    geometry = ParallelGeometry.create(N_BINS, np.deg2rad(scan["degrees"]), center=scan["center"])
     truth = phantoms.shepp_logan_3d_volume(geometry, N_ROWS) * scan["scale"]
     y, x = np.mgrid[:N_BINS, :N_BINS] - (N_BINS - 1) / 2
     inside = np.hypot(x, y) < 0.42 * N_BINS

@@ -10,7 +10,7 @@ from conftest import assert_verified
 import pybp
 from pybp import phantoms
 from pybp.geometry.angles import GAP_FACTOR
-from pybp.geometry.parallel import Geometry
+from pybp.geometry.parallel import ParallelGeometry
 
 
 def test_skimage_radon_reconstructs_upright(cl_device):
@@ -68,7 +68,7 @@ def test_roi_is_a_window_of_the_full_slice(cl_device, rng):
 
 
 def weights_of(angles):
-    return Geometry.create(10, angles).angle_weights()
+    return ParallelGeometry.create(10, angles).angle_weights()
 
 
 def test_even_scans_weigh_pi_over_n():
@@ -150,7 +150,7 @@ def test_limited_angle_fbp_matches_iradon(cl_device):
     from skimage import transform
     n = 129
     angles = np.radians(np.arange(-60, 61, 1.0))
-    geometry = Geometry.create(n, angles)
+    geometry = ParallelGeometry.create(n, angles)
     sinogram = phantoms.shepp_logan_radon(geometry).astype(np.float32)
     ours = pybp.fbp(sinogram, angles, device=cl_device)
     theirs = transform.iradon(sinogram.T.astype(np.float64), theta=np.degrees(angles),

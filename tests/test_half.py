@@ -10,7 +10,7 @@ import pybp
 from pybp import phantoms
 from pybp.parallel import verify
 from pybp.stages import halfscale as scaling
-from pybp.geometry.parallel import Geometry
+from pybp.geometry.parallel import ParallelGeometry
 
 SCALES = (1e-6, 1e-5, 1e-4, 1e-3, 1e-2, 1.0, 1e2, 1e4)
 
@@ -23,7 +23,7 @@ def test_half_storage_at_any_scale(cl_device, kernel, filter):
     1e-3 and 0.22 at 1e-4, and NaN above 65504)."""
     n_bins, n_angles = (1024, 256) if kernel == "alu" else (256, 128)
     angles = np.linspace(0, np.pi, n_angles, endpoint=False)
-    phantom = phantoms.shepp_logan_radon(Geometry.create(n_bins, angles))
+    phantom = phantoms.shepp_logan_radon(ParallelGeometry.create(n_bins, angles))
     stack = np.stack([phantom * s for s in SCALES]).astype(np.float32)
     results = {}
     for precision in ("float", "half"):

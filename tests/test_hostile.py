@@ -525,11 +525,11 @@ def test_cli_inputs_that_were_silently_wrong(scan, dx, tmp_path, cl_device, caps
 def test_skimage_options_keep_iradons_circle():
     """``iradon(circle=True)`` keeps pixels within ``n // 2`` of pixel ``n // 2``; so do
     ``skimage_options`` (issue 20: they kept 255.49 at n = 512)."""
-    from pybp.geometry.parallel import Geometry
+    from pybp.geometry.parallel import ParallelGeometry
 
     for n in (512, 255, 256):
         options = pybp.skimage_options(n)
-        geometry = Geometry.create(n, np.linspace(0, np.pi, 4, endpoint=False),
+        geometry = ParallelGeometry.create(n, np.linspace(0, np.pi, 4, endpoint=False),
                                    center=options["center"], slice_offset=options["slice_offset"])
         columns = geometry.circle_columns(options["circle"])
         got = np.zeros((n, n), bool)

@@ -26,7 +26,7 @@ import numpy as np
 import pybp
 from pybp import phantoms
 from pybp.parallel import verify
-from pybp.geometry.parallel import Geometry
+from pybp.geometry.parallel import ParallelGeometry
 
 SCALES = (1e-6, 1e-5, 1e-4, 1e-3, 1e-2, 1.0, 1e2, 1e4)
 
@@ -53,8 +53,8 @@ def exactness(sizes, n_angles, n_rows, log=print):
             for interpolation in ("linear", "nearest"):
                 verdicts = []
                 for old in (False, True):
-                    table = Geometry.projection_constants
-                    with mock.patch.object(Geometry, "projection_constants",
+                    table = ParallelGeometry.projection_constants
+                    with mock.patch.object(ParallelGeometry, "projection_constants",
                                            without_residuals(table) if old else table):
                         bp = pybp.Backprojector(n_bins, angles, center=(n_bins - 1) / 2 + 11.3,
                                                 interpolation=interpolation, slices_per_pass=slices)
@@ -68,7 +68,7 @@ def exactness(sizes, n_angles, n_rows, log=print):
 
 def half_scales(n_bins, log=print):
     angles = np.linspace(0, np.pi, n_bins, endpoint=False)
-    phantom = phantoms.shepp_logan_radon(Geometry.create(n_bins, angles))
+    phantom = phantoms.shepp_logan_radon(ParallelGeometry.create(n_bins, angles))
     stack = np.stack([phantom * s for s in SCALES]).astype(np.float32)
     log(f"| {n_bins} bins, {n_bins} angles | " + " | ".join(f"x {s:g}" for s in SCALES) + " |")
     log("| --- |" + " --- |" * len(SCALES))

@@ -17,12 +17,12 @@ import numpy as np
 import pybp
 from pybp import phantoms
 from pybp.parallel import reference
-from pybp.geometry.parallel import Geometry
+from pybp.geometry.parallel import ParallelGeometry
 
 
 def errors(n_bins):
     angles = np.linspace(0, np.pi, n_bins, endpoint=False)
-    sinogram = phantoms.shepp_logan_radon(Geometry.create(n_bins, angles)).astype(np.float32)
+    sinogram = phantoms.shepp_logan_radon(ParallelGeometry.create(n_bins, angles)).astype(np.float32)
     results = {}
     for name, interpolation, cache in (("exact", "linear", "pair"),
                                        ("oversample", "linear", "oversample"),

@@ -47,7 +47,7 @@ class Projector:
     ``(n_angles, n_bins)``): line
     integrals in the geometry's unit of length of a volume of attenuation per unit, each
     voxel's shadow a box whose rays are as long as its chord (distance-driven:
-    :meth:`pybp.geometry.parallel.Geometry.footprints`). Cone beam (a
+    :meth:`pybp.geometry.parallel.ParallelGeometry.footprints`). Cone beam (a
     :class:`pybp.ConeGeometry`, no ``slices``): the volume ``(nz, ny, nx)`` to
     projections ``(n_angles, n_rows, n_cols)``, distance-driven too (each voxel's shadow a
     box on the detector: :mod:`pybp.cone.reference`); a

@@ -22,7 +22,7 @@ class Backprojector:
     stack ``(n_slices, n_angles, n_bins)`` it returns ``(n_slices, ny, nx)``. Compiled
     kernels, images and buffers are kept between calls.
 
-    Geometry (``pybp.geometry.parallel``): ``angles`` in radians (``angle_unit="deg"``:
+    ParallelGeometry (``pybp.geometry.parallel``): ``angles`` in radians (``angle_unit="deg"``:
     degrees; radians spanning more than one turn are refused unless ``angle_unit="rad"``
     says so: :func:`pybp.geometry.angles.in_radians`); the rotation axis at detector
     column ``center``, counted from the first bin's centre, by default the middle of the
@@ -43,7 +43,7 @@ class Backprojector:
     :data:`pybp.FILTERS`), its rows padded with zeros or, with
     ``padding="edge"``, their first and last values (for truncated scans); ``None``
     back-projects the data as given. ``angle_weights`` replaces the FBP's weight of each
-    projection (radians it stands for; see :meth:`pybp.geometry.parallel.Geometry.angle_weights`
+    projection (radians it stands for; see :meth:`pybp.geometry.parallel.ParallelGeometry.angle_weights`
     for the default rule). ``overrides`` forces parameter-set fields (tests, benchmarks,
     tuning); ``piece_shape`` caps the ``(angles, bins)`` read by one launch.
     ``progress`` shows the slices done, GU/s and time left on standard error when a

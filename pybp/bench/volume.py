@@ -18,7 +18,7 @@ import numpy as np
 from pybp import phantoms
 from pybp.stream import sources
 from pybp.bench.kernels import rate, silx_platform_device
-from pybp.geometry.parallel import Geometry
+from pybp.geometry.parallel import ParallelGeometry
 from pybp.api.sinograms import Backprojector
 from pybp.tune.search import gups
 from pybp.api.volumes import reconstruct
@@ -34,7 +34,7 @@ def make_scan(size, n_angles, rows, n_flats, seed=0):
     """``(angles, projections, flats, darks)`` as described in the module docstring."""
     rng = np.random.default_rng(seed)
     angles = np.linspace(0, np.pi, n_angles, endpoint=False)
-    sinogram = phantoms.shepp_logan_radon(Geometry.create(size, angles)) * (4.0 / size)
+    sinogram = phantoms.shepp_logan_radon(ParallelGeometry.create(size, angles)) * (4.0 / size)
     dark, flat = 100.0, 20000.0
     distinct = min(rows, DISTINCT_ROWS)
     base = np.empty((n_angles, distinct, size), np.uint16)

@@ -13,7 +13,7 @@ from pybp import __version__, distributed, registry
 from pybp.stages.filters import FILTERS, PADDINGS
 from pybp.io.images import contact_sheet, display_range, label, to_8bit, write_png
 from pybp.io.readers import open_scan
-from pybp.geometry.parallel import Geometry, ParallelGeometry
+from pybp.geometry.parallel import ParallelGeometry
 from pybp.io.readers import ANGLE_UNITS
 from pybp.io.writers import (
     DTYPES,
@@ -135,7 +135,7 @@ def _center_sweep(args, scan, rows, method):
     folder = Path(args.output)
     candidates = _sweep(args.center_sweep)
     for c in (candidates[0], candidates[-1]):
-        Geometry.create(scan.shape[2], scan.angles, c)  # the axis on the detector
+        ParallelGeometry.create(scan.shape[2], scan.angles, c)  # the axis on the detector
     names = [folder / f"center_{c:.2f}.png" for c in candidates] + [folder / "contact_sheet.png"]
     if not args.overwrite and any(p.exists() for p in names):
         raise FileExistsError(f"output: {folder} already holds a centre sweep; pass --overwrite")
@@ -218,7 +218,7 @@ def reconstruct(args):
         scans.devices(args)
         stored = stored_metadata(args.output) if args.resume else None
         center = _center(args, scan, rows, stored)
-        Geometry.create(n_bins, scan.angles, center)  # the axis on the detector
+        ParallelGeometry.create(n_bins, scan.angles, center)  # the axis on the detector
         n = rows[1] - rows[0]
         if method:
             say(args, f"method: {method['method'].upper()}, {method['iterations']} iterations "

@@ -20,7 +20,7 @@ from pybp.bench import volume as bench_pipeline
 from pybp.cl import cache
 from pybp.cl.device import select_device
 from pybp.cli.writing import EXIT_INTERRUPTED
-from pybp.geometry.parallel import Geometry, ParallelGeometry
+from pybp.geometry.parallel import ParallelGeometry
 from pybp.io.demo import phantom_scan, write_dxchange
 from pybp.io.images import SLICE_SUFFIXES, write_slice
 from pybp.io.readers import HDF5_SUFFIXES
@@ -64,7 +64,7 @@ def demo(args):
     n = args.size or 512
     checks.check_demo_memory(40 * (args.angles or n) * n + 16 * n * n, f"a slice of {n}^2")
     angles = np.linspace(0, np.pi, args.angles or n, endpoint=False)
-    geometry = Geometry.create(n, angles)
+    geometry = ParallelGeometry.create(n, angles)
     try:
         sinogram = phantoms.shepp_logan_radon(geometry).astype(np.float32)
         start = time.perf_counter()

@@ -21,18 +21,25 @@ from pybp.checks import float_array, positive_int, positive_length
 from pybp.geometry import astra
 from pybp.geometry.angles import gap_weights, in_radians
 
-FIXED_BITS = 32  # fraction bits of Geometry.fixed_constants
+FIXED_BITS = 32  # fraction bits of ParallelGeometry.fixed_constants
 
 
-@dataclass(frozen=True, eq=False)
-class Geometry:
-    """What the back-projection of one sinogram needs to know.
-
-    ``center`` is per angle (a scalar centre is repeated), in bins; ``slice_offset`` is
-    the ``(row, column)`` offset in voxels of the slice centre from the rotation axis,
-    which selects a region of interest; ``pixel_size`` and ``voxel_size`` are a bin's
-    width and a voxel's side in one unit of length.
-    """
+@dataclass(frozen=True, eq=False, init=False)
+class ParallelGeometry:
+    """A parallel-beam geometry, as users write it (``pybp.ParallelGeometry``):
+    ``angles`` in radians (``angle_unit="deg"``: degrees; radians spanning more than one
+    turn are refused unless ``angle_unit="rad"`` says so, as everywhere in pybp),
+    ``n_bins`` detector bins of ``pixel_size`` each, the rotation axis at ``center`` bins
+    from the first bin's centre (default the detector's middle), slices of
+    ``slice_shape`` ``(ny, nx)`` voxels of ``voxel_size`` (default: as many as span the
+    detector's width), the slice centre ``slice_offset`` ``(row, column)`` voxels from the
+    axis. Projections are ``(n_angles, rows, n_bins)`` and volumes ``(rows, ny, nx)``,
+    tomopy's layouts, a slice per detector row. Lengths are in any one unit (ASTRA's
+    ``DetectorSpacingX`` and the volume's voxel size): the projections are line integrals
+    in that unit and volumes attenuation per unit, with both sizes 1 per voxel. It is what
+    every parallel-beam call takes; :meth:`create` makes one from the fields as they are
+    kept (``center`` per angle, in bins; ``slice_offset`` ``(row, column)`` in voxels),
+    checked once, at the API's edge."""
 
     n_bins: int
     angles: np.ndarray
@@ -42,6 +49,13 @@ class Geometry:
     weights: np.ndarray | None = None  # the caller's angle weights, if given
     pixel_size: float = 1.0  # a detector bin's width
     voxel_size: float = 1.0  # a slice pixel's side (and the unit of attenuation's length)
+
+    def __init__(self, angles, n_bins, center=None, slice_shape=None, slice_offset=None, *,
+                 pixel_size=1.0, voxel_size=1.0, angle_unit=None):
+        made = self.create(n_bins, in_radians(angles, angle_unit), center, slice_shape,
+                           slice_offset, pixel_size=pixel_size, voxel_size=voxel_size)
+        for name in self.__dataclass_fields__:
+            object.__setattr__(self, name, getattr(made, name))
 
     @classmethod
     def create(cls, n_bins, angles, center=None, slice_shape=None, slice_offset=None,
@@ -94,8 +108,12 @@ class Geometry:
         offset = float_array(slice_offset, "slice_offset", 1)
         if offset.size != 2:
             raise ValueError(f"slice_offset: expected (row, column) offsets, got {slice_offset!r}")
-        return cls(n_bins, angles, center, slice_shape, (float(offset[0]), float(offset[1])),
-                   weights, pixel_size, voxel_size)
+        made = object.__new__(cls)
+        for name, value in zip(cls.__dataclass_fields__, (
+                n_bins, angles, center, slice_shape, (float(offset[0]), float(offset[1])),
+                weights, pixel_size, voxel_size)):
+            object.__setattr__(made, name, value)
+        return made
 
     @property
     def n_angles(self) -> int:
@@ -225,27 +243,6 @@ class Geometry:
             return self.weights
         return gap_weights(self.angles, np.pi)
 
-
-class ParallelGeometry(Geometry):
-    """A parallel-beam geometry, as users write it (``pybp.ParallelGeometry``):
-    ``angles`` in radians (``angle_unit="deg"``: degrees; radians spanning more than one
-    turn are refused unless ``angle_unit="rad"`` says so, as everywhere in pybp),
-    ``n_bins`` detector bins of ``pixel_size`` each, the rotation axis at ``center`` bins
-    from the first bin's centre (default the detector's middle), slices of
-    ``slice_shape`` ``(ny, nx)`` voxels of ``voxel_size`` (default: as many as span the
-    detector's width), the slice centre ``slice_offset`` ``(row, column)`` voxels from the
-    axis. Projections are ``(n_angles, rows, n_bins)`` and volumes ``(rows, ny, nx)``,
-    tomopy's layouts, a slice per detector row. Lengths are in any one unit (ASTRA's
-    ``DetectorSpacingX`` and the volume's voxel size): the projections are line integrals
-    in that unit and volumes attenuation per unit, with both sizes 1 per voxel. It is the
-    :class:`Geometry` every parallel-beam call takes."""
-
-    def __init__(self, angles, n_bins, center=None, slice_shape=None, slice_offset=None, *,
-                 pixel_size=1.0, voxel_size=1.0, angle_unit=None):
-        made = Geometry.create(n_bins, in_radians(angles, angle_unit), center, slice_shape,
-                               slice_offset, pixel_size=pixel_size, voxel_size=voxel_size)
-        for name in self.__dataclass_fields__:
-            object.__setattr__(self, name, getattr(made, name))
 
     @classmethod
     def from_astra(cls, proj_geom, vol_geom, angle_unit=None):

@@ -9,7 +9,7 @@ import numpy as np
 
 from pybp import phantoms
 from pybp.geometry.cone import ConeGeometry
-from pybp.geometry.parallel import Geometry
+from pybp.geometry.parallel import ParallelGeometry
 from pybp.io.scan import need
 
 ATTENUATION = 2.0  # largest line integral, so that the flats' counts stay well above dark
@@ -23,7 +23,7 @@ def phantom_scan(n_bins=256, n_rows=64, n_angles=None, span_degrees=180.0, axis_
     n_angles = n_angles or int(round(n_bins * span_degrees / 180.0))
     degrees = np.arange(n_angles) * (span_degrees / n_angles)
     center = (n_bins - 1) / 2.0 + axis_offset
-    geometry = Geometry.create(n_bins, np.deg2rad(degrees), center=center)
+    geometry = ParallelGeometry.create(n_bins, np.deg2rad(degrees), center=center)
     radius = n_bins / 2.0 * 0.9
     scale = ATTENUATION / (2 * 0.92 * radius)  # the longest chord through value 1
     line_integrals = phantoms.shepp_logan_3d_radon(geometry, n_rows, radius) * scale

@@ -102,7 +102,7 @@ class Backproject(Stage):
 
 class Circle(Stage):
     """Zero the pixels outside the reconstruction circle of ``radius`` pixels about the
-    axis (None: the circle every projection sees; pybp.geometry.parallel.Geometry.circle_columns)."""
+    axis (None: the circle every projection sees; pybp.geometry.parallel.ParallelGeometry.circle_columns)."""
 
     name = "circle"
 

@@ -11,7 +11,7 @@ import pyopencl as cl
 import pyopencl.array as cla
 
 from pybp.cl import pacing
-from pybp.geometry.parallel import Geometry
+from pybp.geometry.parallel import ParallelGeometry
 from pybp.iterative import methods, table
 from pybp.iterative.options import check_options
 from pybp.iterative.tv import Variation
@@ -47,7 +47,7 @@ class Iterate(Stage):
     # 64; docs/benchmarks.md's history).
     chunk_rows = 64
 
-    def __init__(self, context, device, geometry: Geometry, method, iterations, options):
+    def __init__(self, context, device, geometry: ParallelGeometry, method, iterations, options):
         self.context, self.device, self.geometry = context, device, geometry
         self.method, self.iterations = method, iterations
         self.options = check_options(method, iterations, options)
@@ -106,7 +106,7 @@ class Iterate(Stage):
         return out
 
 
-def most_rows(device, geometry: Geometry, method, iterations) -> int:
+def most_rows(device, geometry: ParallelGeometry, method, iterations) -> int:
     """The most slices a chunk of ``iterations`` of ``method`` takes on ``device`` (a
     :class:`pybp.cl.device.DeviceDescription`): about :data:`CHUNK_SECONDS` of its
     work, a multiple of the pair's rows a work-item, at least one such group, at most

@@ -11,7 +11,7 @@ import pyopencl as cl
 
 from pybp import checks
 from pybp.cl.device import describe, open_device
-from pybp.geometry.parallel import Geometry
+from pybp.geometry.parallel import ParallelGeometry
 from pybp.iterative.one import OneDevice
 from pybp.parallel import project, volumes
 
@@ -20,7 +20,7 @@ from pybp.parallel import project, volumes
 class ParallelKind:
     """:class:`pybp.registry.Kind` of a :class:`pybp.ParallelGeometry`."""
 
-    geometry: type = Geometry
+    geometry: type = ParallelGeometry
     name: str = "ParallelGeometry"
     what: str = "parallel beam"
     whole: bool = False

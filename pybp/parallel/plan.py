@@ -12,7 +12,7 @@ import numpy as np
 
 from pybp.parallel import profiler
 from pybp.cl.device import DeviceDescription
-from pybp.geometry.parallel import Geometry
+from pybp.geometry.parallel import ParallelGeometry
 from pybp.parallel.params import ALU_KERNELS, SLICES_PER_PASS, KernelParams
 
 
@@ -34,7 +34,7 @@ def split(total, most):
     return [(start, min(size, total - start)) for start in range(0, total, size)]
 
 
-def plan_pieces(geometry: Geometry, params: KernelParams, device: DeviceDescription,
+def plan_pieces(geometry: ParallelGeometry, params: KernelParams, device: DeviceDescription,
                 piece_shape=None) -> tuple:
     """The pieces of one pass with ``params``, each within that set's own caps."""
     g = geometry
@@ -54,7 +54,7 @@ def plan_pieces(geometry: Geometry, params: KernelParams, device: DeviceDescript
                  for b0, nb in split(g.n_bins, max_bins))
 
 
-def cache_covers(params: KernelParams, geometry: Geometry) -> bool:
+def cache_covers(params: KernelParams, geometry: ParallelGeometry) -> bool:
     """Whether an ALU kernel's cache of ``params.cache_width`` bins holds what a square
     of ``params.square`` voxels reaches at every angle of ``geometry`` (Sect. 6.1): its
     span, ``(square - 1) (|cos| + |sin|)`` times the bins per voxel, and three bins for
@@ -90,13 +90,13 @@ class Plan:
     remainders then run at a wider width, zero-padded, with the same results).
     """
 
-    geometry: Geometry
+    geometry: ParallelGeometry
     slices_per_pass: int
     passes: dict
     unplanned: dict
 
     @classmethod
-    def create(cls, geometry: Geometry, device: DeviceDescription, formats, slices_per_pass: int,
+    def create(cls, geometry: ParallelGeometry, device: DeviceDescription, formats, slices_per_pass: int,
                interpolation: str, storage: str, kernel: str = "auto", overrides=None,
                piece_shape=None) -> "Plan":
         if piece_shape is not None and (np.ndim(piece_shape) != 1 or len(piece_shape) != 2

@@ -20,7 +20,7 @@ from pybp import checks, phantoms
 from pybp.cl import profiles
 from pybp.cl.device import describe, open_device
 from pybp.cl.images import usable_image_formats
-from pybp.geometry.parallel import Geometry
+from pybp.geometry.parallel import ParallelGeometry
 from pybp.iterative import options
 from pybp.iterative.table import OPTION_NAMES, TABLE
 from pybp.parallel import iterate, kernels, profiler, project, verify
@@ -107,9 +107,9 @@ class Setup:
         method_options = {name: options.pop(name) for name in OPTION_NAMES if name in options}
         return cls(n_bins, angles, center, method_options=method_options or None, **options)
 
-    def geometry(self) -> Geometry:
+    def geometry(self) -> ParallelGeometry:
         """The scan geometry (checked), without a device."""
-        return Geometry.create(self.n_bins, self.angles, self.center, self.slice_shape,
+        return ParallelGeometry.create(self.n_bins, self.angles, self.center, self.slice_shape,
                                self.slice_offset, self.angle_weights, self.pixel_size,
                                self.voxel_size)
 
@@ -328,7 +328,7 @@ def check(options, case: verify.Case = verify.CHECK):
     parameter set)."""
     options = dict(options)
     if options.get("overrides", {}).get("cache") == "oversample":
-        geometry = Geometry.create(255, np.linspace(0, np.pi, 256, endpoint=False))
+        geometry = ParallelGeometry.create(255, np.linspace(0, np.pi, 256, endpoint=False))
         small = recipe(dict(options, n_bins=255, angles=geometry.angles, filter="ramp"))
         data = np.repeat(phantoms.shepp_logan_radon(geometry).astype(np.float32)[None],
                          small.slices_per_pass, 0)

@@ -1,7 +1,7 @@
 """The matched pair of parallel-beam operators on one device: the forward projection A
 and its exact transpose A^T (templates/operators/parallel.cl.mako), on device buffers
 of a volume ``(n_rows, ny, nx)`` and projections ``(n_angles, n_rows, n_bins)``. A is
-distance-driven (:meth:`pybp.geometry.parallel.Geometry.footprints`): line integrals in
+distance-driven (:meth:`pybp.geometry.parallel.ParallelGeometry.footprints`): line integrals in
 the geometry's units of length of a volume of attenuation per unit."""
 
 from __future__ import annotations
@@ -14,7 +14,7 @@ import pyopencl.array as cla
 
 from pybp.cl import codegen, pacing
 from pybp.cl.kernel import Arg, global_size, ints
-from pybp.geometry.parallel import Geometry
+from pybp.geometry.parallel import ParallelGeometry
 
 TABLE = Arg("constants", "__global const long4 *",
             "per angle: cos, -sin, base in 32.32 fixed point; footprint width, amplitude")
@@ -77,14 +77,14 @@ def stacked_rows(n_rows: int) -> int:
     return -(-n_rows // rows) * rows
 
 
-def scratch_bytes(geometry: Geometry, n_rows: int) -> int:
+def scratch_bytes(geometry: ParallelGeometry, n_rows: int) -> int:
     """Device bytes of the pair's own copies for ``n_rows`` slices: the volume stacked
     two ways and the projections stacked once (:class:`ParallelPair`)."""
     ny, nx = geometry.slice_shape
     return FLOAT_BYTES * stacked_rows(n_rows) * (2 * ny * nx + geometry.n_angles * geometry.n_bins)
 
 
-def span(geometry: Geometry) -> int:
+def span(geometry: ParallelGeometry) -> int:
     """The most bins a voxel's footprint covers at any of ``geometry``'s angles:
     ``ceil(width) + 1`` of the widest (2 where voxels are no wider than bins)."""
     return int(np.ceil(geometry.footprints()[0].max())) + 1
@@ -119,7 +119,7 @@ class ParallelPair:
     loads = 2
     method = None  # one way of A (cone beam's pair gathers or scatters, by the geometry)
 
-    def __init__(self, geometry: Geometry, n_rows: int, context, queue, device, allocate=None):
+    def __init__(self, geometry: ParallelGeometry, n_rows: int, context, queue, device, allocate=None):
         self.geometry, self.n_rows, self.queue = geometry, n_rows, queue
         ny, nx = geometry.slice_shape
         self.volume_shape = (n_rows, ny, nx)

@@ -6,7 +6,7 @@ from __future__ import annotations
 import numpy as np
 
 from pybp.stages.filters import filter_numpy
-from pybp.geometry.parallel import Geometry
+from pybp.geometry.parallel import ParallelGeometry
 
 
 def relative_rms(got, want) -> float:
@@ -15,7 +15,7 @@ def relative_rms(got, want) -> float:
 
 # Modified Shepp-Logan (Toft): value, semi-axes a, b, centre x0, y0, rotation (deg),
 # in units of the phantom radius, y pointing up.
-def positions(geometry: Geometry, angle: int, rows=None) -> np.ndarray:
+def positions(geometry: ParallelGeometry, angle: int, rows=None) -> np.ndarray:
     """Float64 detector position ``h`` of each pixel (of ``rows``, default all) at one angle."""
     fx, fy = geometry.pixel_offsets()
     fy = fy if rows is None else fy[rows]
@@ -24,7 +24,7 @@ def positions(geometry: Geometry, angle: int, rows=None) -> np.ndarray:
     return geometry.center[angle] + fx[None, :] * cos - fy[:, None] * sin
 
 
-def backproject(sinograms, geometry: Geometry, interpolation="linear", rows=None):
+def backproject(sinograms, geometry: ParallelGeometry, interpolation="linear", rows=None):
     """Float64 back-projection with the library's formula; zero outside the detector.
 
     Nearest picks ``floor(h + 0.5)``; linear blends ``floor(h)`` and the next bin.
@@ -55,11 +55,11 @@ def backproject(sinograms, geometry: Geometry, interpolation="linear", rows=None
     return out[0] if single else out
 
 
-def footprint_shares(geometry: Geometry, angle: int, width: float, amplitude: float):
+def footprint_shares(geometry: ParallelGeometry, angle: int, width: float, amplitude: float):
     """The matched pair's weights at one angle, float64: ``(first, shares)``, each
     voxel's first bin ``(ny, nx)`` and its footprint's share of bins ``first + m``
     ``(span, ny, nx)``, times the amplitude; ``width`` and ``amplitude`` are the
-    angle's (:meth:`Geometry.footprints`; the kernels' ``footprint``)."""
+    angle's (:meth:`ParallelGeometry.footprints`; the kernels' ``footprint``)."""
     h = positions(geometry, angle) + 0.5 - width / 2  # the box's lower end, plus half a bin
     first = np.floor(h)
     f = h - first
@@ -68,7 +68,7 @@ def footprint_shares(geometry: Geometry, angle: int, width: float, amplitude: fl
     return first.astype(np.int64), amplitude * shares
 
 
-def forward_project(volume, geometry: Geometry):
+def forward_project(volume, geometry: ParallelGeometry):
     """Float64 forward projection of the matched pair: each voxel adds its footprint's
     share of each bin it covers, times the amplitude (:func:`footprint_shares`), bins
     beyond the detector dropped. ``volume`` ``(n_rows, ny, nx)`` (or one slice ``(ny,
@@ -91,7 +91,7 @@ def forward_project(volume, geometry: Geometry):
     return out[:, 0] if single else out
 
 
-def transpose_project(projections, geometry: Geometry):
+def transpose_project(projections, geometry: ParallelGeometry):
     """Float64 transpose of :func:`forward_project`: each voxel gathers its footprint's
     share of each bin it covers, times the amplitude. ``projections`` ``(n_angles,
     n_rows, n_bins)`` (or ``(n_angles, n_bins)``) to a volume ``(n_rows, ny, nx)`` (``(ny,
@@ -111,7 +111,7 @@ def transpose_project(projections, geometry: Geometry):
     return out[0] if single else out
 
 
-def near_boundary(geometry: Geometry, margin: float, rows=None) -> np.ndarray:
+def near_boundary(geometry: ParallelGeometry, margin: float, rows=None) -> np.ndarray:
     """Pixels (of ``rows``) whose float64 position at some angle lies within ``margin``
     bins of a bin boundary, where nearest interpolation may round either way."""
     near = None
@@ -122,7 +122,7 @@ def near_boundary(geometry: Geometry, margin: float, rows=None) -> np.ndarray:
     return near
 
 
-def fbp(sinograms, geometry: Geometry, filter="ramp", interpolation="linear", padding="zero",
+def fbp(sinograms, geometry: ParallelGeometry, filter="ramp", interpolation="linear", padding="zero",
         rows=None):
     """Float64 filtered back-projection (the library's filter, weights and formula)."""
     stack = np.asarray(sinograms, np.float64)

@@ -24,7 +24,7 @@ import numpy as np
 
 from pybp.stages import filters, halfscale as scaling
 from pybp.parallel import reference
-from pybp.geometry.parallel import Geometry
+from pybp.geometry.parallel import ParallelGeometry
 
 TOLERANCES = {
     "exact": 1e-5,
@@ -72,7 +72,7 @@ def rule_for(params) -> str:
     return "texture"
 
 
-def stored(sinograms, geometry: Geometry, storage: str, filter=None, padding="zero"):
+def stored(sinograms, geometry: ParallelGeometry, storage: str, filter=None, padding="zero"):
     """Float64 texels as the kernel reads them: filtered and weighted if ``filter``, and
     rounded to half (each slice times its scale) with half storage."""
     data = np.asarray(sinograms, np.float64)
@@ -86,7 +86,7 @@ def stored(sinograms, geometry: Geometry, storage: str, filter=None, padding="ze
     return data[0] if single else data
 
 
-def judge(got, sinograms, geometry: Geometry, params, filter=None, padding="zero",
+def judge(got, sinograms, geometry: ParallelGeometry, params, filter=None, padding="zero",
           rows=None) -> Verdict:
     """Judge ``got`` (a slice or a stack, all rows) computed with ``params`` from
     ``sinograms`` against the float64 reference, on ``rows`` of the slice (default all).

@@ -22,7 +22,7 @@ import numpy as np
 from pybp import checks, distributed
 from pybp.cl.device import device_list
 from pybp.geometry.angles import in_radians
-from pybp.geometry.parallel import Geometry
+from pybp.geometry.parallel import ParallelGeometry
 from pybp.iterative.options import OPTION_NAMES, STREAM_HINTS
 from pybp.parallel import speed
 from pybp.parallel.centre import find_center
@@ -41,7 +41,7 @@ def reconstruct(projections, geometry, flats=None, darks=None, center=None, rows
     call and closed after."""
     inputs = checks.projection_inputs(projections, flats, darks, rows)
     (n_angles, _, n_bins) = inputs[0]
-    if isinstance(geometry, Geometry) and (n_angles, n_bins) != (geometry.n_angles,
+    if isinstance(geometry, ParallelGeometry) and (n_angles, n_bins) != (geometry.n_angles,
                                                                  geometry.n_bins):
         raise ValueError(f"projections: expected {geometry.n_angles} angles x rows x "
                          f"{geometry.n_bins} bins (the geometry's), got "
@@ -95,7 +95,7 @@ class Reconstructor:
             raise ValueError("center: 'auto' finds the axis from the data, which a "
                              "Reconstructor has not yet: pybp.find_center(...) first, or "
                              "pybp.reconstruct(..., center='auto')")
-        if isinstance(n_bins, Geometry):
+        if isinstance(n_bins, ParallelGeometry):
             if angles is not None:
                 raise ValueError("angles: the geometry holds them; give a ParallelGeometry, "
                                  "or n_bins and angles")
@@ -209,7 +209,7 @@ def _parallel(geometry, center, angle_unit, options):
     """``(angles, center, angle_unit)`` of a parallel-beam call, ``options`` given the
     geometry's sizes where ``geometry`` is a :class:`pybp.ParallelGeometry` (else the
     angles)."""
-    if not isinstance(geometry, Geometry):
+    if not isinstance(geometry, ParallelGeometry):
         return geometry, center, angle_unit
     if angle_unit is not None:
         raise ValueError("angle_unit: a ParallelGeometry's angles are radians")
