@@ -2,7 +2,7 @@
 of the output (docs/architecture.md).
 
 On one host, :func:`pybp.cl.device.device_list` names the devices and
-:class:`pybp.stream.team.Pipelines` runs one pipeline per device from one shared source
+:class:`pybp.stream.jobs.Pipelines` runs one pipeline per device from one shared source
 of rows. On a cluster, Dask distributed schedules the work (:func:`on_cluster`): the
 output is cut into parts (parallel beam's rows, cone beam's runs of planes), one Dask
 task per part, each run by the geometry's task (:class:`pybp.parallel.prepare.RowsTask`,

@@ -95,10 +95,10 @@ def test_kept_reconstructor_reuses_its_staging(scan, one_device, cl_device):
     with pybp.Reconstructor(N_BINS, angles, devices=[cl_device, cl_device]) as rec:
         first = rec.reconstruct(projections, scan["flats"], scan["darks"], chunk_slices=4,
                                 progress=False)
-        staging = [list(bp.executor.pieces_in.arrays) for bp in rec._team.members]
+        staging = [list(bp.executor.pieces_in.arrays) for bp in rec._pipelines.members]
         part = rec.reconstruct(projections, scan["flats"], scan["darks"], rows=(4, 12),
                                chunk_slices=4, progress=False)
-        again = [bp.executor.pieces_in.arrays for bp in rec._team.members]
+        again = [bp.executor.pieces_in.arrays for bp in rec._pipelines.members]
         with pytest.raises(ValueError, match=f"^projections: expected {N_ANGLES} angles x rows "
                                              f"x {N_BINS} bins"):
             rec.reconstruct(projections[:-1], progress=False)

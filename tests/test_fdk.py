@@ -197,7 +197,8 @@ def test_slabs_and_row_windows_equal_one_pass_bit_for_bit(cl_device, rng, family
     detector rows (from the store of filtered projections, or pre-weighting and
     filtering them again), into a float64 array and a memmap, FDK and the plain
     back-projection alike; odd detector rows (the FFT's pairs at the last row). From
-    the store, each slab's passes go up by DMA through the one-thread stream."""
+    the store, each slab's passes go up by DMA through the one-thread stream, and the
+    fill's chunks up, through and down in place on their slots' queues."""
     from pybp.stream import pipeline
 
     g = full_circle(n=14, volume=(48, 40, 40), detector=(41, 64), voxel_size=0.6)
@@ -208,6 +209,9 @@ def test_slabs_and_row_windows_equal_one_pass_bit_for_bit(cl_device, rng, family
         _no_store(monkeypatch)
     direct, one_thread = [], pipeline._direct
     monkeypatch.setattr(pipeline, "_direct", lambda *a: direct.append(1) or one_thread(*a))
+    in_place, slot_queues = [], pipeline._in_place
+    monkeypatch.setattr(pipeline, "_in_place",
+                        lambda *a: in_place.append(1) or slot_queues(*a))
     for filter in ("ramp", None):
         one = pybp.ConeBackprojector(g, params, filter=filter, device=cl_device)(projections)
         with pybp.ConeBackprojector(g, params, filter=filter, memory_limit=limit,
@@ -223,10 +227,12 @@ def test_slabs_and_row_windows_equal_one_pass_bit_for_bit(cl_device, rng, family
             out = np.lib.format.open_memmap(tmp_path / f"v{filter}.npy", "w+", np.float32,
                                             g.volume_shape)
             direct.clear()
+            in_place.clear()
             bp(projections, out=out)
             assert np.array_equal(out, one)
             threads = bp._recipe.executor.threads  # (a simulator takes one step at a time)
             assert len(direct) == (len(bp.plan.slabs) if stored and threads else 0)
+            assert len(in_place) == (1 if stored and threads else 0)
             wide = bp(projections.astype(np.float64), out=np.zeros(g.volume_shape))
             assert np.array_equal(wide, one)
 
@@ -393,7 +399,7 @@ def test_a_kept_store_of_filtered_projections_gives_one_piece_and_refuses_first(
         with pybp.ConeBackprojector(g, params, memory_limit=400_000, **options) as bp:
             fill = bp._fill
             assert len(bp.plan.slabs) >= 2 and bp.store_bytes == 14 * 41 * 64 * 4
-            assert fill.memory.slots == 2 and 14 / fill.memory.chunk_slices > 2
+            assert fill.memory().slots == 2 and 14 / fill.memory().chunk_slices > 2
             assert np.array_equal(bp(counts), one)
             assert np.array_equal(bp(counts), one)
     assert len({str(w.message) for w in warned}) == 1  # the same count each time

@@ -179,12 +179,12 @@ def test_pieces_written_at_once_follow_the_kept_writers(cl_device, tmp_path, mon
     writes its pieces' slices on threads of its own: WRITES pieces, whatever is kept."""
     import pybp
     from pybp.io.output.npy import NpyFile
-    from pybp.stream import executor, team
+    from pybp.stream import executor, jobs
 
     monkeypatch.setenv("PYBP_CACHE_DIR", str(tmp_path / "cache"))
-    monkeypatch.setattr(team, "MOST_WRITES", most)
+    monkeypatch.setattr(jobs, "MOST_WRITES", most)
     monkeypatch.setattr(executor, "WRITES", 3)
-    monkeypatch.setattr(team, "WRITES", 3)
+    monkeypatch.setattr(jobs, "WRITES", 3)
     n, size, rows = 24, 32, 24
     monkeypatch.setattr(executor, "PIECE_BYTES", 4 * size * size)  # a slice a piece
     rng = np.random.default_rng(5)
@@ -210,7 +210,7 @@ def test_pieces_written_at_once_follow_the_kept_writers(cl_device, tmp_path, mon
     monkeypatch.setattr(NpyFile, "__setitem__", slow)
     output = open_output(tmp_path / "v.npy", (rows, size, size))
     try:
-        assert team.file_writes(output) == want == team.file_writes(output.view(2, 6))
+        assert jobs.file_writes(output) == want == jobs.file_writes(output.view(2, 6))
         pybp.reconstruct(projections, angles, out=output, device=cl_device, progress=False,
                          log=False)
         output.finish()
@@ -220,10 +220,10 @@ def test_pieces_written_at_once_follow_the_kept_writers(cl_device, tmp_path, mon
     assert np.array_equal(np.load(tmp_path / "v.npy"), want_volume)
     tiffs = open_output(tmp_path / "slices", (rows, size, size))
     try:
-        assert team.file_writes(tiffs) == 3
+        assert jobs.file_writes(tiffs) == 3
     finally:
         tiffs.close()
-    assert team.file_writes(np.zeros(3)) == 3  # not a file output: WRITES (run gives 1)
+    assert jobs.file_writes(np.zeros(3)) == 3  # not a file output: WRITES (run gives 1)
 
 
 @pytest.mark.parametrize("direct", [True, False])

@@ -21,7 +21,7 @@ from pybp import phantoms
 from pybp.parallel.centre import normalised_rows
 from pybp.stages.normalize import line_integrals_numpy
 from pybp.stream import executor, sources
-from pybp.geometry.parallel import Geometry
+from pybp.geometry.parallel import ParallelGeometry
 from pybp.stream.progress import Progress
 from pybp.stream.sources import RowBlocks
 
@@ -33,7 +33,7 @@ def make_scan(n_bins, n_angles, n_rows, seed=0, dtype=np.uint16):
     between noisy darks (~100 counts) and flats (~20000), with Poisson-like noise."""
     rng = np.random.default_rng(seed)
     angles = np.linspace(0, np.pi, n_angles, endpoint=False)
-    sinogram = phantoms.shepp_logan_radon(Geometry.create(n_bins, angles)) * (4.0 / n_bins)
+    sinogram = phantoms.shepp_logan_radon(ParallelGeometry.create(n_bins, angles)) * (4.0 / n_bins)
     flats = rng.normal(20000, 140, (5, n_rows, n_bins))
     darks = rng.normal(100, 10, (4, n_rows, n_bins))
     dark, flat = darks.mean(0), flats.mean(0)
@@ -152,8 +152,8 @@ def test_pieces_are_written_on_several_threads_once_down(cl_device, monkeypatch)
     with pybp.Reconstructor(96, angles, device=cl_device) as kept:  # into an array: one
         kept.reconstruct(projections, flats, darks, out=np.empty_like(whole), progress=False,
                          chunk_slices=4)
-        assert kept._team.members[0].executor.writes == 1
-        assert len(kept._team.members[0].executor.pieces_out.arrays) == 2
+        assert kept._pipelines.members[0].executor.writes == 1
+        assert len(kept._pipelines.members[0].executor.pieces_out.arrays) == 2
     failing = SlowOutput(whole.shape, fail_row=6)
     with pytest.raises(OSError, match="No space left"):
         pybp.reconstruct(projections, angles, flats, darks, out=failing, **options)
@@ -365,6 +365,36 @@ def test_copy_blocks_over_threads():
             destination = np.zeros(shape, np.float32)
             sources.copy_blocks(pool, destination, source)
             np.testing.assert_array_equal(destination, source.astype(np.float32))
+
+
+def test_copies_ahead_go_in_order_and_are_waited_for_by_block():
+    """``sources.Ahead`` runs its blocks on threads of their own; ``wait(a, b)`` returns
+    once every block that covers ``[a, b)`` is done, raises a block's error, and a set
+    stop ends a wait for a block that does not finish (Ctrl-C stays prompt)."""
+    from pybp.cl.pacing import Stopped
+
+    done, gate = [], threading.Event()
+
+    def work(a, b):
+        if a >= 8:
+            gate.wait(5)
+        if a == 10:
+            raise ValueError("block 10")
+        done.append((a, b))
+
+    with sources.Ahead(work, [0, 3, 6, 8, 10, 12], threads=2) as ahead:
+        ahead.wait(2, 7)  # the blocks [0, 3), [3, 6) and [6, 8)
+        assert {(0, 3), (3, 6), (6, 8)} <= set(done)
+        stop = threading.Event()
+        stop.set()
+        started = time.perf_counter()
+        with pytest.raises(Stopped):
+            ahead.wait(8, 9, stop)
+        assert time.perf_counter() - started < 1.0
+        gate.set()
+        ahead.wait(8, 10)
+        with pytest.raises(ValueError, match="block 10"):
+            ahead.wait(9, 12)
 
 
 def test_inputs_from_files_take_larger_chunks(cl_device):

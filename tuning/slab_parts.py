@@ -51,7 +51,7 @@ print("quarter: slabs", len(bp.plan.slabs), "planes", [s.n_planes for s in bp.pl
 print("quarter: %.4f (min %.4f)" % med(lambda: bp(data, out)), flush=True)
 print("same bits:", np.array_equal(out, ref), flush=True)
 fill, recipe = bp._fill, bp._recipe
-print("fill memory chunk", fill.memory.chunk_slices if hasattr(fill.memory, 'chunk_slices') else fill.memory, flush=True)
+print("fill memory chunk", fill.memory().chunk_slices, flush=True)
 def fill_only():
     for r in (recipe,):
         r.executor.release_memory()

@@ -34,6 +34,7 @@ from pybp.stages.normalize import FLOOR_TRANSMISSION, RAW_TYPES
 from pybp.stream import memory, numa, pipeline
 from pybp.stream.executor import Executor, Layout
 from pybp.stream.memory import MemoryPlan
+from pybp.stream.recipe import Recipe
 from pybp.stream.sources import (BEHIND_WRITES, WriteBehind, copy_blocks, frame_mean, in_blocks,
                                  put_rows, read_into)
 
@@ -143,9 +144,9 @@ class Preweight(Stage):
             extra.update(flat=self.flat, dark=self.dark)
         if self.raw:
             extra.update(counts=b[COUNTS])
-        # (from raw counts, the images' rows after an odd window are zeroed too)
-        grid = (_round_up(n_cols, PREWEIGHT_GROUP[0]),
-                _round_up(stride if self.raw else n_rows, PREWEIGHT_GROUP[1]), count)
+        # (the images' row after an odd window is zeroed too: the FFT's pair)
+        grid = (_round_up(n_cols, PREWEIGHT_GROUP[0]), _round_up(stride, PREWEIGHT_GROUP[1]),
+                count)
         # Counts: each replaced pixel counted once, by the first slab whose windows hold
         # it. Line integrals: every slab checks all its rows, so that with several
         # devices none writes a slab a NaN spread into while another refuses it.
@@ -259,13 +260,19 @@ class SlabBackproject(Stage):
         events, pacer = [], chunk.pacer
         for start, n in pacer.blocks(self.name, columns, cost):
             pacer.admit(self.name, n * cost, chunk.stop)
-            event = self.kernel(
-                chunk.queue, (gx, gy, n), r.params.group + (1,), None, (0, 0, start),
-                projections=source, matrices=matrices, n_projections=count,
-                first_row=window[0], n_rows=window[1], row_stride=stride,
-                n_cols=r.geometry.detector_shape[1], nx=nx, ny=ny,
-                first_plane=slab.first_plane, n_planes=slab.n_planes,
-                accumulate=int(first > 0), volume=chunk.buffers[SLAB])
+            size, offset = (gx, gy, n), (0, 0, start)
+            if first == 0 or self.images is None:  # a slab's first pass: every argument
+                event = self.kernel(
+                    chunk.queue, size, r.params.group + (1,), None, offset,
+                    projections=source, matrices=matrices, n_projections=count,
+                    first_row=window[0], n_rows=window[1], row_stride=stride,
+                    n_cols=r.geometry.detector_shape[1], nx=nx, ny=ny,
+                    first_plane=slab.first_plane, n_planes=slab.n_planes,
+                    accumulate=int(first > 0), volume=chunk.buffers[SLAB])
+            else:  # the next passes into the same slab, from the same images
+                event = self.kernel.again(
+                    chunk.queue, size, r.params.group + (1,), offset, n_projections=count,
+                    first_row=window[0], n_rows=window[1], row_stride=stride, accumulate=1)
             chunk.queue.flush()
             pacer.launched(event, self.name, n * cost)
             events.append((self.name, event))
@@ -275,8 +282,9 @@ class SlabBackproject(Stage):
         self.images = self.matrices = self.all_matrices = self._zeros = None
 
 
-class SlabRecipe:
-    """``geometry`` on one device (``device``, ``context`` or ``queue``) with ``params``
+class SlabRecipe(Recipe):
+    """The stream's recipe (pybp/stream/recipe.py) of FDK's passes: ``geometry`` on one
+    device (``device``, ``context`` or ``queue``) with ``params``
     (None: :func:`pybp.cone.profiler.default_params`). ``filter`` (a name of
     :data:`pybp.stages.filters.FILTERS`): FDK with that filter, ``padding`` and
     ``short_scan`` (:func:`pybp.geometry.cone_weights.column_weights`); None: the plain
@@ -354,8 +362,9 @@ class SlabRecipe:
         stages.append(SlabBackproject(self))
         self.stages = tuple(stages)
         self.executor = Executor(d, self.context, queue)
-        self.layout = Layout(ROWS, np.dtype(np.float32), (stride, n_cols), 0, None, ())
-        self.memory = MemoryPlan.create(
+        self._layout = Layout(ROWS, np.dtype(np.float32), (stride, n_cols), 0, None, ())
+        self.n_angles, self.n_bins = geometry.n_angles, n_cols
+        self._memory = MemoryPlan.create(
             self.stages, d, geometry.n_angles, widths=(p.projections_per_pass,),
             chunk_slices=p.projections_per_pass, slots=PASS_SLOTS,
             own=(ROWS, COUNTS) if self.raw_counts else (ROWS,),
@@ -398,14 +407,36 @@ class SlabRecipe:
                              "not have; use family='exact'")
         return p
 
-    def reserve(self, dtype=None) -> Executor:
-        """The executor, its stages and slots reserved (kept from the last call) for
-        projections of ``dtype``: counts of :data:`RAW_COUNTS`' types go up as they are,
-        into a buffer of their own; anything else as float32, into the images."""
+    # ---- the stream's recipe (pybp/stream/recipe.py): a chunk is a pass ---------------
+    progress_labels = dict(what="projections", rate="GUPS")
+
+    def layout(self, dtype=None) -> Layout:
+        """A pass's images of float32, or of the counts' integer type where counts of
+        :data:`RAW_COUNTS`' types go up as they are (into a buffer of their own)."""
         raw = self.stages[0].counts_dtype(dtype) if self.raw_counts else None
-        layout = self.layout if raw is None else \
-            Layout(COUNTS, raw, self.layout.input_row, 0, None, ())
-        self.executor.reserve(self.stages, layout, self.memory)
+        return self._layout if raw is None else Layout(COUNTS, raw, self._layout.input_row,
+                                                       0, None, ())
+
+    def memory(self, n_slices=None, stages=None, chunk_slices=None, layout=None,
+               preferred=None) -> MemoryPlan:
+        """The passes' plan, made with the slabs' (two passes in flight, each of a
+        pass's projections): the same for any run."""
+        return self._memory
+
+    def updates_per_slice(self) -> int:
+        """Voxel updates of one projection into the current slab."""
+        _, ny, nx = self.geometry.volume_shape
+        return self.slab.n_planes * ny * nx
+
+    def stages_for(self, dtype=None, log=True) -> tuple:
+        """The passes normalise counts themselves (:class:`Preweight`)."""
+        return self.stages
+
+    def prepare(self, n_slices=None, dtype=None, log=True, chunk_slices=None, writes=1,
+                preferred=None) -> Executor:
+        """The executor, its stages and slots reserved (kept from the last call) for
+        projections of ``dtype`` (:meth:`layout`)."""
+        self.executor.reserve(self.stages, self.layout(dtype), self._memory, writes)
         return self.executor
 
     def global_size(self, n_planes) -> tuple:
@@ -480,11 +511,6 @@ class SlabRecipe:
         pacing.wait(events[-1])
         self.executor.pacer.clear()
         return events
-
-    def close(self):
-        self.executor.close()
-        for stage in self.stages:
-            stage.close()
 
 
 class Window:
@@ -561,7 +587,7 @@ class SlabRun:
 
     def _reserve(self, members):
         recipe, out = self.recipe, self.out
-        self.executor = recipe.reserve(getattr(self.source, "dtype", None))
+        self.executor = recipe.prepare(dtype=getattr(self.source, "dtype", None))
         self.behind = None
         slabs_each = -(-len(recipe.plan.slabs) // members)
         if not isinstance(out, np.ndarray) and slabs_each > 1:

@@ -16,7 +16,6 @@ from __future__ import annotations
 
 import threading
 import time
-from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 
 import numpy as np
@@ -30,20 +29,8 @@ from pybp.geometry.cone import ConeGeometry
 from pybp.stream.executor import WRITES
 from pybp.stream.progress import Progress
 from pybp.stream.slabs import Parts, accumulate
-from pybp.stream.sources import COPY_THREADS, copy_blocks
-from pybp.stream.team import Job, Pipelines
-
-
-class _StoreRows:
-    """The store ``(n_angles, rows, n_cols)`` as the stream's output: rows of sinograms
-    ``(count, n_angles, n_cols)`` put at detector rows ``rows`` (from several threads,
-    disjoint rows), each a transposing copy in blocks of projections over ``pool``."""
-
-    def __init__(self, store, pool):
-        self.store, self.pool = store, pool
-
-    def __setitem__(self, rows: slice, sinograms):
-        copy_blocks(self.pool, self.store[:, rows], np.swapaxes(sinograms, 0, 1))
+from pybp.stream.sources import COPY_THREADS, SinogramsInto
+from pybp.stream.jobs import Job, Pipelines
 
 
 def reconstruct(projections, geometry: ConeGeometry, out, targets, *, filter="ramp",
@@ -56,7 +43,7 @@ def reconstruct(projections, geometry: ConeGeometry, out, targets, *, filter="ra
     ``context`` or ``queue``), with ``rings``/``ring_options`` and ``phase`` as for
     :func:`pybp.reconstruct`; returns how many values the flat-field rule replaced.
     ``stats`` (a dict): the seconds of each phase (``rows_seconds``, with rings or
-    phase; ``slabs_seconds``), and the rows' stream's (as :class:`pybp.stream.team.Job`
+    phase; ``slabs_seconds``), and the rows' stream's (as :class:`pybp.stream.jobs.Job`
     has them)."""
     wanted = plane_range(planes, geometry.volume_shape[0])
     opened = _opened(targets)
@@ -82,11 +69,10 @@ def reconstruct(projections, geometry: ConeGeometry, out, targets, *, filter="ra
         return Filtering(geometry, filter, padding, short_scan, rings, ring_options, phase,
                          memory_limit, **target)
 
-    with Pipelines(filtering, opened, align=ROW_ALIGN) as team, \
-            ThreadPoolExecutor(COPY_THREADS * WRITES, thread_name_prefix="pybp-store") as pool:
-        replaced = team.run(Job(projections, flats, darks, first_row, first_row + count,
-                                 _StoreRows(store, pool), offset=0, log=log,
-                                 progress=progress, stats=stats))
+    with Pipelines(filtering, opened, align=ROW_ALIGN) as pipelines, \
+            SinogramsInto(store, COPY_THREADS * WRITES) as rows:
+        replaced = pipelines.run(Job(projections, flats, darks, first_row, first_row + count,
+                                 rows, offset=0, log=log, progress=progress, stats=stats))
     filtered = time.perf_counter()
     back_project(store, geometry, out, opened, params, progress, first_row=first_row,
                  filtered=True, **options)
@@ -184,10 +170,10 @@ def line_integrals(projections, geometry: ConeGeometry, targets, *, flats=None, 
         return Filtering(geometry, None, "zero", None, rings, ring_options, phase,
                          memory_limit, **target)
 
-    with Pipelines(normalising, opened, align=ROW_ALIGN) as team, \
-            ThreadPoolExecutor(COPY_THREADS * WRITES, thread_name_prefix="pybp-store") as pool:
-        replaced = team.run(Job(projections, flats, darks, 0, n_rows, _StoreRows(store, pool),
-                                offset=0, log=log, progress=progress))
+    with Pipelines(normalising, opened, align=ROW_ALIGN) as pipelines, \
+            SinogramsInto(store, COPY_THREADS * WRITES) as rows:
+        replaced = pipelines.run(Job(projections, flats, darks, 0, n_rows, rows, offset=0, log=log,
+                                progress=progress))
     return store[:, :n_rows], replaced
 
 

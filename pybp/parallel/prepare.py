@@ -2,7 +2,7 @@
 of a reconstruction, checked once), and the :class:`ParallelRecipe` made of it (the
 stream's recipe, pybp/stream/recipe.py): the geometry, the verified plan, the stages
 and an executor. The sinogram API (:class:`pybp.Backprojector`), the volume API
-(:func:`pybp.reconstruct`), the team of several devices and the Dask workers all run
+(:func:`pybp.reconstruct`), the pipelines of several devices and the Dask workers all run
 one (:class:`RowsTask` is the Dask workers' task); nothing above it builds stages.
 """
 
@@ -34,7 +34,7 @@ from pybp.stream.executor import Executor, Layout
 from pybp.stream.memory import CHUNK_SLICES, Budget, MemoryPlan
 from pybp.stream.progress import Progress
 from pybp.stream.recipe import Recipe
-from pybp.stream.team import Job, Pipelines
+from pybp.stream.jobs import Job, Pipelines
 
 
 @dataclass(frozen=True)
@@ -348,7 +348,7 @@ def _unit(setup, geometry, target):
     return ParallelRecipe(setup, geometry=geometry, **target)
 
 
-def team(setup: Setup, targets, geometry=None) -> Pipelines:
+def pipelines(setup: Setup, targets, geometry=None) -> Pipelines:
     """The pipelines of ``setup`` on each of ``targets`` (dicts of ``device``,
     ``context`` or ``queue``): a :class:`pybp.parallel.prepare.ParallelRecipe` each.
     FBP's rows are grown to whole passes of slices (a slice's last bits depend on the
@@ -368,7 +368,7 @@ class RowsTask:
     """Parallel beam's Dask task (pybp/distributed.py's :func:`on_cluster`): detector
     rows ``[a, b)`` of a job from row ``first`` through a worker's pipelines for
     ``setup`` (kept between its tasks), slice ``first + i`` written to ``out[offset +
-    i]``, with ``log`` and ``chunk_slices`` as :class:`pybp.stream.team.Job` takes
+    i]``, with ``log`` and ``chunk_slices`` as :class:`pybp.stream.jobs.Job` takes
     them."""
 
     setup: Setup
@@ -386,12 +386,11 @@ class RowsTask:
         return self.setup.geometry().updates()
 
     def __call__(self, worker, projections, flats, darks, out, a, b) -> dict:
-        pipelines = worker.kept(self.setup.key(), lambda devices: team(
+        kept = worker.kept(self.setup.key(), lambda devices: pipelines(
             self.setup, [dict(device=d) for d in devices]))
         stats = {}
-        clipped = pipelines.run(Job(projections, flats, darks, a, b, out,
-                                    offset=self.offset + a - self.first, log=self.log,
-                                    chunk_slices=self.chunk_slices, progress=False,
-                                    stats=stats))
+        clipped = kept.run(Job(projections, flats, darks, a, b, out,
+                               offset=self.offset + a - self.first, log=self.log,
+                               chunk_slices=self.chunk_slices, progress=False, stats=stats))
         return dict(clipped=clipped, wall=stats["wall"],
-                    devices=[recipe.device.name for recipe in pipelines.members])
+                    devices=[recipe.device.name for recipe in kept.members])

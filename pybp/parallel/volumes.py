@@ -8,7 +8,7 @@ and are read a chunk of rows at a time. On the device: the means of the flats an
 darks, ``(p - dark) / (flat - dark)``, ``-log``, the transpose to sinograms, the FBP
 filter, interleaving and back-projection; the slices go into ``out`` as they come.
 With several devices, each runs its own pipeline and takes the next chunk of rows
-when it has room for it (:class:`pybp.stream.team.Pipelines`); with a Dask client, workers take slabs
+when it has room for it (:class:`pybp.stream.jobs.Pipelines`); with a Dask client, workers take slabs
 of rows (:mod:`pybp.distributed`).
 """
 
@@ -26,10 +26,10 @@ from pybp.geometry.parallel import ParallelGeometry
 from pybp.iterative.options import OPTION_NAMES, STREAM_HINTS
 from pybp.parallel import speed
 from pybp.parallel.centre import find_center
-from pybp.parallel.prepare import RowsTask, Setup, team
+from pybp.parallel.prepare import RowsTask, Setup, pipelines
 from pybp.stages import filters
 from pybp.stages.normalize import warn_replaced
-from pybp.stream.team import Job
+from pybp.stream.jobs import Job
 
 
 def reconstruct(projections, geometry, flats=None, darks=None, center=None, rows=None,
@@ -122,7 +122,7 @@ class Reconstructor:
         self.setup = Setup.of(n_bins, angles, center, filter=filter, padding=padding,
                               method=method, iterations=iterations, **options)
         self.geometry = self.setup.geometry()
-        self._client, self._team = client, None
+        self._client, self._pipelines = client, None
         if client is not None:
             if not hasattr(client, "submit") or not hasattr(client, "scheduler_info"):
                 raise TypeError(f"client: expected a dask.distributed.Client, got "
@@ -134,17 +134,17 @@ class Reconstructor:
             if len(chosen) == 0:
                 speed.choose_cpu_runtime()  # where several CPU runtimes work: the fastest here
             targets = [dict(device=device, context=context, queue=queue)]
-        self._team = team(self.setup, targets, self.geometry)
+        self._pipelines = pipelines(self.setup, targets, self.geometry)
 
     def kernels(self) -> list:
         """What gives each value its last bits, per device: ``[{"device": identity,
         "name": name, "kernels": [parameter set of each pass width]}, ...]`` (empty on
         a Dask cluster, whose workers choose their own devices). The command stores it
         with the slices, and ``--resume`` refuses another."""
-        if self._team is None:
+        if self._pipelines is None:
             return []
         return [dict(device=recipe.device.identity, name=recipe.device.name,
-                     kernels=recipe.kernel_keys()) for recipe in self._team.members]
+                     kernels=recipe.kernel_keys()) for recipe in self._pipelines.members]
 
     def reconstruct(self, projections, flats=None, darks=None, rows=None, out=None, *,
                     log=True, progress=True, chunk_slices=None, stats=None):
@@ -166,7 +166,7 @@ class Reconstructor:
         if (n_angles, n_bins) != (g.n_angles, g.n_bins):
             raise ValueError(f"projections: expected {g.n_angles} angles x rows x {g.n_bins} "
                              f"bins (this Reconstructor's), got shape {tuple(projections.shape)}")
-        if self._team is None and self._client is None:
+        if self._pipelines is None and self._client is None:
             raise ValueError("Reconstructor: closed; make a new one")
         if chunk_slices is not None:
             chunk_slices = checks.positive_int(chunk_slices, "chunk_slices")
@@ -178,7 +178,7 @@ class Reconstructor:
                 stop, dict(projections=projections, flats=flats, darks=darks, out=out),
                 progress=progress, release=False, stats=stats)
         else:
-            clipped = self._team.run(Job(projections, flats, darks, first, stop, out,
+            clipped = self._pipelines.run(Job(projections, flats, darks, first, stop, out,
                                          offset=offset, log=log, chunk_slices=chunk_slices,
                                          progress=progress, stats=stats))
         return out, clipped, (stop - first) * n_angles * n_bins
@@ -187,10 +187,10 @@ class Reconstructor:
         """Free the devices' memory and staging (on a cluster, the workers'); with
         ``wait=False`` on a thread of its own, after the caller goes on (unpinning took
         0.1 s per device on the H200 machine). A closed Reconstructor makes nothing more."""
-        team, self._team = self._team, None
+        kept, self._pipelines = self._pipelines, None
         client, self._client = self._client, None
-        if team is not None:
-            team.close(wait)
+        if kept is not None:
+            kept.close(wait)
         if client is not None:
             distributed.release_workers(client, background=not wait)
 

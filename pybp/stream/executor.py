@@ -215,6 +215,7 @@ class Executor:
         self.queue = queue or cl.CommandQueue(self.context, properties=profiling)
         self.upload_queue = cl.CommandQueue(self.context, properties=profiling)
         self.download_queue = cl.CommandQueue(self.context, properties=profiling)
+        self.slot_queues = []  # one a slot, where a chunk goes up, through and down on one
         self.stages, self.layout, self.memory, self.slots = (), None, None, []
         self._needs, self._staging, self._pieces = None, None, None
         self.pieces_in = self.pieces_out = self.pieces_work = None
@@ -282,7 +283,16 @@ class Executor:
         if self.slots[slot].input_read is not None:
             pacing.wait(self.slots[slot].input_read, stop)
 
-    def upload(self, slot: int, rows, extras=None, copy=np.copyto, stop=None):
+    def slot_queue(self, slot: int):
+        """The queue of ``slot``'s own (made on first use, profiling as the compute
+        queue does), for chunks that go up, through their stages and down on one queue
+        (:func:`pybp.stream.pipeline.stream`'s in-place DMA schedule)."""
+        while len(self.slot_queues) <= slot:
+            self.slot_queues.append(cl.CommandQueue(self.context,
+                                                    properties=self.queue.properties))
+        return self.slot_queues[slot]
+
+    def upload(self, slot: int, rows, extras=None, copy=np.copyto, stop=None, queue=None):
         """Enqueue the upload of a chunk into ``slot`` (after :meth:`input_free`):
         ``rows``, an array of the layout's input shape (its margins included), goes up in
         pieces through page-locked staging, each copied there by ``copy(destination,
@@ -290,9 +300,9 @@ class Executor:
         such as cone beam's store of filtered projections), that enqueues one DMA instead;
         ``rows`` may also be what :meth:`stage` made of them; ``extras``, host arrays for
         the stages' uploaded buffers by name (the dark and flat means of the chunk's rows;
-        None: none), beside it. Returns the last event and the stages (for
-        :meth:`record`)."""
-        s, q = self.slots[slot], self.upload_queue
+        None: none), beside it; on ``queue`` (None: the upload queue). Returns the last
+        event and the stages (for :meth:`record`)."""
+        s, q = self.slots[slot], queue or self.upload_queue
         target, stages = s.buffers[self.layout.input], []
         direct = getattr(rows, "upload", None)  # rows in page-locked memory: one DMA
         if direct is not None:
@@ -329,14 +339,14 @@ class Executor:
             staged.copy_all(copy, stop)
         return staged
 
-    def compute(self, slot: int, span, stop=None):
+    def compute(self, slot: int, span, stop=None, queue=None):
         """Enqueue the stages on the chunk uploaded to ``slot`` (its upload done, the
         slot's last download done): ``span`` (a :class:`pybp.stream.pipeline.Span`)
         says how many of its rows are its own and how many are margins before and after
-        them. Returns the last event and the stages. Waits while the device has enough
-        queued (:class:`pybp.cl.pacing.Pacer`); a set ``stop`` ends the wait with
-        :class:`pybp.cl.pacing.Stopped`."""
-        s = self.slots[slot]
+        them; on ``queue`` (None: the compute queue). Returns the last event and the
+        stages. Waits while the device has enough queued (:class:`pybp.cl.pacing.Pacer`);
+        a set ``stop`` ends the wait with :class:`pybp.cl.pacing.Stopped`."""
+        s, q = self.slots[slot], queue or self.queue
         before, after, beyond = span.before, span.after, self.margin
         stages, read = [], None
         for stage in self.stages:
@@ -345,28 +355,28 @@ class Executor:
             # once: with a grid of chunks, they are the rest of the grid chunk too.)
             beyond -= stage.margin
             crop = (0, 0) if beyond else (before, after)
-            chunk = Chunk(s.buffers, span.count + before + after, self.queue, self.pacer,
+            chunk = Chunk(s.buffers, span.count + before + after, q, self.pacer,
                           self.memory, stop=stop, uploaded=s.uploaded, crop=crop,
                           margins=(before + span.skip[0], after + span.skip[1]),
                           grid=span.grid, first_row=span.origin + span.start - before)
-            stages += self._timed(stop, lambda: stage.enqueue(chunk))
+            stages += self._timed(stop, lambda: stage.enqueue(chunk), q)
             before, after = before - crop[0], after - crop[1]
             read = chunk.input_read if chunk.input_read is not None else read
-        self.queue.flush()
+        q.flush()
         s.computed = stages[-1][1]
         s.input_read = read if read is not None else s.computed
         return stages[-1][1], stages
 
-    def _timed(self, stop, enqueue):
-        """The stages ``enqueue()`` launches. Where the device's profiling timers cannot
-        be trusted (:func:`pybp.cl.device.probe`), they run alone on the compute queue
+    def _timed(self, stop, enqueue, queue):
+        """The stages ``enqueue()`` launches on ``queue``. Where the device's profiling
+        timers cannot be trusted (:func:`pybp.cl.device.probe`), they run alone on it
         and their wall time stands for their device time."""
         if self.timers:
             return enqueue()
-        pacing.finish(self.queue, stop)
+        pacing.finish(queue, stop)
         start = time.perf_counter()
         stages = enqueue()
-        pacing.finish(self.queue, stop)
+        pacing.finish(queue, stop)
         with self._lock:
             self._wall_seconds[stages[-1][1]] = time.perf_counter() - start
         return stages
@@ -412,6 +422,25 @@ class Executor:
             pending = (a, b, event, piece, index)
         waited += self._hand(pending, write, stop)
         return stages, waited, reported
+
+    def download_after(self, slot: int, count: int, write, queue):
+        """Enqueue on ``queue``, behind the slot's stages there, its counters into host
+        arrays of their own and its ``count`` slices by one DMA
+        (``write.download(queue, buffer, count)``, an output in page-locked memory);
+        no wait. Returns the counters (for :meth:`counted`, once the last event is
+        done) and the stages."""
+        s = self.slots[slot]
+        counts = {name: np.zeros(1, np.uint32) for name in s.counts}
+        stages = [("download", cl.enqueue_copy(queue, host, s.buffers[name], is_blocking=False))
+                  for name, host in counts.items()]
+        stages.append(("download", write.download(queue, s.buffers[self.layout.output], count)))
+        queue.flush()
+        return counts, stages
+
+    def counted(self, counts: dict) -> int:
+        """What the stages make of a chunk's downloaded ``counts`` (as :meth:`reported`)."""
+        counts = {name: int(host[0]) for name, host in counts.items()}
+        return sum(stage.reported(counts) for stage in self.stages if stage.reports)
 
     def _hand(self, pending, write, stop) -> float:
         """Wait for a downloaded piece ``(a, b, event, slices, index)`` and hand it to
@@ -496,8 +525,7 @@ class Executor:
         """What the stages make of the counters of the slot's last downloaded chunk
         (:meth:`pybp.stages.base.Stage.reported`: values normalisation replaced); a
         stage may raise to refuse the chunk."""
-        counts = {name: int(host[0]) for name, host in self.slots[slot].counts.items()}
-        return sum(stage.reported(counts) for stage in self.stages if stage.reports)
+        return self.counted(self.slots[slot].counts)
 
     # ---- life -------------------------------------------------------------------------
     def _release_slots(self, keep_staging=False):
@@ -523,7 +551,7 @@ class Executor:
         """Wait (interruptibly) for the work enqueued on every queue, then for the
         writes of downloaded pieces (to their end: their errors are left to
         :meth:`written`)."""
-        for queue in (self.queue, self.upload_queue, self.download_queue):
+        for queue in (self.queue, self.upload_queue, self.download_queue, *self.slot_queues):
             pacing.finish(queue, stop)
         self.pacer.clear()
         if self.pieces_out is not None:

@@ -15,6 +15,7 @@ faster device takes more.
 
 from __future__ import annotations
 
+import collections
 import contextlib
 import queue
 import threading
@@ -254,6 +255,53 @@ def _direct(executor, rows, read, progress, timings, stop) -> int:
     return 0
 
 
+def _in_place(executor, rows, read, write, progress, timings, stop) -> int:
+    """:func:`stream` where every chunk goes up by one DMA, its stages work in place and
+    it comes down by one (``write.download``: from and into page-locked memory, cone
+    beam's store filled in place): each slot's chunks go up, through their stages and
+    down on a queue of the slot's own, in order, with no host wait between, and the
+    slots' queues overlap on the device (one's upload beside another's kernels and a
+    third's download). One thread enqueues; it waits only to keep at most two chunks
+    a slot in flight, and reads each chunk's counters once it is down. With the
+    three threads' hand-offs the store's fill of 512^3 (62 chunks, H200) took 0.166 s
+    for 0.133 s of transfers and kernels, of which 0.031 s overlapped."""
+    stop = stop if stop is not None else threading.Event()
+    slots, clipped, slices = len(executor.slots), 0, 0
+    pending = collections.deque()  # (last event, counters, stages, count), oldest first
+
+    def settle():
+        nonlocal clipped, slices
+        event, counts, stages, count = pending.popleft()
+        wait(event, stop)
+        executor.record(stages)
+        clipped += executor.counted(counts)  # (a stage may refuse the chunk here)
+        slices += count
+        if progress is not None:
+            progress.update(count)
+
+    with _alone(executor, progress, stop):
+        i = 0
+        while (taken := rows.take(executor.memory.chunk_slices)) is not None:
+            span = rows.span(*taken, executor.margin)
+            while pending and (len(pending) >= 2 * slots or
+                               pending[0][0].command_execution_status <= 0):
+                settle()
+            slot = i % slots
+            queue = executor.slot_queue(slot)
+            block, references = read(span)
+            _, stages = executor.upload(slot, block, references, stop=stop, queue=queue)
+            _, computed = executor.compute(slot, span, stop, queue)
+            counts, down = executor.download_after(
+                slot, span.count, _writer(write, span.start, None), queue)
+            pending.append((down[-1][1], counts, stages + computed + down, span.count))
+            i += 1
+        while pending:
+            settle()
+    if timings is not None:
+        timings.update(wait_device=0.0, slices=slices)
+    return clipped
+
+
 def stream(executor, rows, read, write, progress=None, timings=None, stop=None,
            copy=np.copyto, direct=False) -> int:
     """Run the chunks of ``rows`` (a :class:`Rows`, or a number of slices) through
@@ -274,8 +322,9 @@ def stream(executor, rows, read, write, progress=None, timings=None, stop=None,
     the device work in flight ends (a fraction of a second: see :mod:`pybp.cl.pacing`);
     ``stop`` (a ``threading.Event`` shared by several pipelines) ends this one quietly
     when set elsewhere, and is set when this one fails. ``direct``: every chunk's rows
-    go up by one DMA and nothing comes down (``write`` None, stages that report
-    nothing): one thread enqueues them (:func:`_direct`).
+    go up by one DMA, and one thread enqueues them: where nothing comes down (``write``
+    None, stages that report nothing), :func:`_direct`; where the chunks come down in
+    place by one DMA each (``write.download``), :func:`_in_place`.
     """
     if not isinstance(rows, Rows):
         rows = Rows(rows)
@@ -284,9 +333,14 @@ def stream(executor, rows, read, write, progress=None, timings=None, stop=None,
     try:
         if not executor.threads:
             return _serial(executor, rows, read, write, progress, timings, stop, copy)
+        if direct and write is not None:
+            if getattr(write, "download", None) is None or \
+                    executor.layout.output != executor.layout.input:
+                raise ValueError("direct: chunks that come down go by one DMA, in place")
+            return _in_place(executor, rows, read, write, progress, timings, stop)
         if direct:
-            if write is not None or any(stage.reports for stage in executor.stages):
-                raise ValueError("direct: a stream whose chunks come down takes the threads")
+            if any(stage.reports for stage in executor.stages):
+                raise ValueError("direct: a stream whose stages report takes the threads")
             return _direct(executor, rows, read, progress, timings, stop)
         return _threaded(executor, rows, read, write, progress, timings, stop, copy)
     finally:

@@ -1,5 +1,5 @@
 """What a geometry gives the stream: a :class:`Recipe` is one device prepared for a
-geometry's chunks of detector rows. The stream (stream/team.py: one or several devices;
+geometry's chunks of detector rows. The stream (stream/jobs.py: one or several devices;
 pybp/distributed.py: Dask workers) asks it for an executor ready for a run
 (:meth:`Recipe.prepare`), the chunk grid a stage with a margin fixes
 (:meth:`Recipe.chunk_grid`), the work a row stands for (``updates_per_slice``), and
@@ -71,7 +71,7 @@ class Recipe:
         across rows (phase retrieval's filter: its frames, hence its values' last bits,
         depend on where a chunk starts and ends); None where none does. What this
         device's memory fits, whatever the run's length: a run of any rows, resumed or
-        not, then cuts the same chunks (:meth:`pybp.stream.team.Pipelines.run`)."""
+        not, then cuts the same chunks (:meth:`pybp.stream.jobs.Pipelines.run`)."""
         dtype = raw_dtype(dtype)
         stages = self.stages_for(dtype, log)
         if not sum_margins(stages):

@@ -21,7 +21,7 @@ from __future__ import annotations
 import threading
 
 from pybp.stream import numa, pipeline, sources
-from pybp.stream.team import join_all
+from pybp.stream.jobs import join_all
 
 
 def accumulate(members, take, progress=None, stop=None, weight=None) -> int:

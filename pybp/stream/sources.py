@@ -6,20 +6,24 @@ blocks of rows."""
 
 from __future__ import annotations
 
+import bisect
 import contextlib
 import mmap
 import os
 import threading
 from concurrent.futures import ThreadPoolExecutor
+from concurrent.futures import TimeoutError as FutureTimeout
 from concurrent.futures import wait as wait_futures
 
 import numpy as np
 
 from pybp import checks
+from pybp.cl.pacing import Stopped
 
 COPY_THREADS = max(1, min(8, (os.cpu_count() or 2) // 2))  # per direction
 PARALLEL_COPY_BYTES = 8 << 20  # smaller copies are not worth the threads
 REFERENCE_BYTES = 64 << 20  # flats and darks averaged per block of rows
+WAIT_SECONDS = 0.1  # between two looks at a stop while waiting for copies
 
 
 def in_blocks(pool, count: int, n_bytes: int, work):
@@ -67,6 +71,62 @@ def copy_pools():
     with ThreadPoolExecutor(COPY_THREADS, thread_name_prefix="pybp-read") as reading, \
             ThreadPoolExecutor(COPY_THREADS, thread_name_prefix="pybp-write") as writing:
         yield reading, writing
+
+
+class Ahead:
+    """``work(a, b)`` for the blocks ``[a, b)`` of ``range(count)`` given by ``edges``
+    (their starts, then ``count``), in order, on ``threads`` of their own, as far
+    ahead of the device as the host goes: what a stream takes from page-locked memory
+    that holds its whole input (cone beam's store, filled in place: pybp/cone/store.py)
+    is copied there at the host's pace, not a slot's. :meth:`wait` returns once the
+    blocks that cover ``[a, b)`` are done (raising their error); leaving the ``with``
+    block cancels those not begun and waits for the rest (each a copy of a few MB).
+    ``threads``: :data:`COPY_THREADS`, half the host's cores, leaving the others to the
+    thread that enqueues (H200 machine, 16 cores, cone beam's fill of 512^3: on 16
+    threads the copies alone took 0.072 s, but the fill 0.154 s beside them, against
+    0.091 s with none)."""
+
+    def __init__(self, work, edges, threads=COPY_THREADS):
+        self._starts = list(edges[:-1])
+        self._pool = ThreadPoolExecutor(threads, thread_name_prefix="pybp-ahead")
+        self._futures = [self._pool.submit(work, a, b) for a, b in zip(edges[:-1], edges[1:])]
+
+    def wait(self, a, b, stop=None):
+        first = bisect.bisect_right(self._starts, a) - 1
+        for future in self._futures[first:bisect.bisect_left(self._starts, b)]:
+            while True:
+                try:
+                    future.result(timeout=WAIT_SECONDS)
+                    break
+                except FutureTimeout:
+                    if stop is not None and stop.is_set():
+                        raise Stopped from None
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc):
+        self._pool.shutdown(wait=True, cancel_futures=True)
+
+
+class SinogramsInto:
+    """``store`` ``(n_angles, rows, n_cols)`` as a stream's output (its ``write``):
+    sinograms of detector rows ``(count, n_angles, n_cols)`` put at rows ``rows`` (from
+    several threads, disjoint rows), each a transposing copy in blocks of projections
+    on ``threads`` of its own, inside a ``with`` block."""
+
+    def __init__(self, store, threads):
+        self.store, self.threads, self._pool = store, threads, None
+
+    def __enter__(self):
+        self._pool = ThreadPoolExecutor(self.threads, thread_name_prefix="pybp-store")
+        return self
+
+    def __exit__(self, *exc):
+        self._pool.shutdown(wait=True)
+
+    def __setitem__(self, rows: slice, sinograms):
+        copy_blocks(self._pool, self.store[:, rows], np.swapaxes(sinograms, 0, 1))
 
 
 def put_rows(pool, out, at, slices):

@@ -47,19 +47,13 @@ __kernel void cone_preweight(
 ${args['cone_preweight']}
 {
     const int c = get_global_id(0), row = get_global_id(1), q = get_global_id(2);
-% if raw:
     if (c >= n_cols || row >= row_stride)
         return;
     const size_t at = ((size_t)q * row_stride + row) * n_cols + c;
-    if (row >= n_rows) {  // the zero row after an odd window (the FFT's pair), as uploaded
-        images[at] = 0.0f;
+    if (row >= n_rows) {  // the zero row after an odd window: the FFT's pair (a window
+        images[at] = 0.0f;  // from a store comes without it)
         return;
     }
-% else:
-    if (c >= n_cols || row >= n_rows)
-        return;
-    const size_t at = ((size_t)q * row_stride + row) * n_cols + c;
-% endif
     bool replaced = false;
 % if flat_field:
     const size_t pixel = (size_t)(first_row + row) * n_cols + c;

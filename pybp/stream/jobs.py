@@ -1,11 +1,11 @@
-"""One team of pipelines: a geometry's recipe (pybp/stream/recipe.py) prepared on each
+"""Jobs on pipelines, one per device: a geometry's recipe (pybp/stream/recipe.py) prepared on each
 device, kept for any number of jobs (:class:`Job`: rows of a scan
 into an output) of one scan geometry, every device streaming its chunks of rows from
 one shared schedule (:class:`Pipelines`). :func:`pybp.reconstruct` and
 :class:`pybp.Reconstructor` run one in this process; Dask workers run one each
 (pybp/distributed.py).
 
-A recipe is what the team asks of a geometry: ``prepare(n_slices, dtype, log,
+A recipe is what the pipelines ask of a geometry: ``prepare(n_slices, dtype, log,
 chunk_slices, writes, preferred)`` returns its executor with stages and slots reserved,
 ``chunk_grid(dtype, log, chunk_slices, preferred)`` the rows of a chunk grid fixed by the
 detector (or None), ``updates_per_slice()`` counts GU/s, ``device`` names it,
@@ -217,7 +217,7 @@ def _on_threads(calls):
 
 
 class _Stream:
-    """One job on every device of a team: each device (``builds``: futures of recipes)
+    """One job on every device of the pipelines: each device (``builds``: futures of recipes)
     prepares (``prepare(recipe)`` returns its executor, slots reserved) and streams on
     a thread of its own, taking rows of one shared schedule as soon as it is ready;
     ``grid``: chunks of the detector's rows (see :meth:`Pipelines._grid`). The
