@@ -79,9 +79,10 @@ class Store:
 
 
 class StoreFill(Recipe):
-    """The stream's recipe (pybp/stream/recipe.py) of FDK's stages before the back-projection for ``geometry``'s ``planes`` (a range)
-    on one device, in chunks of a pass's projections (each pass's window of the rows
-    the planes project onto), into a :class:`Store`: what :meth:`run` fills. With
+    """The stream's recipe (pybp/stream/recipe.py) of FDK's stages before the
+    back-projection for ``geometry``'s ``planes`` (a range) on one device, in chunks of
+    a pass's projections (each pass's window of the rows the planes project onto), into
+    a :class:`Store`: what :meth:`run` fills. With
     ``filter`` None: the check of line integrals alone. Its chunks are sized by
     :meth:`plan`."""
 
@@ -163,10 +164,11 @@ class StoreFill(Recipe):
         replaced (line integrals with NaN or Inf are refused here, before any slab).
         Each pass's window of rows is copied into its place in the store by the host's
         threads as fast as they go (:class:`pybp.stream.sources.Ahead`), and each chunk
-        goes up from there by one DMA, is filtered and comes down into the same place:
-        the copies wait for no device slot (H200, 512^3 at a quarter limit: 0.158 s
-        through staging, the copies alone 0.08 s on 8 threads). The chunks' device
-        memory is freed again at the end, for the slabs."""
+        goes up from there by one DMA, is filtered and comes down into the same place,
+        on its slot's queue (:func:`pybp.stream.pipeline.stream`, ``direct``): the copies
+        wait for no device slot (H200, 512^3 at a quarter limit: 0.142-0.159 s through
+        staging and the three threads' stream, 0.100-0.124 s so; docs/design.md, section
+        8). The chunks' device memory is freed again at the end, for the slabs."""
         if self.store is None:
             self.store = Store(self.executor.upload_queue, self.shape, self.first_row)
         self.prepare(self.n_angles)

@@ -284,12 +284,12 @@ class Executor:
             pacing.wait(self.slots[slot].input_read, stop)
 
     def slot_queue(self, slot: int):
-        """The queue of ``slot``'s own (made on first use, profiling as the compute
-        queue does), for chunks that go up, through their stages and down on one queue
-        (:func:`pybp.stream.pipeline.stream`'s in-place DMA schedule)."""
-        while len(self.slot_queues) <= slot:
-            self.slot_queues.append(cl.CommandQueue(self.context,
-                                                    properties=self.queue.properties))
+        """The in-order queue of ``slot``'s own (made on first use, profiling where the
+        compute queue does), for chunks that go up, through their stages and down on
+        one queue (:func:`pybp.stream.pipeline.stream`'s in-place DMA schedule)."""
+        profiling = self.queue.properties & cl.command_queue_properties.PROFILING_ENABLE
+        while len(self.slot_queues) <= slot:  # (in order: a chunk's steps follow each other)
+            self.slot_queues.append(cl.CommandQueue(self.context, properties=profiling))
         return self.slot_queues[slot]
 
     def upload(self, slot: int, rows, extras=None, copy=np.copyto, stop=None, queue=None):

@@ -287,12 +287,12 @@ def _in_place(executor, rows, read, write, progress, timings, stop) -> int:
                                pending[0][0].command_execution_status <= 0):
                 settle()
             slot = i % slots
-            queue = executor.slot_queue(slot)
+            on = executor.slot_queue(slot)
             block, references = read(span)
-            _, stages = executor.upload(slot, block, references, stop=stop, queue=queue)
-            _, computed = executor.compute(slot, span, stop, queue)
+            _, stages = executor.upload(slot, block, references, stop=stop, queue=on)
+            _, computed = executor.compute(slot, span, stop, on)
             counts, down = executor.download_after(
-                slot, span.count, _writer(write, span.start, None), queue)
+                slot, span.count, _writer(write, span.start, None), on)
             pending.append((down[-1][1], counts, stages + computed + down, span.count))
             i += 1
         while pending:
