@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from pybp.geometry.cone_weights import frames
+from pybp.geometry.cone_weights import poses
 from pybp.geometry.cone import ConeGeometry
 from pybp.geometry.parallel import ParallelGeometry
 
@@ -213,7 +213,7 @@ def shepp_logan_cone(geometry: ConeGeometry, radius=None) -> np.ndarray:
     centred on the volume) along the ray from each source through each pixel centre:
     ``(n_angles, n_rows, n_cols)``, float64."""
     radius = cone_radius(geometry) if radius is None else radius
-    f = frames(geometry)
+    f = poses(geometry)
     n_rows, n_cols = geometry.detector_shape
     r, c = np.meshgrid(np.arange(n_rows, dtype=float), np.arange(n_cols, dtype=float), indexing="ij")
     out = np.zeros((geometry.n_angles, n_rows, n_cols))

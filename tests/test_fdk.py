@@ -46,7 +46,7 @@ def test_cosine_weights_and_pitch_of_a_circular_scan():
     want = 300 / np.sqrt(300 ** 2 + (cols * 1.3) ** 2 + (rows * 0.7) ** 2)
     for p in range(3):
         np.testing.assert_allclose(weights.cosine(g, p), want, rtol=1e-12)
-    np.testing.assert_allclose(weights.frames(g).pitch, 1.3 * 200 / 300, rtol=1e-12)
+    np.testing.assert_allclose(weights.poses(g).pitch, 1.3 * 200 / 300, rtol=1e-12)
 
 
 def test_parker_weights_sum_to_one_over_each_line():
@@ -164,12 +164,12 @@ def test_three_constructors_give_one_volume(cl_device, rng):
     """circular, from_astra (its cone_vec rows) and from_matrices (scaled) for one
     scan: the same FDK within 1e-5 (matrices: 1e-4)."""
     g = full_circle(n=20, volume=(8, 24, 24), detector=(16, 64), detector_offset=(1.5, -2.0))
-    frames = weights.frames(g)
+    poses = weights.poses(g)
     vectors = []
-    for p in range(g.n_angles):  # ASTRA's rows, from the geometry's own frames
+    for p in range(g.n_angles):  # ASTRA's rows, from the geometry's own poses
         src = g.sources[p]
-        scale = np.linalg.norm(frames.u[p]) / 1.0  # the frames' scale: pixel_size is 1
-        u, v, first = frames.u[p] / scale, frames.v[p] / scale, frames.first[p] / scale
+        scale = np.linalg.norm(poses.u[p]) / 1.0  # the poses' scale: pixel_size is 1
+        u, v, first = poses.u[p] / scale, poses.v[p] / scale, poses.first[p] / scale
         d = src + first + (64 - 1) / 2 * u + (16 - 1) / 2 * v
         vectors.append(np.concatenate([src, d, u, v]))
     a = ConeGeometry.from_astra(np.array(vectors), (16, 64), (8, 24, 24), 0.8)

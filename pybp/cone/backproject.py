@@ -89,11 +89,11 @@ class Preweight(Stage):
         self.raw_counts = self.counts and getattr(recipe, "raw_counts", False)
         self.weighted = recipe.filter is not None
         flags = cl.mem_flags.READ_ONLY | cl.mem_flags.COPY_HOST_PTR
-        self.frames = self.columns = self.flat = self.dark = None
+        self.poses = self.columns = self.flat = self.dark = None
         real = "double" if "cl_khr_fp64" in d.extensions else "float"
         if self.weighted:
             as_float = lambda values: np.ascontiguousarray(values, np.float32)  # noqa: E731
-            self.frames = cl.Buffer(context, flags, hostbuf=as_float(weights.frames(g).packed()))
+            self.poses = cl.Buffer(context, flags, hostbuf=as_float(weights.poses(g).packed()))
             self.columns = cl.Buffer(context, flags,
                                      hostbuf=as_float(weights.column_weights(g, short_scan)))
         if self.counts:  # the means in ``real``, as parallel beam's normalisation has them
@@ -103,7 +103,7 @@ class Preweight(Stage):
                 frame_mean(checks.frames(flats, "flats", tuple(g.detector_shape)))))
             self.dark = cl.Buffer(context, flags, hostbuf=as_real(
                 frame_mean(checks.frames(darks, "darks", tuple(g.detector_shape)))))
-        self.shared_bytes = sum(b.size for b in (self.frames, self.columns, self.flat, self.dark)
+        self.shared_bytes = sum(b.size for b in (self.poses, self.columns, self.flat, self.dark)
                                 if b is not None)
         self.context, self.cl_device, self.real = context, d, real
         self.kernels = {None: self._kernel(None)}  # by the counts' raw type (None: floats)
@@ -138,7 +138,7 @@ class Preweight(Stage):
         stride = slabs.even(n_rows)
         extra = {}
         if self.weighted:
-            extra = dict(frames=self.frames, column_weights=self.columns,
+            extra = dict(poses=self.poses, column_weights=self.columns,
                          first_projection=first, first_row=first_row)
         if self.counts:
             extra.update(flat=self.flat, dark=self.dark)
@@ -170,7 +170,7 @@ class Preweight(Stage):
         return count
 
     def close(self):
-        self.frames = self.columns = self.flat = self.dark = None
+        self.poses = self.columns = self.flat = self.dark = None
 
 
 class SlabBackproject(Stage):
@@ -382,7 +382,7 @@ class SlabRecipe(Recipe):
         n_rows, n_cols = g.detector_shape
         real_bytes = 8 if "cl_khr_fp64" in d.extensions else 4
         kept = (self.filter is not None and not self.filtered) * 4 * g.n_angles * (
-            weights.FRAME_VALUES + n_cols) + self.counts * 2 * n_rows * n_cols * real_bytes \
+            weights.POSE_VALUES + n_cols) + self.counts * 2 * n_rows * n_cols * real_bytes \
             + self.matrices.nbytes + matrix_bytes + 2 * 4
         share = None if devices == 1 else \
             -(-len(self.planes) // devices // slabs.PLANE_ALIGN) * slabs.PLANE_ALIGN

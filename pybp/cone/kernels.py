@@ -5,7 +5,7 @@ from __future__ import annotations
 from pybp.cl import codegen
 from pybp.cl.kernel import Arg, ints
 from pybp.cone.params import ConeParams
-from pybp.geometry.cone_weights import FRAME_VALUES
+from pybp.geometry.cone_weights import POSE_VALUES
 
 MATRIX_VALUES = 12  # one 3x4 matrix, row by row
 
@@ -49,7 +49,7 @@ def preweight_args(flat_field: bool, weighted: bool = True, real: str = "float",
                   "images"),) if raw else ()
     means = (Arg("flat", f"__global const {real} *", "the flats' mean, n_rows x n_cols of the detector"),
              Arg("dark", f"__global const {real} *", "the darks' mean")) if flat_field else ()
-    weights = (Arg("frames", "__global const float *", f"per projection: {FRAME_VALUES} values "
+    weights = (Arg("poses", "__global const float *", f"per projection: {POSE_VALUES} values "
                    "(pybp/geometry/cone_weights.py)"),
                Arg("column_weights", "__global const float *", "per projection: n_cols weights"),
                Arg("first_projection", "const int", "the pass's first projection"),
@@ -73,13 +73,13 @@ def preweight_source(flat_field: bool, real: str, floor: float, weighted: bool =
     plain back-projection): only the line integrals' check, NaN and Inf counted."""
     return codegen.render("cone/preweight.cl.mako",
                           {"cone_preweight": preweight_args(flat_field, weighted, real, raw)},
-                          frame_values=FRAME_VALUES, flat_field=flat_field, real=real,
+                          pose_values=POSE_VALUES, flat_field=flat_field, real=real,
                           floor=repr(float(floor)), weighted=weighted, rows=False, raw=raw)
 
 
 WEIGHT_ROWS_ARGS = (
     Arg("sinograms", "__global float *", "a chunk's rows: n_rows x n_angles x n_cols, in place"),
-    Arg("frames", "__global const float *", f"per projection: {FRAME_VALUES} values"),
+    Arg("poses", "__global const float *", f"per projection: {POSE_VALUES} values"),
     Arg("column_weights", "__global const float *", "per projection: n_cols weights"),
     Arg("first_row", "const int", "the detector row of the chunk's first row"),
     *ints("n_angles", "n_cols"),
@@ -90,5 +90,5 @@ def weight_rows_source(floor: float) -> str:
     """FDK's weights alone, on line integrals in a chunk's sinograms (the same weight
     function as :func:`preweight_source`'s)."""
     return codegen.render("cone/preweight.cl.mako", {"cone_weight_rows": WEIGHT_ROWS_ARGS},
-                          frame_values=FRAME_VALUES, flat_field=False, real="float",
+                          pose_values=POSE_VALUES, flat_field=False, real="float",
                           floor=repr(float(floor)), weighted=True, rows=True, raw=None)

@@ -32,12 +32,12 @@ class Weight(Stage):
     def __init__(self, context, device, geometry, short_scan=None):
         self.n_angles, self.n_cols = geometry.n_angles, geometry.detector_shape[1]
         flags = cl.mem_flags.READ_ONLY | cl.mem_flags.COPY_HOST_PTR
-        frames = np.ascontiguousarray(cone_weights.frames(geometry).packed(), np.float32)
+        poses = np.ascontiguousarray(cone_weights.poses(geometry).packed(), np.float32)
         columns = np.ascontiguousarray(cone_weights.column_weights(geometry, short_scan),
                                        np.float32)
-        self.frames = cl.Buffer(context, flags, hostbuf=frames)
+        self.poses = cl.Buffer(context, flags, hostbuf=poses)
         self.columns = cl.Buffer(context, flags, hostbuf=columns)
-        self.shared_bytes = frames.nbytes + columns.nbytes
+        self.shared_bytes = poses.nbytes + columns.nbytes
         self.kernel = codegen.declared(context, device,
                                        kernels.weight_rows_source(FLOOR_TRANSMISSION),
                                        "cone_weight_rows", kernels.WEIGHT_ROWS_ARGS)
@@ -47,8 +47,8 @@ class Weight(Stage):
         grid = (-(-self.n_cols // COLUMN_ITEMS) * COLUMN_ITEMS, self.n_angles, chunk.count)
         return [(self.name, self.kernel(
             chunk.queue, grid, (COLUMN_ITEMS, 1, 1), sinograms=chunk.buffers["sinograms"],
-            frames=self.frames, column_weights=self.columns, first_row=chunk.first_row,
+            poses=self.poses, column_weights=self.columns, first_row=chunk.first_row,
             n_angles=self.n_angles, n_cols=self.n_cols))]
 
     def close(self):
-        self.frames = self.columns = None
+        self.poses = self.columns = None

@@ -1,5 +1,5 @@
 """FDK's weights, in float64 on the host (docs/design.md, section 8): each projection's
-detector frame (for the cosine pre-weight), its pixel pitch at the isocentre (the
+detector pose (for the cosine pre-weight), its pixel pitch at the isocentre (the
 filter's scale), its angular weight (gap-aware, as in the parallel case) and, for
 short scans, Parker's weights per column.
 
@@ -27,11 +27,11 @@ import numpy as np
 from pybp.geometry.cone import ConeGeometry
 from pybp.geometry.angles import GAP_FACTOR, circle_gaps, gap_weights
 
-FRAME_VALUES = 10  # per projection, for the device: first - source (3), u (3), v (3), depth
+POSE_VALUES = 10  # per projection, for the device: first - source (3), u (3), v (3), depth
 
 
 @dataclass(frozen=True)
-class Frames:
+class Poses:
     """Each projection's detector, as seen from its source, up to one scale per
     projection (which the weights do not depend on): ``first`` the first pixel's
     centre less the source, ``u`` and ``v`` the column and row steps, ``depth`` the
@@ -45,11 +45,11 @@ class Frames:
     pitch: np.ndarray
 
     def packed(self) -> np.ndarray:
-        """``(n_angles, FRAME_VALUES)`` for the pre-weighting kernel."""
+        """``(n_angles, POSE_VALUES)`` for the pre-weighting kernel."""
         return np.concatenate([self.first, self.u, self.v, self.depth[:, None]], 1)
 
 
-def frames(geometry: ConeGeometry) -> Frames:
+def poses(geometry: ConeGeometry) -> Poses:
     """The matrices ``M = B^-1 [I | -source] / s`` (``B`` = ``[u, v, first - source]``,
     ``s`` the isocentre's depth): ``inv(M[:, :3])`` = ``s B``, the detector moved along
     the rays by the factor ``s``, which changes no angle and no pitch at the
@@ -61,13 +61,13 @@ def frames(geometry: ConeGeometry) -> Frames:
     depth = np.abs(np.einsum("nc,nc->n", normal, first))
     isocentre = np.abs(np.einsum("nc,nc->n", normal, -geometry.sources))
     pitch = np.linalg.norm(u, axis=1) * isocentre / depth
-    return Frames(first, u, v, depth, pitch)
+    return Poses(first, u, v, depth, pitch)
 
 
 def cosine(geometry: ConeGeometry, p: int, rows=None) -> np.ndarray:
     """The cosine pre-weight of projection ``p``: ``(rows, n_cols)``, ``rows`` a range
     (None: the whole detector)."""
-    f = frames(geometry)
+    f = poses(geometry)
     n_rows, n_cols = geometry.detector_shape
     rows = np.arange(n_rows) if rows is None else np.asarray(rows)
     ray = (f.first[p][None, None, :] + np.arange(n_cols)[None, :, None] * f.u[p]
@@ -87,7 +87,7 @@ def is_short_scan(geometry: ConeGeometry) -> bool:
 def fan_angles(geometry: ConeGeometry) -> np.ndarray:
     """``(n_angles, n_cols)``: each column's angle in the plane of the orbit from the
     ray through the isocentre, counter-clockwise about +z (radians)."""
-    f = frames(geometry)
+    f = poses(geometry)
     n_rows, n_cols = geometry.detector_shape
     central = -geometry.sources[:, :2]
     ray = (f.first[:, None, :2] + np.arange(n_cols)[None, :, None] * f.u[:, None, :2]
@@ -121,7 +121,7 @@ def column_weights(geometry: ConeGeometry, short_scan=None) -> np.ndarray:
     elif not isinstance(short_scan, (bool, np.bool_)):
         raise TypeError(f"short_scan: expected True, False or None, got {short_scan!r}")
     n_cols = geometry.detector_shape[1]
-    pitch = frames(geometry).pitch
+    pitch = poses(geometry).pitch
     if not short_scan:
         weights = 0.5 * gap_weights(geometry.angles, 2 * np.pi)  # each line seen twice
         return np.repeat((weights / pitch)[:, None], n_cols, 1)

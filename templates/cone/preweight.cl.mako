@@ -20,10 +20,10 @@ ${functions(real, floor)}
 % if weighted:
 // The cosine of the ray through pixel (row r, column c) of `projection` to the detector's
 // normal (the source's depth over the ray's length), times the column's weight.
-inline float fdk_weight(__global const float *frames, __global const float *column_weights,
+inline float fdk_weight(__global const float *poses, __global const float *column_weights,
                         const int projection, const float r, const int c, const int n_cols)
 {
-    __global const float *f = frames + ${frame_values} * projection;
+    __global const float *f = poses + ${pose_values} * projection;
     const float3 ray = (float3)(f[0], f[1], f[2]) + c * (float3)(f[3], f[4], f[5])
                        + r * (float3)(f[6], f[7], f[8]);
     return f[9] / length(ray) * column_weights[(size_t)projection * n_cols + c];
@@ -38,7 +38,7 @@ ${args['cone_weight_rows']}
     if (c >= n_cols)
         return;
     const size_t at = ((size_t)row * n_angles + projection) * n_cols + c;
-    sinograms[at] = sinograms[at] * fdk_weight(frames, column_weights, projection,
+    sinograms[at] = sinograms[at] * fdk_weight(poses, column_weights, projection,
                                                first_row + row, c, n_cols);
 }
 % else:
@@ -67,7 +67,7 @@ ${args['cone_preweight']}
     if (replaced && row >= counted_first && row < counted_stop)  // each pixel in one slab
         atomic_inc(replaced_count);
 % if weighted:
-    images[at] = sample * fdk_weight(frames, column_weights, first_projection + q,
+    images[at] = sample * fdk_weight(poses, column_weights, first_projection + q,
                                      first_row + row, c, n_cols);
 % else:
     images[at] = sample;
