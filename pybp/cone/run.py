@@ -72,7 +72,7 @@ def reconstruct(projections, geometry: ConeGeometry, out, targets, *, filter="ra
     with Pipelines(filtering, opened, align=ROW_ALIGN) as pipelines, \
             SinogramsInto(store, COPY_THREADS * WRITES) as rows:
         replaced = pipelines.run(Job(projections, flats, darks, first_row, first_row + count,
-                                 rows, offset=0, log=log, progress=progress, stats=stats))
+                                     rows, offset=0, log=log, progress=progress, stats=stats))
     filtered = time.perf_counter()
     back_project(store, geometry, out, opened, params, progress, first_row=first_row,
                  filtered=True, **options)
@@ -172,8 +172,8 @@ def line_integrals(projections, geometry: ConeGeometry, targets, *, flats=None, 
 
     with Pipelines(normalising, opened, align=ROW_ALIGN) as pipelines, \
             SinogramsInto(store, COPY_THREADS * WRITES) as rows:
-        replaced = pipelines.run(Job(projections, flats, darks, 0, n_rows, rows, offset=0, log=log,
-                                progress=progress))
+        replaced = pipelines.run(Job(projections, flats, darks, 0, n_rows, rows, offset=0,
+                                     log=log, progress=progress))
     return store[:, :n_rows], replaced
 
 
