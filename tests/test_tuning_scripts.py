@@ -92,7 +92,7 @@ def test_fan_astra_runs_pybps_half(tmp_path):
 
 
 def test_slab_parts_splits_a_quarter_limit_into_its_phases():
-    out = run("slab_parts.py", "256", "16", "192", "384")
+    out = run("slab_parts.py", "128", "16", "64", "96")
     assert "same bits: True" in out, out
     slabs = re.search(r"quarter: slabs (\d+)", out)
     assert slabs and int(slabs.group(1)) > 1, out
@@ -119,6 +119,7 @@ def test_tune_searches_and_keeps_its_profile_apart(tmp_path):
 def test_portability_tables_the_test_device():
     device = os.environ.get("PYBP_DEVICE", "")
     out = run("portability.py", "--size", "32", "--repeats", "1", "--no-interrupt",
+              "--setting", "1-linear-float", "--setting", "4-nearest-half",
               f"test device={device}", "nowhere=no such device")
     alu = next(line for line in out.splitlines() if line.startswith("| test device | alu |"))
     passed, checks = map(int, re.search(r"\| (\d+)/(\d+) \|", alu).groups())

@@ -4,15 +4,16 @@ each kernel family's verification (``pybp bench``'s check case, 1024 bins, every
 setting) and speed, and how long Ctrl-C takes to end a demo.
 
     python tuning/portability.py [--size 256] [--repeats 3] [--markdown FILE]
-        [IMPLEMENTATION ...]
+        [--setting SLICES-INTERPOLATION-STORAGE ...] [IMPLEMENTATION ...]
 
 An IMPLEMENTATION is ``label=device[@vendors]``: ``device`` as ``PYBP_DEVICE`` takes it,
 ``vendors`` an ``OCL_ICD_VENDORS`` folder holding that implementation's .icd file (each
 runs in a process of its own). The default: the PoCL wheel and Intel's runtime of the
 cpu extra. Every implementation runs the same 14 variants x 12 settings of ``pybp
-bench`` (kernel time, median of ``repeats`` after a warm-up); the table gives per family
-the checks passed, the largest error by rule, and the best GU/s at one slice (linear,
-float) and at any width.
+bench`` (kernel time, median of ``repeats`` after a warm-up); ``--setting
+1-linear-float``, once for each, runs only those (the smoke test's: each setting is 14
+kernels to build). The table gives per family the checks passed, the largest error by
+rule, and the best GU/s at one slice (linear, float) and at any width.
 """
 
 import argparse
@@ -23,11 +24,14 @@ import subprocess
 import sys
 import time
 
+from pybp.parallel.params import SETTINGS
+
 BENCH = """
 import json, sys, warnings
 warnings.simplefilter("ignore")
 from pybp.bench import kernels as bench
-rows, _ = bench.run(size={size}, repeats={repeats}, with_silx=False, log=lambda *a: None)
+rows, _ = bench.run(size={size}, repeats={repeats}, settings={settings}, with_silx=False,
+                    log=lambda *a: None)
 from pybp.cl.device import describe, select_device
 d = describe(select_device())
 print("JSON" + json.dumps(dict(device=d.name, platform=d.platform_version, driver=d.driver,
@@ -47,8 +51,19 @@ def environment(spec):
     return label, env
 
 
-def bench(env, size, repeats):
-    done = subprocess.run([sys.executable, "-c", BENCH.format(size=size, repeats=repeats)],
+def setting(text):
+    """``1-linear-float`` as pybp.parallel.params.SETTINGS holds it."""
+    slices, interpolation, storage = text.split("-")
+    chosen = (int(slices), interpolation, storage)
+    if chosen not in SETTINGS:
+        raise argparse.ArgumentTypeError(f"{text}: not one of " + ", ".join(
+            "-".join(map(str, s)) for s in SETTINGS))
+    return chosen
+
+
+def bench(env, size, repeats, settings):
+    done = subprocess.run([sys.executable, "-c", BENCH.format(size=size, repeats=repeats,
+                                                              settings=tuple(settings))],
                           env=env, capture_output=True, text=True)
     line = next((line for line in done.stdout.splitlines() if line.startswith("JSON")), None)
     if line is None:
@@ -103,6 +118,9 @@ def main(argv=None):
     parser.add_argument("--size", type=int, default=256)
     parser.add_argument("--repeats", type=int, default=3)
     parser.add_argument("--no-interrupt", action="store_true")
+    parser.add_argument("--setting", action="append", type=setting, dest="settings",
+                        help="only this setting, as 1-linear-float; again for another "
+                             "(default: every one)")
     parser.add_argument("--markdown", help="write the table here too")
     args = parser.parse_args(argv)
     table = ["| implementation | family | checks passed | largest error by rule | GU/s, 1 "
@@ -111,7 +129,7 @@ def main(argv=None):
         label, env = environment(spec)
         print(f"== {label}", flush=True)
         try:
-            result = bench(env, args.size, args.repeats)
+            result = bench(env, args.size, args.repeats, args.settings or SETTINGS)
         except RuntimeError as error:  # not installed, or it builds no kernel on this CPU
             why = str(error).strip().splitlines()[-1]
             row = f"| **{label}**: not usable here ({why}) | | | | | |"

@@ -5,6 +5,9 @@ beam) and pybp/cli/cone.py (``--geometry``) both call these."""
 
 from __future__ import annotations
 
+import socket
+from urllib.parse import urlsplit
+
 import numpy as np
 
 from pybp import distributed
@@ -75,9 +78,30 @@ def cluster(args):
         return dask.Client(distributed.local_cluster(args.devices or default_devices(),
                                                      processes=True))
     try:
+        refused(args.scheduler)
         return dask.Client(args.scheduler, timeout=30)
     except (OSError, TimeoutError, ValueError) as exc:
         raise OSError(f"scheduler: cannot reach {args.scheduler}: {exc}") from None
+
+
+def refused(address):
+    """``ConnectionRefusedError`` at once where nothing listens at a ``tcp://`` scheduler's
+    port (Dask's client would try again and again for its 30 s); any other address, or
+    a host that does not answer within 2 s, is left to Dask."""
+    parts = urlsplit(address if "://" in address else "tcp://" + address)
+    try:
+        port = parts.port
+    except ValueError:
+        return  # Dask says what is wrong with it
+    if parts.scheme != "tcp" or not parts.hostname or port is None:
+        return
+    try:
+        socket.create_connection((parts.hostname, port), timeout=2).close()
+    except ConnectionRefusedError:
+        raise ConnectionRefusedError(f"nothing listens at port {port} of "
+                                     f"{parts.hostname}") from None
+    except OSError:
+        return
 
 
 def close_cluster(args, client):
