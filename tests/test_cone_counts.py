@@ -12,7 +12,7 @@ import tifffile
 
 import pybp
 from pybp import phantoms
-from pybp.cone.backproject import COUNTS, ROWS
+from pybp.cone.backproject import COUNTS, IMAGES
 from pybp.cone.params import ConeParams
 from pybp.geometry.cone import ConeGeometry
 from pybp.io.readers import TiffStack
@@ -50,10 +50,10 @@ def test_integer_counts_go_up_as_integers_and_give_the_float_volume(cl_device, r
             assert executor.layout.input_dtype == np.dtype(dtype)
             assert executor.pieces_in.dtype == np.dtype(dtype)
             want = bp(counts.astype(np.float32))
-            assert executor.layout.input == ROWS
+            assert executor.layout.input == IMAGES
             assert np.array_equal(got, want)
             wide = bp(counts.astype(np.uint32))
-            assert executor.layout.input == ROWS and np.array_equal(wide, want)
+            assert executor.layout.input == IMAGES and np.array_equal(wide, want)
 
 
 def test_windows_are_read_straight_into_staging(cl_device, rng, tmp_path, monkeypatch):

@@ -9,7 +9,8 @@ import pytest
 import pybp
 from pybp.cl.device import describe
 from pybp.stages.normalize import Normalize
-from pybp.stages.phase import fft_size, Paganin, PhaseRetrieval, frame, paganin_numpy, wavelength
+from pybp.stages.phase import (fft_size, Paganin, PhaseRetrieval, placement, paganin_numpy,
+                               wavelength)
 from pybp.stream import pipeline
 from pybp.stream.executor import Executor, Layout
 from pybp.stream.memory import MemoryPlan
@@ -96,8 +97,8 @@ def test_margin_is_the_filter_reach():
     assert change[MARGIN] < 1e-5 < change[MARGIN // 2]
     assert Paganin.create(dict(PHASE, margin=3)).margin_rows() == 3
     # Frames of radices 2, 3 and 5 just holding the margins; rows a multiple of 32.
-    assert frame(64, 200, 11) == (90, 256, 11 + 2, 11 + (256 - 222) // 2)
-    assert frame(128, 2048, 77) == (288, 2304, 77 + 3, 77 + 51)
+    assert placement(64, 200, 11) == (90, 256, 11 + 2, 11 + (256 - 222) // 2)
+    assert placement(128, 2048, 77) == (288, 2304, 77 + 3, 77 + 51)
     assert [fft_size(n) for n in (1, 7, 17, 97, 282)] == [2, 8, 18, 100, 288]
 
 

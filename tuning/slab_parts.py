@@ -7,7 +7,7 @@ the gaps between them, how long after its upload each kernel is enqueued) and th
 host's seconds in the executor's upload and compute calls. Each figure the median of 5
 after a warm-up.
 
-    PYBP_DEVICE=NVIDIA python tuning/slab_parts.py [SIZE PROJECTIONS ROWS COLUMNS]
+    PYBP_DEVICE=NVIDIA python tuning/slab_parts.py [SIZE PROJECTIONS IMAGES COLUMNS]
 
 (default 512 496 960 1248, the standard case; ``MAX_SLEEP=1e-4`` sets the event polls'
 longest sleep). It reads the back-projector's fill and recipe, as no public call

@@ -79,15 +79,14 @@ class Projector:
                           stacklevel=2)
             slices = rows
         self.slices = kind.cut(geometry, slices)
-        self.rows = self.slices  # (the pair's and the methods' name for them)
         cl_device, self.context, _ = open_device(device)
         self.device = describe(cl_device)
-        self.volume_shape, self.projection_shape = kind.shapes(geometry, self.rows)
+        self.volume_shape, self.projection_shape = kind.shapes(geometry, self.slices)
         fits(self.device, self.volume_shape, self.projection_shape, volumes=1, projections=1,
-             scratch=kind.scratch_bytes(geometry, self.rows), what="Projector",
+             scratch=kind.scratch_bytes(geometry, self.slices), what="Projector",
              advice=kind.advice)
         self.queue = cl.CommandQueue(self.context)
-        self.pair = kind.pair(geometry, self.rows, self.context, self.queue, self.device)
+        self.pair = kind.pair(geometry, self.slices, self.context, self.queue, self.device)
         self.shape = (int(np.prod(self.projection_shape)), int(np.prod(self.volume_shape)))
         self._lock = threading.Lock()
         self._closed = False
@@ -140,7 +139,7 @@ class Projector:
         operator = getattr(self.pair, which)
         result_name = "projections" if name == "volume" else "volume"
         out_shape = result_shape
-        if self.rows == 1 and len(getattr(given, "shape", shape)) == len(shape) - 1:
+        if self.slices == 1 and len(getattr(given, "shape", shape)) == len(shape) - 1:
             shape = _dropped(shape, ROWS_AXIS[name])  # one slice, without its axis of rows
             out_shape = _dropped(result_shape, ROWS_AXIS[result_name])
         if isinstance(given, cla.Array):
@@ -175,10 +174,10 @@ class Projector:
         Projector's ``rows``, but is otherwise of its shape: what to make instead."""
         full = self.volume_shape if name == "volume" else self.projection_shape
         axis = ROWS_AXIS[name]
-        if self.rows is None or len(given.shape) != 3 or \
+        if self.slices is None or len(given.shape) != 3 or \
                 _dropped(given.shape, axis) != _dropped(full, axis):
             return ""
-        return (f": {given.shape[axis]} slices, where this Projector takes {self.rows}; "
+        return (f": {given.shape[axis]} slices, where this Projector takes {self.slices}; "
                 f"make one with slices={given.shape[axis]}")
 
     def as_linear_operator(self):

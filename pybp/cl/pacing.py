@@ -23,7 +23,7 @@ import pyopencl as cl
 
 LAUNCH_SECONDS = 0.1  # the longest a launch should run
 QUEUED_SECONDS = 0.3  # device work enqueued ahead of what has finished
-# Work units per second (updates for back-projection, row points for the filter)
+# Work per second (updates for back-projection, row points for the filter)
 # assumed for a stage before its first launch of an executor has been timed: low for
 # the device type, so the first launch is short (PoCL with 2 cores: 0.9 GU/s for one
 # slice; the H100: 3750 GU/s).
@@ -81,17 +81,17 @@ def finish(queue, stop=None):
 
 class Pacer:
     """Launch sizes and the queue's depth for one executor, from the speed of its
-    launches so far, per stage (``rates``: work units per second).
+    launches so far, per stage (``rates``: work per second).
 
     On a GPU a launch's duration comes from its profiling timestamps. Elsewhere (CPU
     runtimes, simulators), and where the timestamps cannot be trusted at all
     (``timers=False``, see :func:`pybp.cl.device.probe`), the wall clock bounds it: the
     launches seen finished at one look took at most the time since the look before
     (or since the first of them was launched), so a stage's rate is at most their
-    units over that time. PoCL's timestamps passed the probe but now and then said a
+    work over that time. PoCL's timestamps passed the probe but now and then said a
     launch that took seconds took microseconds (rates of 1e12 to 1e15 updates a second
     on 2 cores): the next launch then took a whole chunk, and Ctrl-C 13 to 19 s.
-    ``listener``: called with the units of each stage's launches seen finished
+    ``listener``: called with the work of each stage's launches seen finished
     (progress within a long slice)."""
 
     def __init__(self, device_type: str, timers: bool = True):
@@ -99,20 +99,20 @@ class Pacer:
         self.timers = timers
         self.wall = device_type != "gpu" or not timers
         self.rates = {}
-        self.in_flight = deque()  # (event, stage, units, launched at) not seen finished
+        self.in_flight = deque()  # (event, stage, work, launched at) not seen finished
         self._last_seen = 0.0  # when the last launch was seen finished
         self.listener = None
 
     def rate(self, stage: str) -> float:
         return self.rates.get(stage, self.first_rate)
 
-    def blocks(self, stage: str, total: int, unit_cost: int, step: int = 1, most=None):
-        """``(start, count)`` of launches over ``total`` items of ``unit_cost`` work
+    def blocks(self, stage: str, total: int, item_work: int, step: int = 1, most=None):
+        """``(start, count)`` of launches over ``total`` items of ``item_work`` work
         each: ``LAUNCH_SECONDS`` each at the rate measured when the launch starts, in
         multiples of ``step`` items, at most ``most``."""
         start = 0
         while start < total:
-            count = int(LAUNCH_SECONDS * self.rate(stage) / max(1, unit_cost)) // step * step
+            count = int(LAUNCH_SECONDS * self.rate(stage) / max(1, item_work)) // step * step
             count = min(total - start, max(step, count), most or total)
             yield start, count
             start += count
@@ -133,17 +133,17 @@ class Pacer:
                 yield x, y, min(columns, nx - x), rows
             y += rows
 
-    def admit(self, stage: str, units: int, stop=None):
-        """Wait until a launch of ``units`` fits beside the queued ones within
+    def admit(self, stage: str, work: int, stop=None):
+        """Wait until a launch of ``work`` fits beside the queued ones within
         ``QUEUED_SECONDS``."""
         self._retire()
         while self.in_flight and (sum(u / self.rate(s) for _, s, u, _ in self.in_flight)
-                                  + units / self.rate(stage) > QUEUED_SECONDS):
+                                  + work / self.rate(stage) > QUEUED_SECONDS):
             wait(self.in_flight[0][0], stop)
             self._retire()
 
-    def launched(self, event, stage: str, units: int):
-        self.in_flight.append((event, stage, units, time.perf_counter()))
+    def launched(self, event, stage: str, work: int):
+        self.in_flight.append((event, stage, work, time.perf_counter()))
 
     def _retire(self):
         """Forget finished launches; their speed becomes their stage's rate."""
@@ -155,9 +155,9 @@ class Pacer:
         now = time.perf_counter()
         since = max(finished[0][3], self._last_seen)  # the wall time they can have taken
         self._last_seen = now
-        units = {}
+        work = {}
         for event, stage, count, _ in finished:
-            units[stage] = units.get(stage, 0) + count
+            work[stage] = work.get(stage, 0) + count
             if self.timers and not self.wall:
                 try:
                     seconds = (event.profile.end - event.profile.start) * 1e-9
@@ -166,10 +166,10 @@ class Pacer:
                 if seconds > 0:
                     self.rates[stage] = count / seconds
         if self.wall and now > since:
-            for stage, count in units.items():
+            for stage, count in work.items():
                 self.rates[stage] = count / (now - since)
         if self.listener is not None:
-            for stage, count in units.items():
+            for stage, count in work.items():
                 self.listener(stage, count)
 
     def clear(self):

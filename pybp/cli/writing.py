@@ -41,9 +41,9 @@ def hold_interrupts():
         signal.signal(signal.SIGTERM, _noted)
 
 
-def into(output, total, unit, work, kept=None):
+def into(output, total, what, work, kept=None):
     """``(work(), None)``, or ``(None, EXIT_INTERRUPTED)`` after Ctrl-C, said in one line
-    (``unit``: what ``output`` holds ``total`` of, "slice" or "plane"): the writes in
+    (``what``: what ``output`` holds ``total`` of, "slice" or "plane"): the writes in
     flight end first, so the count is what is on the disk. A write error names the
     output and how many are complete; an output that holds nothing of this run is
     removed, unless ``kept()`` says what else of the run is kept for ``--resume`` (an
@@ -56,14 +56,14 @@ def into(output, total, unit, work, kept=None):
         done = int(output.scan_done().sum())
         state = kept() if kept is not None and not done else None
         if state:  # the output stays: --resume reads what it was made with
-            print(f"pybp reconstruct: interrupted before the first {unit}; {state}: the "
+            print(f"pybp reconstruct: interrupted before the first {what}; {state}: the "
                   "same command with --resume continues from it", file=sys.stderr)
         elif not done and output.made:
             output.discard()
-            print(f"pybp reconstruct: interrupted before the first {unit}; nothing was "
+            print(f"pybp reconstruct: interrupted before the first {what}; nothing was "
                   "written", file=sys.stderr)
         else:
-            print(f"pybp reconstruct: interrupted after {done} of {total} {unit}s; the same "
+            print(f"pybp reconstruct: interrupted after {done} of {total} {what}s; the same "
                   "command with --resume finishes the job", file=sys.stderr)
         return None, EXIT_INTERRUPTED
     except OSError as exc:
@@ -76,7 +76,7 @@ def into(output, total, unit, work, kept=None):
         done = int(output.scan_done().sum())
         if not done:
             raise ValueError(f"{exc}; nothing was written") from exc
-        raise ValueError(f"{exc}; {done} of {total} {unit}s are written in {output.path} "
+        raise ValueError(f"{exc}; {done} of {total} {what}s are written in {output.path} "
                          "(each whole): mend the input and run again with --overwrite") \
             from exc
     except BaseException:

@@ -39,7 +39,7 @@ from pybp.stream.sources import (BEHIND_WRITES, WriteBehind, copy_blocks, frame_
                                  put_rows, read_into)
 
 PREWEIGHT_GROUP = (64, 4, 1)
-ROWS = "projections"  # the chunk's buffer: its projections' windows of rows, in place
+IMAGES = "images"  # the chunk's buffer: its projections' windows of rows, in place
 COUNTS = "counts"  # detector counts as they came, where they go up as integers
 SLAB = "slab"  # the slab of the volume the passes add into
 # Counts of these types go up as they are (half the bytes of float32, or a quarter),
@@ -108,7 +108,7 @@ class Preweight(Stage):
         self.context, self.cl_device, self.real = context, d, real
         self.kernels = {None: self._kernel(None)}  # by the counts' raw type (None: floats)
         self.raw = None  # the raw type of the call's counts (None: in the images, as floats)
-        self.needs = (Need(ROWS, recipe.image_bytes),
+        self.needs = (Need(IMAGES, recipe.image_bytes),
                       Need("replaced", fixed=4, host=np.dtype(np.uint32))) + \
             ((Need(COUNTS, recipe.image_bytes // 4 * COUNTS_BYTES),) if self.raw_counts else ())
         self._zeros = Zeros()
@@ -153,7 +153,7 @@ class Preweight(Stage):
         counted = r.counted_rows(first // r.params.projections_per_pass) if self.counts \
             else (first_row, first_row + n_rows)
         events.append((self.name, self.kernels[self.raw](
-            q, grid, PREWEIGHT_GROUP, images=b[ROWS], n_rows=n_rows, row_stride=stride,
+            q, grid, PREWEIGHT_GROUP, images=b[IMAGES], n_rows=n_rows, row_stride=stride,
             n_cols=n_cols, counted_first=counted[0] - first_row, counted_stop=counted[1] - first_row,
             replaced_count=b["replaced"], **extra)))
         return events
@@ -209,7 +209,7 @@ class SlabBackproject(Stage):
                 shape=(n_cols, stride, p.projections_per_pass), is_array=True)
             self.shared_bytes += n_cols * stride * p.projections_per_pass * 4
         _, ny, nx = r.geometry.volume_shape
-        self.needs = (Need(ROWS, r.image_bytes),
+        self.needs = (Need(IMAGES, r.image_bytes),
                       Need(SLAB, fixed=r.plan.slab_planes * ny * nx * 4))
         self._zeros = cl.Buffer(r.context, cl.mem_flags.READ_ONLY | cl.mem_flags.COPY_HOST_PTR,
                                 hostbuf=np.zeros(p.projections_per_pass * n_cols, np.float32))
@@ -222,19 +222,19 @@ class SlabBackproject(Stage):
         stride = slabs.even(window[1])
         if window[1] % 2:
             events.append((self.name, cl.enqueue_copy(
-                q, b[ROWS], self._zeros, src_origin=(0, 0, 0), dst_origin=(0, window[1], 0),
+                q, b[IMAGES], self._zeros, src_origin=(0, 0, 0), dst_origin=(0, window[1], 0),
                 region=(row, 1, count), src_pitches=(row, row), dst_pitches=(row, stride * row))))
         per = kernels.MATRIX_VALUES * r.matrices.itemsize
         events.append((self.name, cl.enqueue_copy(q, self.matrices, self.all_matrices,
                                                   src_offset=first * per, byte_count=count * per)))
-        source = b[ROWS]
+        source = b[IMAGES]
         if self.images is not None:
             # The kernels read the images: the slot's buffer (the chunk's input) is free
             # for the next upload once it is copied, and the uploads follow one another
             # instead of each waiting for the kernels of the pass before last. (The
             # compute queue is in order: the next pass's copies come after these kernels.)
             chunk.input_read = cl.enqueue_copy(
-                q, self.images, b[ROWS], offset=0, origin=(0, 0, 0),
+                q, self.images, b[IMAGES], offset=0, origin=(0, 0, 0),
                 region=(n_cols, stride, count))
             events.append((self.name, chunk.input_read))
             if stride < r.plan.row_stride and sum(window) == r.geometry.detector_shape[0]:
@@ -358,16 +358,16 @@ class SlabRecipe(Recipe):
             stages.append(Preweight(self, short_scan, flats, darks))
             if filter is not None:  # at unit weight: the column weights carry the scale
                 stages.append(Filter(self.context, d, filter, n_cols, np.ones(stride), padding,
-                                     buffer=ROWS, rows=self.chunk_rows))
+                                     buffer=IMAGES, rows=self.chunk_rows))
         stages.append(SlabBackproject(self))
         self.stages = tuple(stages)
         self.executor = Executor(d, self.context, queue)
-        self._layout = Layout(ROWS, np.dtype(np.float32), (stride, n_cols), 0, None, ())
+        self._layout = Layout(IMAGES, np.dtype(np.float32), (stride, n_cols), 0, None, ())
         self.n_angles, self.n_bins = geometry.n_angles, n_cols
         self._memory = MemoryPlan.create(
             self.stages, d, geometry.n_angles, widths=(p.projections_per_pass,),
             chunk_slices=p.projections_per_pass, slots=PASS_SLOTS,
-            own=(ROWS, COUNTS) if self.raw_counts else (ROWS,),
+            own=(IMAGES, COUNTS) if self.raw_counts else (IMAGES,),
             preferred=p.projections_per_pass, budget=self.budget,
             subject=f"params: a pass of {p.projections_per_pass} projections",
             advice="use fewer projections_per_pass, or allow more memory (memory_limit)")

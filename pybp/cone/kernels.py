@@ -74,21 +74,4 @@ def preweight_source(flat_field: bool, real: str, floor: float, weighted: bool =
     return codegen.render("cone/preweight.cl.mako",
                           {"cone_preweight": preweight_args(flat_field, weighted, real, raw)},
                           pose_values=POSE_VALUES, flat_field=flat_field, real=real,
-                          floor=repr(float(floor)), weighted=weighted, rows=False, raw=raw)
-
-
-WEIGHT_ROWS_ARGS = (
-    Arg("sinograms", "__global float *", "a chunk's rows: n_rows x n_angles x n_cols, in place"),
-    Arg("poses", "__global const float *", f"per projection: {POSE_VALUES} values"),
-    Arg("column_weights", "__global const float *", "per projection: n_cols weights"),
-    Arg("first_row", "const int", "the detector row of the chunk's first row"),
-    *ints("n_angles", "n_cols"),
-)
-
-
-def weight_rows_source(floor: float) -> str:
-    """FDK's weights alone, on line integrals in a chunk's sinograms (the same weight
-    function as :func:`preweight_source`'s)."""
-    return codegen.render("cone/preweight.cl.mako", {"cone_weight_rows": WEIGHT_ROWS_ARGS},
-                          pose_values=POSE_VALUES, flat_field=False, real="float",
-                          floor=repr(float(floor)), weighted=True, rows=True, raw=None)
+                          floor=repr(float(floor)), weighted=weighted, raw=raw)

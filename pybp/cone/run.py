@@ -3,13 +3,12 @@ the volume and adds every projection's pass into it (pybp/cone/backproject.py's 
 pre-weighting from counts or line integrals, the row filter, the back-projection;
 pybp/stream/slabs.py's schedule), reading each pass's window of rows from the
 projections itself. Where ring removal or phase retrieval asks for whole rows or whole
-projections first, the rows the planes project onto go through the rows' stream
-(pybp/cone/filtering.py: normalisation, phase retrieval, ring removal, FDK's weights and
-the filter; chunks of rows shared out among the devices as parallel beam's are) into a
-store of filtered projections in host memory, which the slabs then read. A row is
-filtered to the same bits on any device, in any chunk, and a slab's voxels do not
-depend on the device that made it: the volume is the same bit for bit on one device
-or several, and equals :class:`pybp.ConeBackprojector`'s.
+projections first, the rows the planes project onto go through the rows' stream first
+(pybp/cone/corrections.py: normalisation, phase retrieval, ring removal; chunks of rows
+shared out among the devices as parallel beam's are) into line integrals in host
+memory, which the same passes then take as they take a user's. A slab's voxels do not
+depend on the device that made it, nor a row's corrections on its chunk: the volume is
+the same bit for bit on one device or several, and equals :class:`pybp.ConeBackprojector`'s.
 """
 
 from __future__ import annotations
@@ -24,7 +23,7 @@ from pybp import checks
 from pybp.cl.device import open_device
 from pybp.cone import slabs
 from pybp.cone.backproject import SlabRecipe, SlabRun, plane_range
-from pybp.cone.filtering import ROW_ALIGN, Filtering
+from pybp.cone.corrections import Corrections
 from pybp.geometry.cone import ConeGeometry
 from pybp.stream.executor import WRITES
 from pybp.stream.progress import Progress
@@ -58,26 +57,18 @@ def reconstruct(projections, geometry: ConeGeometry, out, targets, *, filter="ra
         if stats is not None:
             stats.update(slabs_seconds=time.perf_counter() - tick)
         return replaced
-    # The rows the planes project onto (all of them for the whole volume), from an even
-    # row, and a zero row after an odd last one (the FFT pairs it with zeros).
+    # Rings and phase need whole rows or whole projections first: the line integrals of
+    # the rows the planes project onto (all of them for the whole volume, from an even
+    # row), then FDK of those through the same passes.
     first_row, count = slabs.window(geometry, wanted, range(geometry.n_angles))
-    store = np.empty(_store_shape(geometry, count, "filtered line integrals"), np.float32)
-    if count % 2:
-        store[:, count:] = 0
-
-    def filtering(target):
-        return Filtering(geometry, filter, padding, short_scan, rings, ring_options, phase,
-                         memory_limit, **target)
-
-    with Pipelines(filtering, opened, align=ROW_ALIGN) as pipelines, \
-            SinogramsInto(store, COPY_THREADS * WRITES) as rows:
-        replaced = pipelines.run(Job(projections, flats, darks, first_row, first_row + count,
-                                     rows, offset=0, log=log, progress=progress, stats=stats))
-    filtered = time.perf_counter()
-    back_project(store, geometry, out, opened, params, progress, first_row=first_row,
-                 filtered=True, **options)
+    integrals, replaced = _line_integrals(
+        projections, geometry, opened, flats, darks, log, rings, ring_options, phase,
+        memory_limit, progress, (first_row, first_row + count), stats)
+    made = time.perf_counter()
+    back_project(integrals, geometry, out, opened, params, progress, first_row=first_row,
+                 **options)
     if stats is not None:
-        stats.update(rows_seconds=filtered - tick, slabs_seconds=time.perf_counter() - filtered)
+        stats.update(rows_seconds=made - tick, slabs_seconds=time.perf_counter() - made)
     return replaced
 
 
@@ -100,18 +91,18 @@ def check(geometry: ConeGeometry, targets, *, filter="ramp", padding="zero", sho
                 filter=filter, padding=padding, short_scan=short_scan,
                 memory_limit=memory_limit, planes=(wanted.start, wanted.stop),
                 flats=flats if direct else None, darks=darks if direct else None,
-                filtered=not direct, devices=len(targets),
+                devices=len(targets),
                 plan=first.plan if first else None))
     finally:
         for recipe in recipes:
             recipe.close()
 
 
-def _store_shape(geometry, count, what) -> tuple:
-    """``(n_angles, rows, n_cols)`` of a store of ``count`` rows in host memory, the rows
-    made even (the filter's pairs of rows), refused where it would take over
-    :data:`pybp.checks.HOST_MEMORY_SHARE` of the host's memory."""
-    shape = (geometry.n_angles, slabs.even(count), geometry.detector_shape[1])
+def _host_shape(geometry, count, what) -> tuple:
+    """``(n_angles, count, n_cols)``: ``count`` detector rows kept in host memory,
+    refused where they would take over :data:`pybp.checks.HOST_MEMORY_SHARE` of the
+    host's memory."""
+    shape = (geometry.n_angles, count, geometry.detector_shape[1])
     size = 4 * int(np.prod(shape))
     if not checks.within_host_share(size):
         raise ValueError(f"projections: their {what} ({size / 2**30:.3g} GiB) are kept in "
@@ -156,32 +147,38 @@ def line_integrals(projections, geometry: ConeGeometry, targets, *, flats=None, 
                    progress=True, log=None):
     """``(line integrals, values the flat-field rule replaced)``: the line integrals of
     ``projections`` ``(n_angles, n_rows, n_cols)`` (counts where ``flats`` are given) in
-    host memory, float32, made on ``targets`` as FDK's first phase makes them
-    (normalisation, ``-log``, ``phase``, ``rings``), without its weights and filter:
-    what cone beam's iterative methods start from. ``log``: whether ``-log`` is taken
-    (default: where flats are given; True without flats: of the values, transmissions).
-    """
-    n_rows = geometry.detector_shape[0]
-    store = np.zeros(_store_shape(geometry, n_rows, "line integrals"), np.float32)
-    opened = _opened(targets)
+    host memory, float32, made on ``targets`` as FDK makes them where rings or phase
+    ask for it (normalisation, ``-log``, ``phase``, ``rings``): what cone beam's
+    iterative methods start from. ``log``: whether ``-log`` is taken (default: where
+    flats are given; True without flats: of the values, transmissions)."""
     log, darks = _flat_field(geometry, flats, darks, log)
+    return _line_integrals(projections, geometry, _opened(targets), flats, darks, log, rings,
+                           ring_options, phase, memory_limit, progress,
+                           (0, geometry.detector_shape[0]))
 
-    def normalising(target):
-        return Filtering(geometry, None, "zero", None, rings, ring_options, phase,
-                         memory_limit, **target)
 
-    with Pipelines(normalising, opened, align=ROW_ALIGN) as pipelines, \
-            SinogramsInto(store, COPY_THREADS * WRITES) as rows:
-        replaced = pipelines.run(Job(projections, flats, darks, 0, n_rows, rows, offset=0,
-                                     log=log, progress=progress))
-    return store[:, :n_rows], replaced
+def _line_integrals(projections, geometry, opened, flats, darks, log, rings, ring_options,
+                    phase, memory_limit, progress, rows, stats=None) -> tuple:
+    """:func:`line_integrals` of detector ``rows`` ``(first, stop)`` on the ``opened``
+    devices, their chunks of rows shared out as parallel beam's are: ``(n_angles, stop -
+    first, n_cols)`` float32, and the values replaced."""
+    first, stop = rows
+    integrals = np.zeros(_host_shape(geometry, stop - first, "line integrals"), np.float32)
+
+    def corrections(target):
+        return Corrections(geometry, rings, ring_options, phase, memory_limit, **target)
+
+    with Pipelines(corrections, opened) as pipelines, \
+            SinogramsInto(integrals, COPY_THREADS * WRITES) as into:
+        replaced = pipelines.run(Job(projections, flats, darks, first, stop, into, offset=0,
+                                     log=log, progress=progress, stats=stats))
+    return integrals, replaced
 
 
 def back_project(source, geometry, out, targets, params=None, progress=True, first_row=0,
                  **options) -> int:
-    """Every slab of the ``planes`` in ``options`` from ``source`` (projections, or a
-    store of filtered rows from the detector's ``first_row`` with ``filtered=True``)
-    into ``out``, each device of ``targets`` taking the next (with several, slabs of at
+    """Every slab of the ``planes`` in ``options`` from ``source`` (projections, or
+    their rows from the detector's ``first_row``) into ``out``, each device of ``targets`` taking the next (with several, slabs of at
     most a device's share of the planes, so that each has one); returns the values the
     flat-field rule replaced. ``options``: :class:`pybp.cone.backproject.SlabRecipe`'s."""
     recipes = []

@@ -29,7 +29,7 @@ import pyopencl as cl
 from pybp import checks
 from pybp.cl.staging import Staging
 from pybp.cone import slabs
-from pybp.cone.backproject import ROWS, Preweight, SlabRecipe, Window
+from pybp.cone.backproject import IMAGES, Preweight, SlabRecipe, Window
 from pybp.stages.filters import Filter
 from pybp.stream import pipeline, sources
 from pybp.stream.executor import Executor, Layout
@@ -101,10 +101,10 @@ class StoreFill(Recipe):
         stages = [Preweight(self, short_scan, flats, darks)]
         if filter is not None:
             stages.append(Filter(context, device, filter, n_cols, np.ones(stride), padding,
-                                 buffer=ROWS, rows=self.chunk_rows))
+                                 buffer=IMAGES, rows=self.chunk_rows))
         self.stages = tuple(stages)
         self.kept_bytes = sum(stage.shared_bytes for stage in stages)  # for all chunks
-        self._layout = Layout(ROWS, np.dtype(np.float32), (stride, n_cols), 0, ROWS,
+        self._layout = Layout(IMAGES, np.dtype(np.float32), (stride, n_cols), 0, IMAGES,
                               (stride, n_cols))
         self.executor = Executor(device, context)
         self.n_angles, self.n_bins, self._memory = n, n_cols, None
@@ -119,7 +119,7 @@ class StoreFill(Recipe):
                       self.kept_bytes + FILL_SLOTS * k * self.image_bytes <= budget.allowed), 1)
         self._memory = MemoryPlan.create(
             self.stages, self.device, self.geometry.n_angles, widths=(count,),
-            chunk_slices=count, slots=FILL_SLOTS, own=(ROWS,), preferred=count, budget=budget,
+            chunk_slices=count, slots=FILL_SLOTS, own=(IMAGES,), preferred=count, budget=budget,
             subject="params: one projection", advice="allow more memory (memory_limit)")
 
     def layout(self, dtype=None) -> Layout:

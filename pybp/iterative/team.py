@@ -37,7 +37,7 @@ FLOAT = np.dtype(np.float32)
 
 
 def runs(count: int, members: int, align: int = 1) -> list:
-    """``count`` units shared out among ``members`` devices in turn: ``(first, stop)``
+    """``count`` parts (planes, or images) shared out among ``members`` devices in turn: ``(first, stop)``
     each, about equal, every ``first`` a multiple of ``align`` (some may be empty)."""
     edges = [min(count, int(round(count * d / members / align)) * align)
              for d in range(members + 1)]
@@ -62,18 +62,18 @@ def open_team(devices, make_pair, check=None) -> Team:
 
 
 class Space:
-    """How a vector is shared out: ``count`` units (planes, or images) of ``unit``
-    elements, device ``d`` owning units ``runs[d]``; ``repeat`` such blocks one after
+    """How a vector is shared out: ``count`` parts (planes, or images) of ``part``
+    elements, device ``d`` owning parts ``runs[d]``; ``repeat`` such blocks one after
     another (TV's gradient: a volume per dimension)."""
 
-    def __init__(self, unit: int, count: int, runs_: list, repeat: int = 1):
-        self.unit, self.count, self.runs, self.repeat = unit, count, runs_, repeat
+    def __init__(self, part: int, count: int, runs_: list, repeat: int = 1):
+        self.part, self.count, self.runs, self.repeat = part, count, runs_, repeat
 
     def spans(self, d: int) -> list:
         """Device ``d``'s elements: ``(first, stop)`` in each block."""
         first, stop = self.runs[d]
-        block = self.unit * self.count
-        return [(r * block + first * self.unit, r * block + stop * self.unit)
+        block = self.part * self.count
+        return [(r * block + first * self.part, r * block + stop * self.part)
                 for r in range(self.repeat) if stop > first]
 
 
@@ -244,8 +244,8 @@ class Team:
         for e, (first, stop) in enumerate(space.runs):
             if stop > first and first > 0:
                 owner = next(d for d, (a, b) in enumerate(space.runs) if a < first <= b)
-                start = (block * space.count + first - 1) * space.unit
-                moves.append((owner, [e], (start, start + space.unit)))
+                start = (block * space.count + first - 1) * space.part
+                moves.append((owner, [e], (start, start + space.part)))
         self._exchange(shared, moves)
 
     def _exchange(self, shared: Shared, moves):
@@ -373,11 +373,11 @@ class TeamVectors:
         return self._steps(out, lambda v, d, span: v.combine_each(
             out.arrays[d], a, x.arrays[d], b, y.arrays[d], block, 1, span=span))
 
-    def _units(self, x: Shared, reduce, take) -> np.ndarray:
-        """``reduce`` of each plane's or image's value (``take(vectors, d, units,
+    def _per_part(self, x: Shared, reduce, take) -> np.ndarray:
+        """``reduce`` of each plane's or image's value (``take(vectors, d, parts,
         span)``, float64), over all of them in order: one problem."""
         space = x.space
-        parts = [take(vectors, d, stop - first, (first * space.unit, stop * space.unit))
+        parts = [take(vectors, d, stop - first, (first * space.part, stop * space.part))
                  for d, vectors in enumerate(self.each) for first, stop in [space.runs[d]]
                  if stop > first]
         return np.array([reduce(np.concatenate(parts))])
@@ -386,12 +386,12 @@ class TeamVectors:
         """x . y (x . x without ``y``): each plane's or image's sum on its device (in the
         order :meth:`Vectors.dots` adds one problem), then theirs in float64 in order."""
         y = x if y is None else y
-        return self._units(x, np.sum, lambda v, d, units, span: v.dots(
-            x.arrays[d], y.arrays[d], block=x.space.unit, problems=units, span=span))
+        return self._per_part(x, np.sum, lambda v, d, parts, span: v.dots(
+            x.arrays[d], y.arrays[d], block=x.space.part, problems=parts, span=span))
 
     def peaks(self, x, block=None, problems=1) -> np.ndarray:
-        return self._units(x, np.max, lambda v, d, units, span: v.peaks(
-            x.arrays[d], block=x.space.unit, problems=units, span=span))
+        return self._per_part(x, np.max, lambda v, d, parts, span: v.peaks(
+            x.arrays[d], block=x.space.part, problems=parts, span=span))
 
 
 class TeamVariation:

@@ -344,7 +344,7 @@ def check(options, case: verify.Case = verify.CHECK):
     return verify.judge(got, data, small.geometry, small.params), small
 
 
-def _unit(setup, geometry, target):
+def _recipe(setup, geometry, target):
     return ParallelRecipe(setup, geometry=geometry, **target)
 
 
@@ -355,7 +355,7 @@ def pipelines(setup: Setup, targets, geometry=None) -> Pipelines:
     pass it is in); an iterative method's slices are each their own problem, so its
     rows are the caller's (``--rows 10:11`` ran 8 slices' iterations for one)."""
     align = max(SLICES_PER_PASS) if setup.method == "fbp" else 1
-    return Pipelines(partial(_unit, setup, geometry or setup.geometry()), targets,
+    return Pipelines(partial(_recipe, setup, geometry or setup.geometry()), targets,
                      align=align)
 
 

@@ -157,21 +157,19 @@ GLOBAL_FFT_KERNELS = {
 
 
 @functools.lru_cache(maxsize=16)
-def fft_source(size: int, items: int, padding: str, first: int, paired: bool,
-               pair_stride: int = 1) -> str:
+def fft_source(size: int, items: int, padding: str, first: int, paired: bool) -> str:
     """Source of ``filter_rows`` by FFT: ``size`` points (a power of two) on ``items``
     work-items; rows start at padded position ``first`` (edge padding); ``paired``
     exchanges whole complex values through local memory (2 ``size`` floats); each
-    transform takes two rows ``pair_stride`` apart (:func:`pairs`)."""
+    transform takes two neighbouring rows (:func:`pairs`)."""
     return codegen.render("stages/fft.cl.mako", {"filter_rows": FFT_ARGS}, size=size, items=items,
-                          padding=padding, first=first, paired=paired, pair_stride=pair_stride)
+                          padding=padding, first=first, paired=paired)
 
 
-def pairs(rows: int, pair_stride: int) -> int:
-    """Transforms over ``rows`` rows, two rows ``pair_stride`` apart each, in blocks of
-    ``2 pair_stride`` rows (the last block may hold ``pair_stride`` rows alone: a
-    detector's odd last row, each paired with zeros)."""
-    return -(-rows // (2 * pair_stride)) * pair_stride
+def pairs(rows: int) -> int:
+    """Transforms over ``rows`` rows, two neighbours each (an odd last row paired with
+    zeros)."""
+    return -(-rows // 2)
 
 
 @functools.lru_cache(maxsize=4)
@@ -186,11 +184,11 @@ class FftFilter:
     complex transform, one work-group each (radix-2 Stockham in local memory).
 
     ``weights`` are the angle weights (the geometry's, or the caller's); each transform
-    takes two rows ``pair_stride`` apart (1: neighbours; a sinogram's angles: the same
-    angle of neighbouring detector rows, as cone beam's projections pair them)."""
+    takes two neighbouring rows."""
 
-    def __init__(self, context, device, name, n_bins, weights, padding="zero", paired=None,
-                 pair_stride=1):
+    row_step = 2  # a launch starts on a pair
+
+    def __init__(self, context, device, name, n_bins, weights, padding="zero", paired=None):
         size = padded_size(n_bins)
         self.n_angles = len(weights)
         self.items = min(FFT_ITEMS, size // 2, context.devices[0].max_work_group_size)
@@ -204,11 +202,9 @@ class FftFilter:
         if paired is None:  # whole complex values through local memory, where they fit
             paired = 8 * size <= context.devices[0].local_mem_size
         self.kernel = codegen.declared(context, device,
-                                       fft_source(size, self.items, padding, first, paired,
-                                                  pair_stride),
+                                       fft_source(size, self.items, padding, first, paired),
                                        "filter_rows", FFT_ARGS)
-        self.n_bins, self.pair_stride = n_bins, pair_stride
-        self.row_step = 2 * pair_stride  # a launch starts on a block of pairs
+        self.n_bins = n_bins
 
     @staticmethod
     def fits(device, n_bins) -> bool:
@@ -229,7 +225,7 @@ class FftFilter:
         sinograms."""
         total = n_slices * self.n_angles
         rows = total - first_row if rows is None else rows
-        return self.kernel(queue, (pairs(rows, self.pair_stride) * self.items,), (self.items,),
+        return self.kernel(queue, (pairs(rows) * self.items,), (self.items,),
                            wait_for,
                            rows=source, twiddles=self.twiddles, response=self.response,
                            weights=self.weights, n_bins=self.n_bins, n_angles=self.n_angles,
@@ -294,24 +290,24 @@ def lines(size: int, points: int) -> tuple[int, int]:
 
 
 @functools.lru_cache(maxsize=16)
-def global_fft_source(size: int, points: int, items: int, padding: str, first: int,
-                      pair_stride: int = 1) -> str:
+def global_fft_source(size: int, points: int, items: int, padding: str, first: int) -> str:
     n1, n2 = four_step(size, points)
     column_lines, row_lines = lines(size, points)
     return codegen.render("stages/fft_global.cl.mako", GLOBAL_FFT_KERNELS, n1=n1, n2=n2,
                           column_lines=column_lines, row_lines=row_lines,
-                          items=items, padding=padding, first=first, pair_stride=pair_stride)
+                          items=items, padding=padding, first=first)
 
 
 class GlobalFftFilter:
     """Filters rows of sinograms on the device by FFT where a padded row is too long
     for one work-group's local memory: four-step transforms through a complex scratch
     buffer (templates/stages/fft_global.cl.mako), two rows per transform, in place.
-    ``weights`` are the angle weights; ``pair_stride`` as for :class:`FftFilter`."""
+    ``weights`` are the angle weights."""
 
     in_place = True  # a block's rows are read whole into the scratch before any is written
+    row_step = 2  # a block starts on a pair
 
-    def __init__(self, context, device, name, n_bins, weights, padding="zero", pair_stride=1):
+    def __init__(self, context, device, name, n_bins, weights, padding="zero"):
         size = padded_size(n_bins)
         points = local_points(device)
         if size > points ** 2:
@@ -329,12 +325,10 @@ class GlobalFftFilter:
         self.response = cl.Buffer(context, flags, hostbuf=np.ascontiguousarray(
             response.reshape(n2, n1).T).astype(np.float32))
         self.weights = cl.Buffer(context, flags, hostbuf=np.asarray(weights, np.float32))
-        source = global_fft_source(size, points, self.items, padding, first, pair_stride)
+        source = global_fft_source(size, points, self.items, padding, first)
         self.kernels = {kernel: codegen.declared(context, device, source, kernel, args)
                         for kernel, args in GLOBAL_FFT_KERNELS.items()}
-        self.pair_stride = pair_stride
-        self.row_step = 2 * pair_stride  # a block starts on a block of pairs
-        self.max_rows = max(1, SCRATCH_BYTES // (8 * size) // pair_stride) * self.row_step
+        self.max_rows = max(1, SCRATCH_BYTES // (8 * size)) * self.row_step
         self.context, self._scratch = context, None
 
     @property
@@ -350,13 +344,12 @@ class GlobalFftFilter:
         rows = total - first_row if rows is None else rows
         if self._scratch is None:
             self._scratch = cl.Buffer(self.context, cl.mem_flags.READ_WRITE,
-                                      pairs(min(self.max_rows, total), self.pair_stride)
-                                      * 8 * self.size)
-        capacity = self._scratch.size // (8 * self.size) // self.pair_stride * self.row_step
+                                      pairs(min(self.max_rows, total)) * 8 * self.size)
+        capacity = self._scratch.size // (8 * self.size) * self.row_step
         event = None
         for start in range(first_row, first_row + rows, capacity):
             count = min(capacity, first_row + rows - start)
-            transforms = pairs(count, self.pair_stride)
+            transforms = pairs(count)
             common = dict(table=self.table, scratch=self._scratch)
             ends = dict(n_bins=self.n_bins, n_rows=start + count, first_row=start)
             event = self.kernels["columns_forward"](
@@ -372,8 +365,7 @@ class GlobalFftFilter:
         return event
 
 
-def device_filter(context, device, name, n_bins, weights, padding="zero", method="auto",
-                  pair_stride=1):
+def device_filter(context, device, name, n_bins, weights, padding="zero", method="auto"):
     """The FBP filter for a device: FFT in one work-group where a padded row fits its
     local memory, else FFT through global memory; ``method`` ("fft", "global-fft" or
     "convolution") forces one. (The global FFT takes 2.6x less device time at 2048
@@ -385,10 +377,9 @@ def device_filter(context, device, name, n_bins, weights, padding="zero", method
         if not FftFilter.fits(device, n_bins):
             raise ValueError(f"filter_method: a padded row of {padded_size(n_bins)} points does "
                              f"not fit {device.name}'s local memory; use global-fft")
-        return FftFilter(context, device, name, n_bins, weights, padding,
-                         pair_stride=pair_stride)
+        return FftFilter(context, device, name, n_bins, weights, padding)
     if method == "global-fft":
-        return GlobalFftFilter(context, device, name, n_bins, weights, padding, pair_stride)
+        return GlobalFftFilter(context, device, name, n_bins, weights, padding)
     if method != "convolution":
         raise ValueError(f"filter_method: expected one of {', '.join(FILTER_METHODS)}; "
                          f"got {method!r}")
@@ -406,9 +397,8 @@ class Filter(Stage):
     name = "filter"
 
     def __init__(self, context, device, name, n_bins, weights, padding="zero", method="auto",
-                 pair_stride=1, buffer="sinograms", rows=None):
-        self.rows = device_filter(context, device, name, n_bins, weights, padding, method,
-                                  pair_stride)
+                 buffer="sinograms", rows=None):
+        self.rows = device_filter(context, device, name, n_bins, weights, padding, method)
         self.context, self.n_bins, self.buffer = context, n_bins, buffer
         self.rows_of = rows or (lambda chunk: chunk.count * self.rows.n_angles)
         self.needs = (Need(buffer, len(weights) * n_bins * 4),)

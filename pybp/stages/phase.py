@@ -36,7 +36,7 @@ from pybp.stages.normalize import FLOOR_TRANSMISSION, line_integrals_numpy
 
 PLANCK_EV_M = 1.2398419843320026e-6  # h c in eV m: wavelength = h c / E
 MARGIN_TOLERANCE = 1e-5  # of the kernel's weight: what a margin leaves out at most
-SCRATCH_BYTES = 256 << 20  # most bytes of frames transformed at once
+SCRATCH_BYTES = 256 << 20  # most bytes of padded images transformed at once
 
 
 def wavelength(energy_kev: float) -> float:
@@ -165,14 +165,14 @@ def divisor_at_most(n: int, limit: int) -> int:
     return max(d for d in range(1, max(1, min(n, limit)) + 1) if n % d == 0)
 
 
-def frame(n_rows: int, n_bins: int, margin: int) -> tuple[int, int, int, int]:
-    """``(frame_y, frame_x, top, left)``: the padded frame of ``n_rows`` rows of
+def placement(n_rows: int, n_bins: int, margin: int) -> tuple[int, int, int, int]:
+    """``(pad_y, pad_x, top, left)``: the padded image of ``n_rows`` rows of
     ``n_bins`` with ``margin`` rows and bins of edge values each side at least, and
     where the data start in it. Rows are transformed in two passes of
-    :func:`pybp.stages.filters.four_step`, so ``frame_x`` is a multiple of 32."""
-    frame_y, frame_x = fft_size(n_rows + 2 * margin), fft_size(n_bins + 2 * margin, 32)
-    return (frame_y, frame_x, margin + (frame_y - n_rows - 2 * margin) // 2,
-            margin + (frame_x - n_bins - 2 * margin) // 2)
+    :func:`pybp.stages.filters.four_step`, so ``pad_x`` is a multiple of 32."""
+    pad_y, pad_x = fft_size(n_rows + 2 * margin), fft_size(n_bins + 2 * margin, 32)
+    return (pad_y, pad_x, margin + (pad_y - n_rows - 2 * margin) // 2,
+            margin + (pad_x - n_bins - 2 * margin) // 2)
 
 
 def filter_terms(n: int, phase: Paganin) -> np.ndarray:
@@ -183,53 +183,53 @@ def filter_terms(n: int, phase: Paganin) -> np.ndarray:
 
 def paganin_numpy(intensity, phase: Paganin) -> np.ndarray:
     """Float64 reference: projections ``(..., n_rows, n_bins)`` of flat-field normalised
-    intensity, each padded whole (:func:`frame`), filtered, cropped; then ``-log``
+    intensity, each padded whole (:func:`placement`), filtered, cropped; then ``-log``
     (the rule of :func:`pybp.stages.normalize.line_integrals_numpy`)."""
     intensity = np.asarray(intensity, np.float64)
     n_rows, n_bins = intensity.shape[-2:]
-    frame_y, frame_x, top, left = frame(n_rows, n_bins, phase.margin_rows())
-    pad = [(0, 0)] * (intensity.ndim - 2) + [(top, frame_y - n_rows - top),
-                                            (left, frame_x - n_bins - left)]
+    pad_y, pad_x, top, left = placement(n_rows, n_bins, phase.margin_rows())
+    pad = [(0, 0)] * (intensity.ndim - 2) + [(top, pad_y - n_rows - top),
+                                            (left, pad_x - n_bins - left)]
     padded = np.pad(intensity, pad, mode="edge")
-    terms = filter_terms(frame_y, phase)[:, None] + filter_terms(frame_x, phase)[None, :]
+    terms = filter_terms(pad_y, phase)[:, None] + filter_terms(pad_x, phase)[None, :]
     retrieved = np.real(np.fft.ifft2(np.fft.fft2(padded) / (1 + terms)))
     retrieved = retrieved[..., top:top + n_rows, left:left + n_bins]
     return line_integrals_numpy(retrieved)
 
 
-def passes(frame_y: int, frame_x: int, points: int) -> dict:
-    """How the kernels cut a frame: ``a`` x ``b`` points a row (four-step), and the
+def passes(pad_y: int, pad_x: int, points: int) -> dict:
+    """How the kernels cut a padded image: ``a`` x ``b`` points a row (four-step), and the
     lines each work-group transforms at once in each pass (each dividing what it cuts,
     ``points`` at most in local memory)."""
-    a, b = four_step(frame_x, points)
+    a, b = four_step(pad_x, points)
     return dict(a=a, b=b, a_lines=divisor_at_most(b, points // a),
                 b_lines=divisor_at_most(a, points // b),
-                y_lines=divisor_at_most(frame_x, points // frame_y))
+                y_lines=divisor_at_most(pad_x, points // pad_y))
 
 
 @functools.lru_cache(maxsize=16)
-def source(frame_y: int, frame_x: int, points: int, items: int) -> str:
-    return codegen.render("stages/paganin.cl.mako", KERNELS, frame_y=frame_y, items=items,
-                          floor=repr(float(FLOOR_TRANSMISSION)), **passes(frame_y, frame_x, points))
+def source(pad_y: int, pad_x: int, points: int, items: int) -> str:
+    return codegen.render("stages/paganin.cl.mako", KERNELS, pad_y=pad_y, items=items,
+                          floor=repr(float(FLOOR_TRANSMISSION)), **passes(pad_y, pad_x, points))
 
 
-TABLE = Arg("table", "__global const float2 *", "FRAME_X/2: exp(-2 pi i m / FRAME_X)")
-SCRATCH = Arg("scratch", "__global float2 *", "a frame per pair of projections")
+TABLE = Arg("table", "__global const float2 *", "PAD_X/2: exp(-2 pi i m / PAD_X)")
+SCRATCH = Arg("scratch", "__global float2 *", "a padded image per pair of projections")
 KERNELS = {
     "rows_forward_a": (Arg("intensity", "__global const float *", "n_angles x n_rows x n_bins"),
                        *ints("n_rows", "n_bins", "first_angle"),
                        Arg("stop_angle", "const int", "the block's end"),
-                       Arg("row_shift", "const int", "frame row - chunk row"),
-                       Arg("first_bin", "const int", "frame column of bin 0"), TABLE, SCRATCH),
+                       Arg("row_shift", "const int", "padded row - chunk row"),
+                       Arg("first_bin", "const int", "padded column of bin 0"), TABLE, SCRATCH),
     "rows_b": (TABLE, Arg("sign", "const int", "-1 forward, +1 inverse"), SCRATCH),
-    "columns_filter": (Arg("table_y", "__global const float2 *", "FRAME_Y/2"),
-                       Arg("fy2", "__global const float *", "FRAME_Y: strength fy^2"),
-                       Arg("fx2", "__global const float *", "FRAME_X: strength fx^2, permuted"),
-                       Arg("scale", "const float", "1 / (FRAME_Y FRAME_X)"), SCRATCH),
+    "columns_filter": (Arg("table_y", "__global const float2 *", "PAD_Y/2"),
+                       Arg("fy2", "__global const float *", "PAD_Y: strength fy^2"),
+                       Arg("fx2", "__global const float *", "PAD_X: strength fx^2, permuted"),
+                       Arg("scale", "const float", "1 / (PAD_Y PAD_X)"), SCRATCH),
     "rows_inverse_a": (TABLE, SCRATCH, *ints("n_angles", "n_bins", "first_angle"),
                        Arg("stop_angle", "const int", "the block's end"),
-                       Arg("first_frame_row", "const int", "frame row of the chunk's first own row"),
-                       Arg("first_bin", "const int", "frame column of bin 0"),
+                       Arg("first_pad_row", "const int", "padded row of the chunk's first own row"),
+                       Arg("first_bin", "const int", "padded column of bin 0"),
                        Arg("counted_first", "const int", "own rows whose replaced values"),
                        Arg("counted_stop", "const int", "are counted (those kept)"),
                        Arg("clipped", "__global uint *", "counts the values replaced"),
@@ -242,7 +242,7 @@ class PhaseRetrieval(Stage):
     ``n_angles`` x rows x ``n_bins``, normalised, margins included) into ``sinograms``
     (``-log``, the chunk's own rows), counting non-positive values in ``clipped`` (the
     normalisation's counter, which it reports). Frames are cut to lengths of radices
-    2, 3 and 5 (:func:`fft_size`); one frame height is compiled per chunk height (the
+    2, 3 and 5 (:func:`fft_size`); one padded image height is compiled per chunk height (the
     last chunk is shorter)."""
 
     name = "phase"
@@ -253,65 +253,66 @@ class PhaseRetrieval(Stage):
         self.margin = phase.margin_rows()
         self.points = local_points(device)
         self.items = min(256, self.points // 2, device.max_work_group_size)
-        _, frame_x, _, self.first_bin = frame(1, n_bins, self.margin)
-        if frame_x > 32 * self.points or fft_size(1 + 2 * self.margin) > self.points:
+        _, pad_x, _, self.first_bin = placement(1, n_bins, self.margin)
+        if pad_x > 32 * self.points or fft_size(1 + 2 * self.margin) > self.points:
             raise ValueError(f"phase: the filter reaches {self.margin} rows (delta_beta "
                              f"{phase.delta_beta:g}, distance {phase.distance:g} m, pixel "
-                             f"{phase.pixel_size:g} m); frames of {fft_size(1 + 2 * self.margin)}"
-                             f" x {frame_x} points exceed what {device.name} transforms "
-                             f"({self.points} rows, {32 * self.points} columns)")
-        self.frame_x = frame_x
+                             f"{phase.pixel_size:g} m); padded images of "
+                             f"{fft_size(1 + 2 * self.margin)} x {pad_x} points exceed what "
+                             f"{device.name} transforms ({self.points} rows, "
+                             f"{32 * self.points} columns)")
+        self.pad_x = pad_x
         plane = n_angles * n_bins
         self.needs = (Need("intensity", plane * 4), Need("clipped", fixed=4, host=np.dtype(np.uint32)),
                       Need("sinograms", plane * 4))
         self.shared_bytes = SCRATCH_BYTES
         flags = cl.mem_flags.READ_ONLY | cl.mem_flags.COPY_HOST_PTR
-        a, b = four_step(frame_x, self.points)
-        fx2 = filter_terms(frame_x, phase)
+        a, b = four_step(pad_x, self.points)
+        fx2 = filter_terms(pad_x, phase)
         self.fx2 = cl.Buffer(context, flags, hostbuf=np.ascontiguousarray(  # k_a + A k_b at k_a B + k_b
             fx2.reshape(b, a).T).astype(np.float32))
         self.table = cl.Buffer(context, flags, hostbuf=np.exp(
-            -2j * np.pi * np.arange(frame_x // 2) / frame_x).astype(np.complex64))
+            -2j * np.pi * np.arange(pad_x // 2) / pad_x).astype(np.complex64))
         self._heights, self._scratch = {}, None
 
     @property
     def chunk_rows(self) -> int:
-        """Own rows per chunk this stage prefers: a frame of the most rows the device
+        """Own rows per chunk this stage prefers: a padded image of the most rows the device
         transforms at once, at most eight times the margins."""
         return fft_size(min(self.points, 8 * 2 * self.margin)) - 2 * self.margin
 
-    def _height(self, frame_y):
-        """The kernels, y tables, frames per block and cut (:func:`passes`) of a frame
+    def _height(self, pad_y):
+        """The kernels, y tables, padded images per block and cut (:func:`passes`) of a padded image
         height."""
-        if frame_y not in self._heights:
+        if pad_y not in self._heights:
             flags = cl.mem_flags.READ_ONLY | cl.mem_flags.COPY_HOST_PTR
-            code = source(frame_y, self.frame_x, self.points, self.items)
+            code = source(pad_y, self.pad_x, self.points, self.items)
             kernels = {name: codegen.declared(self.context, self.device, code, name, args)
                        for name, args in KERNELS.items()}
             table_y = cl.Buffer(self.context, flags, hostbuf=np.exp(
-                -2j * np.pi * np.arange(max(1, frame_y // 2)) / frame_y).astype(np.complex64))
+                -2j * np.pi * np.arange(max(1, pad_y // 2)) / pad_y).astype(np.complex64))
             fy2 = cl.Buffer(self.context, flags,
-                            hostbuf=filter_terms(frame_y, self.phase).astype(np.float32))
-            pairs = max(1, SCRATCH_BYTES // (8 * frame_y * self.frame_x))
-            cut = passes(frame_y, self.frame_x, self.points)
-            self._heights[frame_y] = (kernels, table_y, fy2, pairs, cut)
-        return self._heights[frame_y]
+                            hostbuf=filter_terms(pad_y, self.phase).astype(np.float32))
+            pairs = max(1, SCRATCH_BYTES // (8 * pad_y * self.pad_x))
+            cut = passes(pad_y, self.pad_x, self.points)
+            self._heights[pad_y] = (kernels, table_y, fy2, pairs, cut)
+        return self._heights[pad_y]
 
     def enqueue(self, chunk):
         before, after = chunk.crop
         own = chunk.rows_out
-        # The frame is the grid chunk's (its rows beyond the chunk's own among the
+        # The padded image is the grid chunk's (its rows beyond the chunk's own among the
         # margins), so that a row's values do not depend on the rows a run takes.
         lead, trail = chunk.grid
-        frame_y, _, top, _ = frame(lead + own + trail, self.n_bins, self.margin)
+        pad_y, _, top, _ = placement(lead + own + trail, self.n_bins, self.margin)
         counted = (chunk.margins[0] - before, chunk.margins[1] - after)  # own rows not kept
-        kernels, table_y, fy2, most, cut = self._height(frame_y)
+        kernels, table_y, fy2, most, cut = self._height(pad_y)
         if self._scratch is None:
             self._scratch = cl.Buffer(self.context, cl.mem_flags.READ_WRITE, SCRATCH_BYTES)
         b, q, pacer = chunk.buffers, chunk.queue, chunk.pacer
         a_lines, b_lines, y_lines = cut["a_lines"], cut["b_lines"], cut["y_lines"]
         ka, kb = cut["a"], cut["b"]
-        cost = frame_y * self.frame_x * int(np.log2(frame_y * self.frame_x))
+        cost = pad_y * self.pad_x * int(np.log2(pad_y * self.pad_x))
         events = []
         common = dict(table=self.table, scratch=self._scratch)
         for first, count in pacer.blocks("phase", self.n_angles, cost, 2, 2 * most):
@@ -321,20 +322,20 @@ class PhaseRetrieval(Stage):
                          first_bin=self.first_bin)
             launches = [
                 kernels["rows_forward_a"](
-                    q, (frame_y * (kb // a_lines) * self.items, pairs), (self.items, 1),
+                    q, (pad_y * (kb // a_lines) * self.items, pairs), (self.items, 1),
                     intensity=b["intensity"], n_rows=chunk.count,
                     row_shift=top - (before - lead), **sizes, **common),
-                kernels["rows_b"](q, (frame_y * ka // b_lines * self.items, pairs),
+                kernels["rows_b"](q, (pad_y * ka // b_lines * self.items, pairs),
                                   (self.items, 1), sign=-1, **common),
                 kernels["columns_filter"](
-                    q, (self.frame_x // y_lines * self.items, pairs), (self.items, 1),
+                    q, (self.pad_x // y_lines * self.items, pairs), (self.items, 1),
                     table_y=table_y, fy2=fy2, fx2=self.fx2,
-                    scale=1.0 / (frame_y * self.frame_x), scratch=self._scratch),
-                kernels["rows_b"](q, (frame_y * ka // b_lines * self.items, pairs),
+                    scale=1.0 / (pad_y * self.pad_x), scratch=self._scratch),
+                kernels["rows_b"](q, (pad_y * ka // b_lines * self.items, pairs),
                                   (self.items, 1), sign=1, **common),
                 kernels["rows_inverse_a"](
                     q, (own * (kb // a_lines) * self.items, pairs), (self.items, 1),
-                    n_angles=self.n_angles, first_frame_row=top + lead,
+                    n_angles=self.n_angles, first_pad_row=top + lead,
                     counted_first=counted[0],
                     counted_stop=own - counted[1],
                     clipped=b["clipped"], sinograms=b["sinograms"], **sizes, **common)]

@@ -204,51 +204,39 @@ def _serial(executor, rows, read, write, progress, timings, stop, copy) -> int:
 def _direct(executor, rows, read, progress, timings, stop) -> int:
     """:func:`stream` where every chunk goes up by one DMA (from page-locked memory:
     :meth:`pybp.stream.executor.Executor.upload`'s ``upload``) and the stages keep what
-    they make and report nothing: one thread enqueues each chunk's upload once its
-    slot is free, then the stages of the chunk before once that one's upload is done,
-    waiting for each event itself. With no host copies to hide, the three threads'
-    hand-offs were what held the device back: cone beam's 341 passes from its store
-    (512^3 at a quarter limit, H200) took 0.27 s for 0.11 s of kernels, each kernel
-    enqueued 0.66 ms after its upload ended (docs/design.md, section 8)."""
+    they make and report nothing: one thread enqueues each chunk's upload and then its
+    stages at once, the device ordering them (the upload after the slot's last chunk
+    has read its input, the stages after the upload: :meth:`Executor.upload`'s and
+    :meth:`Executor.compute`'s ``after``), and waits only where the pacer holds it. A
+    host wait for each of those events (its polls' sleeps included) left cone beam's
+    passes from its store (512^3 at a quarter limit, H200: 341 of them, 0.28 ms of
+    kernel each) at about 0.55 ms a pass (docs/design.md, section 8)."""
     stop = stop if stop is not None else threading.Event()
     slots, slices = len(executor.slots), 0
-    uploaded = None  # (i, span, event, stages): up, its stages not yet enqueued
-    computed = []  # (event, stages, count): enqueued, not yet seen done
+    computed = collections.deque()  # (event, stages, count): enqueued, not yet seen done
 
     def seen(everything=False):
         nonlocal slices
         while computed and (everything or computed[0][0].command_execution_status <= 0):
-            event, stages, count = computed.pop(0)
+            event, stages, count = computed.popleft()
             wait(event, stop)
             executor.record(stages)
             slices += count
             if progress is not None:
                 progress.update(count)
 
-    def enqueue_stages(item):
-        i, span, event, stages = item
-        wait(event, stop)
-        executor.record(stages)
-        done, stages = executor.compute(i % slots, span, stop)
-        computed.append((done, stages, span.count))
-
     with _alone(executor, progress, stop):
         i = 0
         while (taken := rows.take(executor.memory.chunk_slices)) is not None:
-            span = rows.span(*taken, executor.margin)
-            if uploaded is not None and uploaded[0] % slots == i % slots:  # (one slot)
-                enqueue_stages(uploaded)
-                uploaded = None
-            executor.input_free(i % slots, stop)  # the slot's last chunk has read its input
+            span, slot = rows.span(*taken, executor.margin), i % slots
             block, references = read(span)
-            event, stages = executor.upload(i % slots, block, references, stop=stop)
-            if uploaded is not None:  # the chunk before, while this one goes up
-                enqueue_stages(uploaded)
-            uploaded = (i, span, event, stages)
+            last_reader = executor.slots[slot].input_read
+            up, uploaded = executor.upload(slot, block, references, stop=stop,
+                                           after=None if last_reader is None else [last_reader])
+            done, stages = executor.compute(slot, span, stop, after=[up])
+            computed.append((done, uploaded + stages, span.count))
             seen()
             i += 1
-        if uploaded is not None:
-            enqueue_stages(uploaded)
         seen(everything=True)
     if timings is not None:
         timings.update(wait_device=0.0, slices=slices)

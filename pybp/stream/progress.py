@@ -42,11 +42,11 @@ class Progress:
         of a projection for each."""
         return Scaled(self, weight)
 
-    def work(self, stage, units):
-        """A :class:`pybp.cl.pacing.Pacer`'s listener: ``units`` of ``stage`` finished."""
+    def work(self, stage, done):
+        """A :class:`pybp.cl.pacing.Pacer`'s listener: ``done`` work of ``stage`` finished."""
         if stage == "backproject":
             with self._lock:
-                self.updates += units
+                self.updates += done
                 self._show()
 
     def _show(self):
@@ -94,8 +94,8 @@ class Scaled:
     def update(self, count):
         self.bar.update(count * self.weight)
 
-    def work(self, stage, units):
-        self.bar.work(stage, units)
+    def work(self, stage, done):
+        self.bar.work(stage, done)
 
     def close(self):
         self.bar.close()

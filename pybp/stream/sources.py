@@ -110,23 +110,23 @@ class Ahead:
 
 
 class SinogramsInto:
-    """``store`` ``(n_angles, rows, n_cols)`` as a stream's output (its ``write``):
+    """``out`` ``(n_angles, rows, n_cols)`` as a stream's output (its ``write``):
     sinograms of detector rows ``(count, n_angles, n_cols)`` put at rows ``rows`` (from
     several threads, disjoint rows), each a transposing copy in blocks of projections
     on ``threads`` of its own, inside a ``with`` block."""
 
-    def __init__(self, store, threads):
-        self.store, self.threads, self._pool = store, threads, None
+    def __init__(self, out, threads):
+        self.out, self.threads, self._pool = out, threads, None
 
     def __enter__(self):
-        self._pool = ThreadPoolExecutor(self.threads, thread_name_prefix="pybp-store")
+        self._pool = ThreadPoolExecutor(self.threads, thread_name_prefix="pybp-sinograms")
         return self
 
     def __exit__(self, *exc):
         self._pool.shutdown(wait=True)
 
     def __setitem__(self, rows: slice, sinograms):
-        copy_blocks(self._pool, self.store[:, rows], np.swapaxes(sinograms, 0, 1))
+        copy_blocks(self._pool, self.out[:, rows], np.swapaxes(sinograms, 0, 1))
 
 
 def put_rows(pool, out, at, slices):

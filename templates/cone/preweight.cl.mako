@@ -5,11 +5,8 @@
 ## parallel beam); then each pixel times the cosine of its ray to the detector's normal
 ## (the source's depth over the ray's length) and its column's weight (angular weight
 ## over the isocentre pitch; Parker's for short scans). Not `weighted` (the plain
-## back-projection): the line integrals' check alone. With `rows`, the weights alone on
-## line integrals in sinograms (detector row, projection, column) of a chunk of rows,
-## as the stream's stages have them (pybp/cone/stages.py): the same weight function, so
-## a pixel gets the same bits either way.
-/* pybp cone-beam ${"FDK weights on sinograms" if rows else "FDK pre-weighting" if weighted else "check of line integrals"}${", from counts" if flat_field else ""} */
+## back-projection): the line integrals' check alone.
+/* pybp cone-beam ${"FDK pre-weighting" if weighted else "check of line integrals"}${", from counts" if flat_field else ""} */
 % if real == "double":
 #pragma OPENCL EXTENSION cl_khr_fp64 : enable
 % endif
@@ -29,19 +26,6 @@ inline float fdk_weight(__global const float *poses, __global const float *colum
     return f[9] / length(ray) * column_weights[(size_t)projection * n_cols + c];
 }
 % endif
-% if rows:
-
-__kernel void cone_weight_rows(
-${args['cone_weight_rows']}
-{
-    const int c = get_global_id(0), projection = get_global_id(1), row = get_global_id(2);
-    if (c >= n_cols)
-        return;
-    const size_t at = ((size_t)row * n_angles + projection) * n_cols + c;
-    sinograms[at] = sinograms[at] * fdk_weight(poses, column_weights, projection,
-                                               first_row + row, c, n_cols);
-}
-% else:
 
 __kernel void cone_preweight(
 ${args['cone_preweight']}
@@ -73,4 +57,3 @@ ${args['cone_preweight']}
     images[at] = sample;
 % endif
 }
-% endif

@@ -3,13 +3,10 @@
 ## real and imaginary parts are the two filtered rows. One work-group transforms one
 ## pair of rows in local memory: loads, a radix-2 Stockham FFT, the product with the
 ## filter's response, the inverse, and stores, with no pass through global memory in
-## between. The pair is rows 2p and 2p + 1 of the launch (pair_stride 1), or, with
-## pair_stride S, rows S apart in blocks of 2S: the same angle of neighbouring detector
-## rows in sinograms of S angles, as cone beam pairs the rows of a projection, so that
-## a row filters to the same bits in either layout. The rows can be filtered in place: a group reads its two rows whole
-## before it writes them (with a global fence between, where edge padding reads bins
-## that other work-items write).
-${"/* pybp FBP filter by FFT: %d points, %d work-items, %s padding, %s exchange, rows %d apart */" % (size, items, padding, "paired" if paired else "split", pair_stride)}
+## between. The pair is rows 2p and 2p + 1 of the launch. The rows can be filtered in
+## place: a group reads its two rows whole before it writes them (with a global fence
+## between, where edge padding reads bins that other work-items write).
+${"/* pybp FBP filter by FFT: %d points, %d work-items, %s padding, %s exchange */" % (size, items, padding, "paired" if paired else "split")}
 #define N ${size}                   /* padded row length, a power of two */
 #define ITEMS ${items}              /* work-items per transform */
 #define POINTS ${size // items}     /* values each work-item holds: indices item + m ITEMS */
@@ -36,13 +33,8 @@ ${args['filter_rows']}
     __local float scratch[N];
 % endif
     const int item = get_local_id(0);
-% if pair_stride == 1:
     const int row_a = first_row + 2 * get_group_id(0);
-% else:
-    const int row_a = first_row + get_group_id(0) / ${pair_stride} * ${2 * pair_stride}
-                      + get_group_id(0) % ${pair_stride};
-% endif
-    const int row_b = row_a + ${pair_stride};
+    const int row_b = row_a + 1;
     const int has_b = row_b < n_rows;
     __global const float *a = rows + (size_t)row_a * n_bins;
     __global const float *b = rows + (size_t)row_b * n_bins;

@@ -9,17 +9,9 @@
 ##                    conjugate twiddle;
 ##   columns_inverse: inverse transforms of N1 along columns -> rows, cropped and
 ##                    weighted.
-## A pair is rows 2p and 2p + 1 of the launch, or with pair_stride S rows S apart in
-## blocks of 2S (fft.cl.mako says why).
-<%def name="pair_row(p)">\
-% if pair_stride == 1:
-2 * ${p}\
-% else:
-${p} / ${pair_stride} * ${2 * pair_stride} + ${p} % ${pair_stride}\
-% endif
-</%def>\
+## A pair is rows 2p and 2p + 1 of the launch.
 <%namespace name="fft" file="fft_lines.cl.mako"/>
-${"/* pybp FBP filter by global FFT: %d = %d x %d points, %s padding, rows %d apart */" % (n1 * n2, n1, n2, padding, pair_stride)}
+${"/* pybp FBP filter by global FFT: %d = %d x %d points, %s padding */" % (n1 * n2, n1, n2, padding)}
 #define N ${n1 * n2}
 #define N1 ${n1}
 #define N2 ${n2}
@@ -45,10 +37,10 @@ ${args['columns_forward']}
 {
     __local float2 x[${column_lines * n1}], y[${column_lines * n1}];
     const int pair = get_group_id(1);
-    const int row_a = first_row + ${pair_row("pair")};
-    const int has_b = row_a + ${pair_stride} < n_rows;
+    const int row_a = first_row + 2 * pair;
+    const int has_b = row_a + 1 < n_rows;
     __global const float *a = rows + (size_t)row_a * n_bins;
-    __global const float *b = a + (size_t)${pair_stride} * n_bins;
+    __global const float *b = a + n_bins;
     const int column = get_group_id(0) * ${column_lines};
     // Neighbouring work-items take neighbouring columns: reads in runs of the lines.
     for (int e = get_local_id(0); e < ${column_lines * n1}; e += ${items}) {
@@ -100,8 +92,8 @@ ${args['columns_inverse']}
 {
     __local float2 x[${column_lines * n1}], y[${column_lines * n1}];
     const int pair = get_group_id(1);
-    const int row_a = first_row + ${pair_row("pair")};
-    const int has_b = row_a + ${pair_stride} < n_rows;
+    const int row_a = first_row + 2 * pair;
+    const int has_b = row_a + 1 < n_rows;
     const int column = get_group_id(0) * ${column_lines};
     __global const float2 *data = scratch + (size_t)pair * N;
     for (int e = get_local_id(0); e < ${column_lines * n1}; e += ${items}) {
@@ -111,7 +103,7 @@ ${args['columns_inverse']}
     barrier(CLK_LOCAL_MEM_FENCE);
     fft_columns(x, y, table, 1.0f);
     const float weight_a = weights[row_a % n_angles];
-    const float weight_b = weights[(row_a + ${pair_stride}) % n_angles];
+    const float weight_b = weights[(row_a + 1) % n_angles];
     for (int e = get_local_id(0); e < ${column_lines * n1}; e += ${items}) {
         const int line = e % ${column_lines}, n1 = e / ${column_lines};
         const int bin = n1 * N2 + column + line - ${first};
@@ -119,7 +111,7 @@ ${args['columns_inverse']}
             const float2 v = ${fft.result_buffer(n1, "x", "y")}[line * N1 + n1];
             out[(size_t)row_a * n_bins + bin] = v.x * weight_a;
             if (has_b)
-                out[(size_t)(row_a + ${pair_stride}) * n_bins + bin] = v.y * weight_b;
+                out[(size_t)(row_a + 1) * n_bins + bin] = v.y * weight_b;
         }
     }
 }
