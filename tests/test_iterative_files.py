@@ -257,6 +257,34 @@ def test_bench_prints_the_pair_and_iterations_beside_the_ceiling(capsys):
         assert line.endswith("% |"), line
 
 
+def test_cone_bench_takes_a_pitch_and_laminography(capsys):
+    """--pitch sets a voxel's side in pixels at the isocentre (the case's heading names
+    the voxels), --laminography the pair of ParallelVectorGeometry; both are refused
+    where they mean nothing (FDK's bench, parallel beam)."""
+    from pybp.tune import cone as cone_tuning
+
+    g = cone_tuning.geometry(16, 8, (12, 20), pitch=0.5)
+    iso = cone_tuning.PIXEL * cone_tuning.SOURCE_ORIGIN / cone_tuning.SOURCE_DETECTOR
+    assert g.voxel_size == pytest.approx(0.5 * iso)
+    assert cone_tuning.geometry(512).voxel_size / iso == pytest.approx(2.6667, rel=1e-4)
+    small = ["--size", "16", "--projections", "8", "--detector", "12x20", "--repeats", "1",
+             "--iterations", "2"]
+    for extra, what in ((["--pitch", "1"], "ConeGeometry"),
+                        (["--laminography"], "ParallelVectorGeometry")):
+        assert cli.main(["bench", "--cone", "--iterative", *small, *extra]) == 0
+        out = capsys.readouterr().out
+        assert what in out.splitlines()[0] or what in out, out[:300]
+        for row in ("forward A", "transpose A^T", "SIRT iteration", "CGLS iteration"):
+            assert any(line.startswith(f"| {row}") for line in out.splitlines()), row
+    for argv in (["bench", "--cone", "--pitch", "1"], ["bench", "--laminography", "--forward"]):
+        code = cli.main(argv + ["--size", "16"])
+        err = capsys.readouterr().err
+        assert code == 2 and "--pitch and --laminography" in err, (argv, err)
+    with pytest.raises(SystemExit) as exited:
+        cli.main(["bench", "--cone", "--forward", "--pitch", "0"])
+    assert exited.value.code == 2 and "--pitch: expected a positive" in capsys.readouterr().err
+
+
 @pytest.mark.parametrize("method", CASES)
 def test_the_working_set_the_plan_counts_holds_what_a_chunk_allocates(method, scan,  # noqa: F811
                                                                     cl_device, monkeypatch):

@@ -73,6 +73,18 @@ def _detector(text):
     return rows, columns
 
 
+def _pitch(text):
+    """A positive number, as ``--pitch`` takes it."""
+    try:
+        value = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected a number of pixels (2.67), got {text!r}") \
+            from None
+    if not 0 < value < float("inf"):
+        raise argparse.ArgumentTypeError(f"expected a positive number, got {text!r}")
+    return value
+
+
 def _version():
     import pyopencl
 
@@ -188,10 +200,21 @@ def _add_bench(sub, common, device_help):
                         help="only: cone-beam FDK on the RabbitCT-like case (GUPS of each "
                              "verified parameter set beside the fetch-only ceiling, then end "
                              "to end from host memory, and in slabs)")
-    bench_.add_argument("--projections", type=int, default=496,
-                        help="with --cone: projections over 360 degrees")
-    bench_.add_argument("--detector", type=_detector, default=(960, 1248), metavar="ROWSxCOLUMNS",
-                        help="with --cone: the detector (default 960x1248)")
+    bench_.add_argument("--projections", type=int, default=None,
+                        help="with --cone: projections over 360 degrees (default 496; with "
+                             "--laminography 512)")
+    bench_.add_argument("--detector", type=_detector, default=None, metavar="ROWSxCOLUMNS",
+                        help="with --cone: the detector (default 960x1248; with "
+                             "--laminography 768x768)")
+    bench_.add_argument("--pitch", type=_pitch, default=None, metavar="PIXELS",
+                        help="with --cone and --forward or --iterative: a voxel's side in "
+                             "pixels at the isocentre (default: 2.67 at --size 512, a 256 mm "
+                             "field; with --laminography 1)")
+    bench_.add_argument("--laminography", action="store_true",
+                        help="with --cone and --forward or --iterative: the pair of "
+                             "pybp.ParallelVectorGeometry instead, a laminography scan "
+                             "(the rays 30 degrees from a right angle to the axis; "
+                             "--size^3 from --projections of --detector)"),
     bench_.add_argument("--forward", action="store_true",
                         help="only: the forward projection and its exact transpose "
                              "(pybp.Projector) on device arrays, beside the load ceiling; "
@@ -325,7 +348,8 @@ def _main(argv):
     argv = sys.argv[1:] if argv is None else list(argv)
     args = build_parser().parse_args(argv)
     args.command_line = shlex.join(["pybp"] + argv)
-    for name in ("size", "angles", "repeats", "rows", "flats", "chunk_slices", "budget"):
+    for name in ("size", "angles", "repeats", "rows", "flats", "chunk_slices", "budget",
+                 "projections"):
         value = getattr(args, name, None)
         if isinstance(value, (int, float)) and value <= 0:
             print(f"pybp {args.command}: --{name.replace('_', '-')} must be positive, got {value}",

@@ -13,12 +13,19 @@ def bench(args):
     """``pybp bench --cone``: FDK's kernels and FDK end to end on the RabbitCT-like case
     (512^3 from 496 x 960 x 1248), or with --forward or --iterative its pair and methods."""
     if args.forward or args.iterative:
-        geometry = cone_tuning.geometry(args.size or 512, args.projections, args.detector)
+        scan = cone_tuning.laminography if args.laminography else cone_tuning.geometry
+        given = dict(n_projections=args.projections, detector=args.detector)
+        geometry = scan(args.size or 512, pitch=args.pitch,
+                        **{k: v for k, v in given.items() if v is not None})
         bench_iterative.run(geometry, None, device=args.device, repeats=args.repeats,
                             iterations=args.iterations, iterative=args.iterative)
         return 0
-    bench_cone.run(device=args.device, size=args.size or 512, n_projections=args.projections,
-                   detector=args.detector, repeats=args.repeats)
+    if args.pitch is not None or args.laminography:
+        raise ValueError("--pitch and --laminography: with --forward or --iterative (FDK's "
+                         "bench is the RabbitCT-like case)")
+    bench_cone.run(device=args.device, size=args.size or 512,
+                   n_projections=args.projections or 496,
+                   detector=args.detector or (960, 1248), repeats=args.repeats)
     return 0
 
 

@@ -49,9 +49,22 @@ class WholeKind:
         return project.ConePair(geometry, context, queue, device)
 
     def describe(self, geometry, slices=None) -> str:
+        """The volume and the scan in words, with a voxel's width in pixels at the
+        volume's centre (the median over the projections: what the box model's cost and
+        accuracy follow)."""
         rows, cols = geometry.detector_shape
-        return (f"{geometry.volume_shape[0]}^3 from {geometry.n_angles} projections of "
-                f"{rows} x {cols}")
+        nz, ny, nx = geometry.volume_shape
+        m = geometry.voxel_matrices()
+        centre = np.array([(nx - 1) / 2, (ny - 1) / 2, (nz - 1) / 2, 1.0])
+
+        def image(point):
+            h = m @ point
+            return h[:, :2] / h[:, 2:]
+        steps = [np.abs(image(centre + step) - image(centre))[:, 0]
+                 for step in ((1, 0, 0, 0), (0, 1, 0, 0))]
+        pitch = float(np.median(np.maximum(*steps)))
+        return (f"{self.name}, {nz} x {ny} x {nx} from {geometry.n_angles} projections of "
+                f"{rows} x {cols} (a voxel {pitch:.3g} pixels wide at the centre)")
 
     def takes_in_place(self, geometry) -> bool:
         return False

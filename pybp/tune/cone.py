@@ -30,6 +30,7 @@ from pybp.cone.params import ConeParams
 from pybp.cone.backproject import SlabRecipe
 from pybp.cone.profiler import KEY, RECORD, default_params
 from pybp.geometry.cone import ConeGeometry
+from pybp.geometry.parallel_vectors import ParallelVectorGeometry
 from pybp.parallel.verify import TOLERANCES
 from pybp.tune.search import confirmed, default_budget
 
@@ -39,13 +40,27 @@ VOXELS = (4, 8, 16)
 PASSES = (8, 16, 32)
 GROUPS = ((32, 8), (16, 16), (64, 4), (32, 4))
 SOURCE_ORIGIN, SOURCE_DETECTOR, PIXEL, FIELD = 750.0, 1200.0, 0.3, 256.0  # mm
+# The bench's laminography: the rays 30 degrees from a right angle to the turning axis.
+LAMINOGRAPHY_TILT = np.radians(30.0)
 
 
-def geometry(size=512, n_projections=496, detector=(960, 1248)) -> ConeGeometry:
-    """The bench's scan: ``size``^3 voxels over a 256 mm field of view."""
+def geometry(size=512, n_projections=496, detector=(960, 1248), pitch=None) -> ConeGeometry:
+    """The bench's scan: ``size``^3 voxels over a 256 mm field of view (at 512^3 a voxel
+    is 2.67 pixels wide at the isocentre, as in ASTRA's case of ../shared/peers/), or
+    of ``pitch`` pixels at the isocentre each."""
+    voxel = FIELD / size if pitch is None else pitch * PIXEL * SOURCE_ORIGIN / SOURCE_DETECTOR
     return ConeGeometry.circular(np.linspace(0, 2 * np.pi, n_projections, endpoint=False),
                                  detector, PIXEL, SOURCE_ORIGIN, SOURCE_DETECTOR - SOURCE_ORIGIN,
-                                 (size,) * 3, FIELD / size)
+                                 (size,) * 3, voxel)
+
+
+def laminography(size=512, n_projections=512, detector=(768, 768), pitch=None):
+    """The bench's laminography scan (:class:`pybp.ParallelVectorGeometry`): ``size``^3
+    voxels turning a full circle, the rays :data:`LAMINOGRAPHY_TILT` from a right angle
+    to the axis, pixels of 1 and voxels of ``pitch`` pixels (default 1)."""
+    return ParallelVectorGeometry.laminography(
+        np.linspace(0, 2 * np.pi, n_projections, endpoint=False), LAMINOGRAPHY_TILT, detector,
+        (1.0, 1.0), (size,) * 3, 1.0 if pitch is None else pitch)
 
 
 @functools.lru_cache(maxsize=1)
