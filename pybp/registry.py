@@ -29,8 +29,9 @@ class Kind(Protocol):
     device); ``file_keys`` (the keys of a geometry file that give its trajectory, each
     read by :meth:`reader`) and ``astra_types`` (the types of ASTRA's ``proj_geom`` that
     such a file's ``{"astra": ...}`` makes of this kind, by its ``from_astra``);
-    ``flag`` (the option of ``pybp demo``, ``bench``, ``render`` and ``tune`` that picks
-    it, or None) and ``commands`` (``(command, "module:function")`` pairs: its runner of
+    ``flag`` (the option of the developers' commands that picks it, or None: ``--cone``
+    of ``pybp demo``, ``bench``, ``render`` and ``tune``, ``--laminography`` of ``pybp
+    bench``) and ``commands`` (``(command, "module:function")`` pairs: its runner of
     each ``pybp`` command it has, in pybp/cli/, named so that the kinds import no
     command code). Each kind is one module's (pybp/parallel/kind.py, pybp/cone/kind.py)."""
 

@@ -258,9 +258,9 @@ def test_bench_prints_the_pair_and_iterations_beside_the_ceiling(capsys):
 
 
 def test_cone_bench_takes_a_pitch_and_laminography(capsys):
-    """--pitch sets a voxel's side in pixels at the isocentre (the case's heading names
-    the voxels), --laminography the pair of ParallelVectorGeometry; both are refused
-    where they mean nothing (FDK's bench, parallel beam)."""
+    """--pitch sets a voxel's side in pixels at the isocentre (the case's heading gives
+    it), --laminography takes the laminography kind's pair (ParallelVectorGeometry); each
+    is refused where it means nothing (FDK's bench, parallel beam, both scans at once)."""
     from pybp.tune import cone as cone_tuning
 
     g = cone_tuning.geometry(16, 8, (12, 20), pitch=0.5)
@@ -269,20 +269,24 @@ def test_cone_bench_takes_a_pitch_and_laminography(capsys):
     assert cone_tuning.geometry(512).voxel_size / iso == pytest.approx(2.6667, rel=1e-4)
     small = ["--size", "16", "--projections", "8", "--detector", "12x20", "--repeats", "1",
              "--iterations", "2"]
-    for extra, what in ((["--pitch", "1"], "ConeGeometry"),
-                        (["--laminography"], "ParallelVectorGeometry")):
-        assert cli.main(["bench", "--cone", "--iterative", *small, *extra]) == 0
+    for scan, heading in ((["--cone", "--pitch", "1"], "ConeGeometry, 16 x 16 x 16"),
+                          (["--laminography"], "ParallelVectorGeometry, 16 x 16 x 16")):
+        assert cli.main(["bench", "--iterative", *scan, *small]) == 0
         out = capsys.readouterr().out
-        assert what in out.splitlines()[0] or what in out, out[:300]
+        assert heading in out and "(a voxel's side 1 pixels at the centre)" in out, out[:400]
         for row in ("forward A", "transpose A^T", "SIRT iteration", "CGLS iteration"):
             assert any(line.startswith(f"| {row}") for line in out.splitlines()), row
-    for argv in (["bench", "--cone", "--pitch", "1"], ["bench", "--laminography", "--forward"]):
-        code = cli.main(argv + ["--size", "16"])
+    for argv, says in ((["--cone", "--pitch", "1"], "--pitch: with --forward"),
+                       (["--laminography"], "--laminography: with --forward"),
+                       (["--forward", "--pitch", "1"], "--pitch: with --cone")):
+        code = cli.main(["bench", *argv, "--size", "16"])
         err = capsys.readouterr().err
-        assert code == 2 and "--pitch and --laminography" in err, (argv, err)
-    with pytest.raises(SystemExit) as exited:
-        cli.main(["bench", "--cone", "--forward", "--pitch", "0"])
-    assert exited.value.code == 2 and "--pitch: expected a positive" in capsys.readouterr().err
+        assert code == 2 and says in err, (argv, err)
+    for argv, says in ((["--cone", "--forward", "--pitch", "0"], "--pitch: expected a positive"),
+                       (["--cone", "--laminography", "--forward"], "not allowed with")):
+        with pytest.raises(SystemExit) as exited:
+            cli.main(["bench", *argv])
+        assert exited.value.code == 2 and says in capsys.readouterr().err, argv
 
 
 @pytest.mark.parametrize("method", CASES)

@@ -13,7 +13,7 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
 TUNING = ROOT / "tuning"
-KEPT = {"accuracy.py", "cone_accuracy.py", "fan_astra.py", "limited_angle.py",
+KEPT = {"accuracy.py", "cone_accuracy.py", "cone_astra.py", "fan_astra.py", "limited_angle.py",
         "module_graph.py", "offline_compile.py", "oversample_error.py", "portability.py",
         "slab_parts.py", "startup_time.py", "tune.py", "units_accuracy.py"}
 
@@ -89,6 +89,18 @@ def test_fan_astra_runs_pybps_half(tmp_path):
     middle = float(re.search(r"disc middle ([\d.]+)", out).group(1))
     assert abs(middle - 0.02) < 0.002, out
     assert (tmp_path / "fan_rec.npy").exists() and (tmp_path / "fan_sirt.npy").exists()
+
+
+def test_cone_astra_runs_pybps_half():
+    """Issue 69's four cases at 16^3: each case's pair and SIRT iteration timed."""
+    out = run("cone_astra.py", "pybp", "--size", "16")
+    cases = out.split("== ")[1:]
+    assert [case.splitlines()[0] for case in cases] == [
+        "cone, pitch 2.67", "cone, pitch 1", "cone, pitch 0.5", "laminography"], out
+    for case in cases:
+        for row in ("forward A", "transpose A^T", "SIRT iteration", "CGLS iteration"):
+            line = next(line for line in case.splitlines() if line.startswith(f"| {row}"))
+            assert figures(line)[0] > 0, line
 
 
 def test_slab_parts_splits_a_quarter_limit_into_its_phases():

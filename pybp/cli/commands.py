@@ -196,25 +196,26 @@ def _add_bench(sub, common, device_help):
     bench_.add_argument("--phase", action="store_true",
                         help="with --pipeline: Paganin phase retrieval too (delta/beta 200, "
                              "25 keV, 0.3 m, 3 um pixels), its cost reported")
-    bench_.add_argument("--cone", action="store_true",
-                        help="only: cone-beam FDK on the RabbitCT-like case (GUPS of each "
-                             "verified parameter set beside the fetch-only ceiling, then end "
-                             "to end from host memory, and in slabs)")
+    scan = bench_.add_mutually_exclusive_group()
+    scan.add_argument("--cone", action="store_true",
+                      help="only: cone-beam FDK on the RabbitCT-like case (GUPS of each "
+                           "verified parameter set beside the fetch-only ceiling, then end "
+                           "to end from host memory, and in slabs)")
     bench_.add_argument("--projections", type=int, default=None,
-                        help="with --cone: projections over 360 degrees (default 496; with "
-                             "--laminography 512)")
+                        help="with --cone or --laminography: projections over 360 degrees "
+                             "(default 496; with --laminography 512)")
     bench_.add_argument("--detector", type=_detector, default=None, metavar="ROWSxCOLUMNS",
-                        help="with --cone: the detector (default 960x1248; with "
-                             "--laminography 768x768)")
+                        help="with --cone or --laminography: the detector (default "
+                             "960x1248; with --laminography 768x768)")
     bench_.add_argument("--pitch", type=_pitch, default=None, metavar="PIXELS",
-                        help="with --cone and --forward or --iterative: a voxel's side in "
-                             "pixels at the isocentre (default: 2.67 at --size 512, a 256 mm "
-                             "field; with --laminography 1)")
-    bench_.add_argument("--laminography", action="store_true",
-                        help="with --cone and --forward or --iterative: the pair of "
-                             "pybp.ParallelVectorGeometry instead, a laminography scan "
-                             "(the rays 30 degrees from a right angle to the axis; "
-                             "--size^3 from --projections of --detector)"),
+                        help="with --cone or --laminography, and --forward or --iterative: "
+                             "a voxel's side in pixels at the isocentre (default: 2.67 at "
+                             "--size 512, a 256 mm field; with --laminography 1)")
+    scan.add_argument("--laminography", action="store_true",
+                      help="with --forward or --iterative: the pair and methods of "
+                           "pybp.ParallelVectorGeometry on a laminography scan (the rays 30 "
+                           "degrees from a right angle to the axis; --size^3 from "
+                           "--projections of --detector)")
     bench_.add_argument("--forward", action="store_true",
                         help="only: the forward projection and its exact transpose "
                              "(pybp.Projector) on device arrays, beside the load ceiling; "

@@ -136,9 +136,9 @@ def _selected(args, settings=SETTINGS):
 def bench(args):
     """``pybp bench``: the kernels, the pipeline, the pair and the methods of parallel
     beam's standard case (2048 angles x 2048^2)."""
-    if args.pitch is not None or args.laminography:
-        raise ValueError("--pitch and --laminography: with --cone (a cone-beam or "
-                         "laminography scan)")
+    if args.pitch is not None:
+        raise ValueError("--pitch: with --cone or --laminography (a voxel's side in pixels "
+                         "at the isocentre)")
     if args.forward or args.iterative:
         size = args.size or 2048
         geometry = ParallelGeometry(np.linspace(0, np.pi, args.angles or size,
