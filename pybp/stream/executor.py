@@ -293,7 +293,7 @@ class Executor:
         return self.slot_queues[slot]
 
     def upload(self, slot: int, rows, extras=None, copy=np.copyto, stop=None, queue=None,
-               after=None):
+               wait_for=None):
         """Enqueue the upload of a chunk into ``slot`` (after :meth:`input_free`):
         ``rows``, an array of the layout's input shape (its margins included), goes up in
         pieces through page-locked staging, each copied there by ``copy(destination,
@@ -301,13 +301,13 @@ class Executor:
         such as cone beam's store of filtered projections), that enqueues one DMA instead;
         ``rows`` may also be what :meth:`stage` made of them; ``extras``, host arrays for
         the stages' uploaded buffers by name (the dark and flat means of the chunk's rows;
-        None: none), beside it; on ``queue`` (None: the upload queue); ``after``: events
+        None: none), beside it; on ``queue`` (None: the upload queue); ``wait_for``: events
         the device waits for first (the slot's last reader of its input, where the host
         did not wait for it: :meth:`input_free`). Returns the last event and the stages
         (for :meth:`record`)."""
         s, q = self.slots[slot], queue or self.upload_queue
-        if after:
-            cl.enqueue_barrier(q, wait_for=after)
+        if wait_for:
+            cl.enqueue_barrier(q, wait_for=wait_for)
         target, stages = s.buffers[self.layout.input], []
         direct = getattr(rows, "upload", None)  # rows in page-locked memory: one DMA
         if direct is not None:
@@ -344,18 +344,19 @@ class Executor:
             staged.copy_all(copy, stop)
         return staged
 
-    def compute(self, slot: int, span, stop=None, queue=None, after=None):
+    def compute(self, slot: int, span, stop=None, queue=None, wait_for=None):
         """Enqueue the stages on the chunk uploaded to ``slot`` (its upload done, or in
-        ``after``; the slot's last download done): ``span`` (a :class:`pybp.stream.pipeline.Span`)
-        says how many of its rows are its own and how many are margins before and after
-        them; on ``queue`` (None: the compute queue); ``after``: events the device waits
+        ``wait_for``; the slot's last download done): ``span`` (a
+        :class:`pybp.stream.pipeline.Span`) says how many of its rows are its own and how
+        many are margins before and after them; on ``queue`` (None: the compute queue);
+        ``wait_for``: events the device waits
         for first (the chunk's upload, where the host did not wait for it). Returns the
         last event and the stages. Waits while the device has enough queued
         (:class:`pybp.cl.pacing.Pacer`); a set ``stop`` ends the wait with
         :class:`pybp.cl.pacing.Stopped`."""
         s, q = self.slots[slot], queue or self.queue
-        if after:
-            cl.enqueue_barrier(q, wait_for=after)
+        if wait_for:
+            cl.enqueue_barrier(q, wait_for=wait_for)
         before, after, beyond = span.before, span.after, self.margin
         stages, read = [], None
         for stage in self.stages:

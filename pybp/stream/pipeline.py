@@ -207,7 +207,7 @@ def _direct(executor, rows, read, progress, timings, stop) -> int:
     they make and report nothing: one thread enqueues each chunk's upload and then its
     stages at once, the device ordering them (the upload after the slot's last chunk
     has read its input, the stages after the upload: :meth:`Executor.upload`'s and
-    :meth:`Executor.compute`'s ``after``), and waits only where the pacer holds it. A
+    :meth:`Executor.compute`'s ``wait_for``), and waits only where the pacer holds it. A
     host wait for each of those events (its polls' sleeps included) left cone beam's
     passes from its store (512^3 at a quarter limit, H200: 341 of them, 0.28 ms of
     kernel each) at about 0.55 ms a pass (docs/design.md, section 8)."""
@@ -231,9 +231,10 @@ def _direct(executor, rows, read, progress, timings, stop) -> int:
             span, slot = rows.span(*taken, executor.margin), i % slots
             block, references = read(span)
             last_reader = executor.slots[slot].input_read
-            up, uploaded = executor.upload(slot, block, references, stop=stop,
-                                           after=None if last_reader is None else [last_reader])
-            done, stages = executor.compute(slot, span, stop, after=[up])
+            up, uploaded = executor.upload(
+                slot, block, references, stop=stop,
+                wait_for=None if last_reader is None else [last_reader])
+            done, stages = executor.compute(slot, span, stop, wait_for=[up])
             computed.append((done, uploaded + stages, span.count))
             seen()
             i += 1
