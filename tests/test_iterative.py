@@ -645,6 +645,28 @@ def test_cone_pair_in_launches_of_one_image_or_plane_gives_the_same_bits(cl_devi
     assert np.array_equal(got[0], want[0]) and np.array_equal(got[1], want[1])
 
 
+@pytest.mark.parametrize("name", ["coarse", "circular", "boxes", "laminography"])
+def test_cone_transpose_rows_in_batches_give_the_same_bits(cl_device, rng, monkeypatch, name):
+    """A^T (where a voxel column's c and w are its own) makes its rows' sums AT_BATCH at
+    a time on a GPU, a batch past a work-item's last row reading that row again, and one
+    at a time elsewhere (project.AT_BATCH): batches of 2, 3 and 8, forced on this device,
+    give the bits of one at a time, and the float64 transpose (the batches of the GPU,
+    run where CI runs)."""
+    from pybp.cone import project
+    geometry = CONE.get(name) or WHOLE[name]
+    y = rng.standard_normal((geometry.n_angles,) + geometry.detector_shape).astype(np.float32)
+    kind = pybp.Projector(geometry, device=cl_device).device.type
+    results = []
+    for batch in (1, 2, 3, 8):
+        monkeypatch.setattr(project, "AT_BATCH", {kind: batch})
+        projector = pybp.Projector(geometry, device=cl_device)
+        assert projector.pair.shared
+        results.append(projector.backward(y))
+    assert relative_rms(results[0], cone_reference.transpose_project(y, geometry)) < OPERATOR_RTOL
+    for got in results[1:]:
+        assert np.array_equal(got, results[0])
+
+
 @pytest.mark.parametrize("name", ["circular", "coarse"])
 def test_cone_pair_in_float_where_a_device_has_no_double(cl_device, rng, monkeypatch, name):
     """A device without cl_khr_fp64 (many GPUs) takes positions in float: the margins of

@@ -91,6 +91,12 @@ MAGNITUDE_GROUP, MAGNITUDE_GROUPS = 256, 256  # the L1 norm's partial sums
 # H100 against 0.1028 s for 16 x 8, docs/benchmarks.md's history)
 BACKWARD_GROUP = (8, 16, 1)
 COLUMN = 8  # A^T's voxels along z per work-item, at most (backward_shape)
+# A^T's rows whose sums a work-item makes at once on a GPU (their reads issued
+# together): on the H100, on the standard case 0.529 s for 3, 0.539 s for 2 and 8, 0.585
+# s for 4, 0.596 s one at a time (docs/benchmarks.md, issue 69). On a CPU one at a time:
+# a batch's rows past the last are read again for nothing, and PoCL ran 3 at a time
+# 4% to 9% slower (docs/benchmarks.md).
+AT_BATCH = {"gpu": 3}
 
 
 def forward_tile(device) -> tuple:
@@ -367,6 +373,7 @@ class ConePair:
             magnitude_group=MAGNITUDE_GROUP, gather=self.gather, tile=transpose.TILE,
             source=SOURCE, inverse=INVERSE, point=self.point,
             column=self.column, at_rows=at_rows, at_cols=at_cols,
+            at_batch=AT_BATCH.get(device.type, 1),
             backward_items=int(np.prod(BACKWARD_GROUP)), shared=self.shared, forward=self.method,
             phases=gather_phases(geometry) if gathers else None,
             box_rows=int(np.ceil(2 * self._reach[1])) + 2 if gathers else None)

@@ -216,8 +216,11 @@ inline float cone_fixed_share(const long lo, const long hi, const int r)
 // local memory, AT_ROWS of them: no barrier), then each voxel takes its rows' sums
 // times its box's shares of them. Each row's sum is independent of the others', so
 // their reads overlap (one row at a time, each voxel's own, made A^T 12x the
-// bilinear pair's time on the H200).
+// bilinear pair's time on the H200): the rows go AT_BATCH at a time, each batch's reads
+// issued together, a batch past the last row reading that row again (its sums beyond
+// the voxels' rows are never read), so that no read waits on the test of its row.
 #define AT_ROWS ${at_rows}  /* the most rows a work-item's voxels cover */
+#define AT_BATCH ${at_batch}  /* rows whose sums a work-item makes at once */
 #define AT_COLS ${at_cols}  /* the most image columns a box covers */
 #define AT_ITEMS ${backward_items}  /* work-items a group */
 % endif
@@ -267,17 +270,24 @@ ${args['cone_backward']}
         #pragma unroll
         for (int c = 0; c < AT_COLS; c++)
             shares[c] = c < widths ? cone_share(low, high, c) : 0.0f;
-        for (int d = 0; d < AT_ROWS; d++) {
-            const int r = r0 + d;
-            if (r > r1)
+        for (int d0 = 0; d0 < AT_ROWS; d0 += AT_BATCH) {
+            if (r0 + d0 > r1)
                 break;
-            __global const float *row = image + r * n_cols + c0;
-            float under = 0.0f;
+            float under[AT_BATCH];
             #pragma unroll
-            for (int c = 0; c < AT_COLS; c++)
-                if (c < widths)
-                    under = fma(shares[c], row[c], under);
-            rows_under[d][item] = under;
+            for (int d = 0; d < AT_BATCH; d++) {
+                const int r = AT_BATCH > 1 ? min(r0 + d0 + d, r1) : r0 + d0 + d;
+                __global const float *row = image + r * n_cols + c0;
+                under[d] = 0.0f;
+                #pragma unroll
+                for (int c = 0; c < AT_COLS; c++)
+                    if (c < widths)
+                        under[d] = fma(shares[c], row[c], under[d]);
+            }
+            #pragma unroll
+            for (int d = 0; d < AT_BATCH; d++)
+                if (d0 + d < AT_ROWS)
+                    rows_under[d0 + d][item] = under[d];
         }
         #pragma unroll
         for (int n = 0; n < COLUMN; n++) {
