@@ -92,10 +92,10 @@ MAGNITUDE_GROUP, MAGNITUDE_GROUPS = 256, 256  # the L1 norm's partial sums
 BACKWARD_GROUP = (8, 16, 1)
 COLUMN = 8  # A^T's voxels along z per work-item, at most (backward_shape)
 # A^T's rows whose sums a work-item makes at once on a GPU (their reads issued
-# together): on the H100, on the standard case 0.529 s for 3, 0.539 s for 2 and 8, 0.585
-# s for 4, 0.596 s one at a time (docs/benchmarks.md, issue 69). On a CPU one at a time:
-# a batch's rows past the last are read again for nothing, and PoCL ran 3 at a time
-# 4% to 9% slower (docs/benchmarks.md).
+# together): on the H100, one call, the standard case took 0.529 s for 3, 0.538 s for 2,
+# 0.539 s for 8 and 0.613 s for 1 (docs/benchmarks.md, issue 69). On a CPU one at a
+# time: a batch's rows past the last are read again for nothing, and PoCL ran 3 at a
+# time 4% to 9% slower (docs/benchmarks.md).
 AT_BATCH = {"gpu": 3}
 
 

@@ -218,7 +218,8 @@ inline float cone_fixed_share(const long lo, const long hi, const int r)
 // their reads overlap (one row at a time, each voxel's own, made A^T 12x the
 // bilinear pair's time on the H200): the rows go AT_BATCH at a time, each batch's reads
 // issued together, a batch past the last row reading that row again (its sums beyond
-// the voxels' rows are never read), so that no read waits on the test of its row.
+// the voxels' rows are never read), so that no read waits on the test of its row. (One
+// at a time, a CPU's, the loop is the one before, with no clamp: PoCL ran it no slower.)
 #define AT_ROWS ${at_rows}  /* the most rows a work-item's voxels cover */
 #define AT_BATCH ${at_batch}  /* rows whose sums a work-item makes at once */
 #define AT_COLS ${at_cols}  /* the most image columns a box covers */
