@@ -487,8 +487,12 @@ def laminography(turn):
                                                   (1.0, 0.8, 1.1))
 
 
+# a volume three times as tall as the detector sees it: A^T's work-items whose voxels'
+# boxes all lie above or below the image (a column's rows none)
+OVERHANGING = pybp.ConeGeometry.circular(np.linspace(0, 2 * np.pi, 12, endpoint=False), (4, 24),
+                                         (1.0, 1.0), 80.0, 40.0, (96, 12, 12), 1.0)
 WHOLE = {"boxes": BOXES, "laminography": laminography(0.0),
-         "laminography-turned": laminography(0.1)}
+         "laminography-turned": laminography(0.1), "overhanging": OVERHANGING}
 # the module constants that shape A's work, per kernel (pybp/cone/project.py)
 SHAPES = {"gather": ("GATHER_ITEMS", "SLOTS", "GATHER_COLUMNS", "GATHER_ENTRIES", "CHUNK",
                      "UNROLL", "READ_ROWS"),
@@ -645,7 +649,7 @@ def test_cone_pair_in_launches_of_one_image_or_plane_gives_the_same_bits(cl_devi
     assert np.array_equal(got[0], want[0]) and np.array_equal(got[1], want[1])
 
 
-@pytest.mark.parametrize("name", ["coarse", "circular", "boxes", "laminography"])
+@pytest.mark.parametrize("name", ["coarse", "circular", "boxes", "laminography", "overhanging"])
 def test_cone_transpose_rows_in_batches_give_the_same_bits(cl_device, rng, monkeypatch, name):
     """A^T (where a voxel column's c and w are its own) makes its rows' sums AT_BATCH at
     a time on a GPU, a batch past a work-item's last row reading that row again, and one

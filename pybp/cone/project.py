@@ -146,7 +146,7 @@ def backward_shape(device, geometry: VolumeGeometry, reach) -> tuple:
     columns = min(n_cols, int(np.ceil(2 * reach[0])) + 2)
     for column in (COLUMN, 4, 2, 1):
         rows = min(n_rows, int(np.ceil(column * 2 * reach[1])) + 2)
-        if 4 * rows * items <= device.local_memory - 1024:
+        if 4 * (rows + 1) * items <= device.local_memory - 1024:
             return column, rows, columns
     raise ValueError(f"geometry: a voxel's box spans up to {2 * reach[1]:.0f} image rows; the "
                      f"cone-beam pair's transpose holds one voxel's rows' sums in local memory "

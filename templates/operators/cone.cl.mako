@@ -6,8 +6,10 @@
 ## `cone_box_u`, `cone_share`, `cone_amplitude`; where the matrices' third column is
 ## (0, m6, 0) (SHARED), its rows in fixed point as its column's first edge plus k steps,
 ## `cone_edges`): each voxel-pixel weight, amplitude x row share x column share, comes
-## from the same floats in both kernels. A^T gathers, per voxel, the image under its box
-## (zero beyond the detector). A (`forward`, pybp/cone/project.py's forward_method)
+## from the same floats in both kernels (where SHARED, A^T takes a voxel's row shares
+## as differences of the rows' running sums at its edges, `cone_integral`: its weights
+## are A's to float's rounding of an edge's place in its row, 2^-24 of a row). A^T
+## gathers, per voxel, the image under its box (zero beyond the detector). A (`forward`, pybp/cone/project.py's forward_method)
 ## either gathers per pixel the voxels whose box covers it, in a fixed order, where
 ## SHARED (`cone_gather`), or scatters each voxel into the pixels its box covers, summed
 ## in 64-bit fixed point so that the order of the additions does not show
@@ -213,8 +215,10 @@ inline float cone_fixed_share(const long lo, const long hi, const int r)
 // Where SHARED, a column's box along the image's columns is each of its voxels', and
 // its voxels' boxes along the rows follow one another: the work-item sums the image
 // under the box along each row its COLUMN voxels cover, once (into its own places of
-// local memory, AT_ROWS of them: no barrier), then each voxel takes its rows' sums
-// times its box's shares of them. Each row's sum is independent of the others', so
+// local memory, AT_ROWS of them: no barrier) as running totals, and a voxel's sum is
+// their integral between its box's edges, each edge found once for its two voxels
+// (cone_integral: two reads and a fma a voxel, whatever its rows, where each row's
+// share took its own 64-bit arithmetic: docs/benchmarks.md, issue 69). Each row's sum is independent of the others', so
 // their reads overlap (one row at a time, each voxel's own, made A^T 12x the
 // bilinear pair's time on the H200): the rows go AT_BATCH at a time, each batch's reads
 // issued together, a batch past the last row reading that row again (its sums beyond
@@ -224,6 +228,19 @@ inline float cone_fixed_share(const long lo, const long hi, const int r)
 #define AT_BATCH ${at_batch}  /* rows whose sums a work-item makes at once */
 #define AT_COLS ${at_cols}  /* the most image columns a box covers */
 #define AT_ITEMS ${backward_items}  /* work-items a group */
+
+// The integral of a column's rows' sums from row r0's edge (`top`) to row position v
+// (fixed point, within top ... bottom: beyond, the rows are outside the image or the
+// column), from their running totals, `sums`' places 0 ... last.
+inline float cone_integral(__local const float (*sums)[AT_ITEMS], const int item,
+                           const long v, const long top, const long bottom, const int last)
+{
+    const long at = clamp(v, top, bottom) - top;
+    const int d = (int)(at >> 32);
+    const float fraction = convert_float((uint)at) * 0x1p-32f;
+    const float low = sums[d][item];
+    return fma(fraction, sums[min(d + 1, last)][item] - low, low);
+}
 % endif
 __kernel void cone_backward(
 ${args['cone_backward']}
@@ -231,7 +248,7 @@ ${args['cone_backward']}
     const int i = get_global_id(0), j = get_global_id(1);
     const int k0 = first_plane + get_global_id(2) * COLUMN;
 % if shared:
-    __local float rows_under[AT_ROWS][AT_ITEMS];
+    __local float rows_under[AT_ROWS + 1][AT_ITEMS];
     const int item = get_local_id(1) * get_local_size(0) + get_local_id(0);
 % endif
     if (i >= nx || j >= ny || k0 >= nz)
@@ -267,10 +284,14 @@ ${args['cone_backward']}
             r0 = max((int)(lo >> 32), 0);
             r1 = min((int)((hi - 1) >> 32), n_rows - 1);
         }
+        if (r0 > r1)  // (the voxels' boxes all above or below the image)
+            continue;
         float shares[AT_COLS];  // the box's share of each of its image columns, once
         #pragma unroll
         for (int c = 0; c < AT_COLS; c++)
             shares[c] = c < widths ? cone_share(low, high, c) : 0.0f;
+        float running = 0.0f;  // the rows' sums so far
+        rows_under[0][item] = 0.0f;
         for (int d0 = 0; d0 < AT_ROWS; d0 += AT_BATCH) {
             if (r0 + d0 > r1)
                 break;
@@ -287,23 +308,27 @@ ${args['cone_backward']}
             }
             #pragma unroll
             for (int d = 0; d < AT_BATCH; d++)
-                if (d0 + d < AT_ROWS)
-                    rows_under[d0 + d][item] = under[d];
+                if (d0 + d < AT_ROWS) {
+                    running += under[d];
+                    rows_under[d0 + d + 1][item] = running;
+                }
         }
+        // The column's image at row position v, the integral of the rows' sums from row
+        // r0's edge to v, is rows_under interpolated at v (linear within a row); a voxel's
+        // sum is the difference of it at its box's edges, and each edge is its two
+        // voxels', found once: a read and a fma a voxel, whatever its rows.
+        const long top = (long)r0 << 32, bottom = (long)(r1 + 1) << 32;
+        const int last = r1 - r0 + 1;
+        float before = cone_integral(rows_under, item, edge.s0 + k0 * edge.s1, top, bottom,
+                                     last);
         #pragma unroll
         for (int n = 0; n < COLUMN; n++) {
-            int r_first, r_last;
-            if (k0 + n >= nz || !cone_fixed_span(edge, k0 + n, n_rows, &lo, &hi, &r_first,
-                                                  &r_last))
-                continue;
-            float sum = 0.0f;
-            for (int d = 0; d < AT_ROWS; d++) {
-                const int r = r_first + d;
-                if (r > r_last)
-                    break;
-                sum = fma(cone_fixed_share(lo, hi, r), rows_under[r - r0][item], sum);
-            }
-            sums[n] = fma(cone_amplitude(s, horizontal, scale, k0 + n), sum, sums[n]);
+            const float after = cone_integral(rows_under, item, edge.s0 + (k0 + n + 1) * edge.s1,
+                                              top, bottom, last);
+            if (k0 + n < nz)
+                sums[n] = fma(cone_amplitude(s, horizontal, scale, k0 + n),
+                              edge.s1 > 0 ? after - before : before - after, sums[n]);
+            before = after;
         }
 % else:
         #pragma unroll
