@@ -137,8 +137,9 @@ def gather_shape(device, geometry: VolumeGeometry) -> tuple:
 
 def backward_shape(device, geometry: VolumeGeometry, reach) -> tuple:
     """A^T's ``(column, rows, columns)`` where the matrices share a column's c and w: the
-    voxels along z a work-item takes (COLUMN, or fewer where their rows' sums would not
-    fit the device's local memory: 4 bytes a row a work-item), the most image rows they
+    voxels along z a work-item takes (COLUMN, or fewer where their rows' running totals
+    would not fit the device's local memory: 8 bytes a row a work-item, and one more
+    place), the most image rows they
     cover and the most image columns a box covers, from ``reach`` (:func:`reaches`: a
     box is at most twice as wide and tall) and the detector's size."""
     n_rows, n_cols = geometry.detector_shape
@@ -146,7 +147,7 @@ def backward_shape(device, geometry: VolumeGeometry, reach) -> tuple:
     columns = min(n_cols, int(np.ceil(2 * reach[0])) + 2)
     for column in (COLUMN, 4, 2, 1):
         rows = min(n_rows, int(np.ceil(column * 2 * reach[1])) + 2)
-        if 4 * (rows + 1) * items <= device.local_memory - 1024:
+        if 8 * (rows + 1) * items <= device.local_memory - 1024:
             return column, rows, columns
     raise ValueError(f"geometry: a voxel's box spans up to {2 * reach[1]:.0f} image rows; the "
                      f"cone-beam pair's transpose holds one voxel's rows' sums in local memory "

@@ -231,15 +231,25 @@ inline float cone_fixed_share(const long lo, const long hi, const int r)
 
 // The integral of a column's rows' sums from row r0's edge (`top`) to row position v
 // (fixed point, within top ... bottom: beyond, the rows are outside the image or the
-// column), from their running totals, `sums`' places 0 ... last.
-inline float cone_integral(__local const float (*sums)[AT_ITEMS], const int item,
-                           const long v, const long top, const long bottom, const int last)
+// column), from their running totals, `totals`' places 0 ... last, each a float and
+// its rounding error (so that the difference of two is good to float's rounding of
+// itself, not of the totals: a faint voxel under bright rows of its column keeps its
+// own accuracy): as the same pair, the total at the nearer of its row's edges and the
+// fraction of its row's sum from there (the fraction from the nearer edge, so that its
+// float is good to its own rounding: an edge a hair above a bright row's end takes a
+// hair of it, not float's 2^-25 of it).
+inline float2 cone_integral(__local const float2 (*totals)[AT_ITEMS], const int item,
+                            const long v, const long top, const long bottom, const int last)
 {
     const long at = clamp(v, top, bottom) - top;
     const int d = (int)(at >> 32);
-    const float fraction = convert_float((uint)at) * 0x1p-32f;
-    const float low = sums[d][item];
-    return fma(fraction, sums[min(d + 1, last)][item] - low, low);
+    const uint part = (uint)at;  // the place in row d, in 2^-32
+    const bool lower = part > 0x80000000u;  // nearer its row's far edge (d < last)
+    const float fraction = convert_float(lower ? 0u - part : part) * 0x1p-32f;
+    const float2 low = totals[d][item], high = totals[min(d + 1, last)][item];
+    const float row = (high.s0 - low.s0) + (high.s1 - low.s1);
+    return lower ? (float2)(high.s0, fma(-fraction, row, high.s1))
+                 : (float2)(low.s0, fma(fraction, row, low.s1));
 }
 % endif
 __kernel void cone_backward(
@@ -248,7 +258,7 @@ ${args['cone_backward']}
     const int i = get_global_id(0), j = get_global_id(1);
     const int k0 = first_plane + get_global_id(2) * COLUMN;
 % if shared:
-    __local float rows_under[AT_ROWS + 1][AT_ITEMS];
+    __local float2 rows_under[AT_ROWS + 1][AT_ITEMS];
     const int item = get_local_id(1) * get_local_size(0) + get_local_id(0);
 % endif
     if (i >= nx || j >= ny || k0 >= nz)
@@ -290,8 +300,8 @@ ${args['cone_backward']}
         #pragma unroll
         for (int c = 0; c < AT_COLS; c++)
             shares[c] = c < widths ? cone_share(low, high, c) : 0.0f;
-        float running = 0.0f;  // the rows' sums so far
-        rows_under[0][item] = 0.0f;
+        float2 running = (float2)(0.0f);  // the rows' sums so far, and its rounding error
+        rows_under[0][item] = running;
         for (int d0 = 0; d0 < AT_ROWS; d0 += AT_BATCH) {
             if (r0 + d0 > r1)
                 break;
@@ -309,7 +319,10 @@ ${args['cone_backward']}
             #pragma unroll
             for (int d = 0; d < AT_BATCH; d++)
                 if (d0 + d < AT_ROWS) {
-                    running += under[d];
+                    // (Knuth's two-sum: the addition's rounding error, exactly)
+                    const float total = running.s0 + under[d], part = total - running.s0;
+                    running = (float2)(total, running.s1 + ((running.s0 - (total - part))
+                                                            + (under[d] - part)));
                     rows_under[d0 + d + 1][item] = running;
                 }
         }
@@ -319,15 +332,17 @@ ${args['cone_backward']}
         // voxels', found once: a read and a fma a voxel, whatever its rows.
         const long top = (long)r0 << 32, bottom = (long)(r1 + 1) << 32;
         const int last = r1 - r0 + 1;
-        float before = cone_integral(rows_under, item, edge.s0 + k0 * edge.s1, top, bottom,
-                                     last);
+        float2 before = cone_integral(rows_under, item, edge.s0 + k0 * edge.s1, top, bottom,
+                                      last);
         #pragma unroll
         for (int n = 0; n < COLUMN; n++) {
-            const float after = cone_integral(rows_under, item, edge.s0 + (k0 + n + 1) * edge.s1,
-                                              top, bottom, last);
+            const float2 after = cone_integral(rows_under, item,
+                                               edge.s0 + (k0 + n + 1) * edge.s1, top, bottom,
+                                               last);
+            const float sum = (after.s0 - before.s0) + (after.s1 - before.s1);
             if (k0 + n < nz)
                 sums[n] = fma(cone_amplitude(s, horizontal, scale, k0 + n),
-                              edge.s1 > 0 ? after - before : before - after, sums[n]);
+                              edge.s1 > 0 ? sum : -sum, sums[n]);
             before = after;
         }
 % else:
