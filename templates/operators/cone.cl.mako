@@ -9,11 +9,11 @@
 ## from the same floats in both kernels (where SHARED, A^T takes a voxel's row shares
 ## as differences of the rows' running sums at its edges, `cone_integral`: its weights
 ## are A's to float's rounding of an edge's place in its row, 2^-24 of a row). A^T
-## gathers, per voxel, the image under its box (zero beyond the detector). A (`forward`, pybp/cone/project.py's forward_method)
-## either gathers per pixel the voxels whose box covers it, in a fixed order, where
-## SHARED (`cone_gather`), or scatters each voxel into the pixels its box covers, summed
-## in 64-bit fixed point so that the order of the additions does not show
-## (`cone_forward`). Voxels at or behind a source's plane (w <= 0) are left out of both.
+## gathers, per voxel, the image under its box (zero beyond the detector). A
+## (`forward`, pybp/cone/project.py's forward_method) either gathers per pixel the
+## voxels whose box covers it, in a fixed order, where SHARED (`cone_gather`), or
+## scatters each voxel into the pixels its box covers, summed in 64-bit fixed point so
+## that the order of the additions does not show (`cone_forward`). Voxels at or behind a source's plane (w <= 0) are left out of both.
 <%namespace file="/operators/transpose.cl.mako" import="transpose"/>\
 /* pybp matched cone-beam operators: forward projection and its transpose */
 % if real == "double":
@@ -215,11 +215,12 @@ inline float cone_fixed_share(const long lo, const long hi, const int r)
 // Where SHARED, a column's box along the image's columns is each of its voxels', and
 // its voxels' boxes along the rows follow one another: the work-item sums the image
 // under the box along each row its COLUMN voxels cover, once (into its own places of
-// local memory, AT_ROWS of them: no barrier) as running totals, and a voxel's sum is
-// their integral between its box's edges, each edge found once for its two voxels
-// (cone_integral: two reads and a fma a voxel, whatever its rows, where each row's
-// share took its own 64-bit arithmetic: docs/benchmarks.md, issue 69). Each row's sum is independent of the others', so
-// their reads overlap (one row at a time, each voxel's own, made A^T 12x the
+// local memory, AT_ROWS + 1 of them: no barrier) as running totals, and a voxel's sum
+// is their integral between its box's edges, each edge found once for its two voxels
+// (cone_integral: two reads and a few flops a voxel, whatever its rows, where each row's
+// share took its own 64-bit arithmetic and read: A^T 0.528 -> 0.437 s on the H100,
+// docs/benchmarks.md). Each row's sum is independent of the others', so their reads
+// overlap (one row at a time, each voxel's own, made A^T 12x the
 // bilinear pair's time on the H200): the rows go AT_BATCH at a time, each batch's reads
 // issued together, a batch past the last row reading that row again (its sums beyond
 // the voxels' rows are never read), so that no read waits on the test of its row. (One
@@ -329,7 +330,7 @@ ${args['cone_backward']}
         // The column's image at row position v, the integral of the rows' sums from row
         // r0's edge to v, is rows_under interpolated at v (linear within a row); a voxel's
         // sum is the difference of it at its box's edges, and each edge is its two
-        // voxels', found once: a read and a fma a voxel, whatever its rows.
+        // voxels', found once.
         const long top = (long)r0 << 32, bottom = (long)(r1 + 1) << 32;
         const int last = r1 - r0 + 1;
         float2 before = cone_integral(rows_under, item, edge.s0 + k0 * edge.s1, top, bottom,
