@@ -487,8 +487,9 @@ def laminography(turn):
                                                   (1.0, 0.8, 1.1))
 
 
-# a volume three times as tall as the detector sees it: A^T's work-items whose voxels'
-# boxes all lie above or below the image (a column's rows none)
+# a volume 36 times as tall as the detector sees it: A^T's work-items whose voxels'
+# boxes all lie far above or below the image (a column's rows none: read anyway, its
+# running totals were read far outside their places, which this case's sums showed)
 OVERHANGING = pybp.ConeGeometry.circular(np.linspace(0, 2 * np.pi, 12, endpoint=False), (4, 24),
                                          (1.0, 1.0), 80.0, 40.0, (96, 12, 12), 1.0)
 WHOLE = {"boxes": BOXES, "laminography": laminography(0.0),

@@ -13,7 +13,8 @@
 ## (`forward`, pybp/cone/project.py's forward_method) either gathers per pixel the
 ## voxels whose box covers it, in a fixed order, where SHARED (`cone_gather`), or
 ## scatters each voxel into the pixels its box covers, summed in 64-bit fixed point so
-## that the order of the additions does not show (`cone_forward`). Voxels at or behind a source's plane (w <= 0) are left out of both.
+## that the order of the additions does not show (`cone_forward`). Voxels at or behind
+## a source's plane (w <= 0) are left out of both.
 <%namespace file="/operators/transpose.cl.mako" import="transpose"/>\
 /* pybp matched cone-beam operators: forward projection and its transpose */
 % if real == "double":
