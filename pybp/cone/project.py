@@ -139,9 +139,9 @@ def backward_shape(device, geometry: VolumeGeometry, reach) -> tuple:
     """A^T's ``(column, rows, columns)`` where the matrices share a column's c and w: the
     voxels along z a work-item takes (COLUMN, or fewer where their rows' running totals
     would not fit the device's local memory: 8 bytes a row a work-item, and one more
-    place), the most image rows they
-    cover and the most image columns a box covers, from ``reach`` (:func:`reaches`: a
-    box is at most twice as wide and tall) and the detector's size."""
+    place), the most image rows they cover and the most image columns a box covers,
+    from ``reach`` (:func:`reaches`: a box is at most twice as wide and tall) and the
+    detector's size."""
     n_rows, n_cols = geometry.detector_shape
     items = int(np.prod(BACKWARD_GROUP))
     columns = min(n_cols, int(np.ceil(2 * reach[0])) + 2)

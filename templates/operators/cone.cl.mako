@@ -260,7 +260,7 @@ ${args['cone_backward']}
     const int i = get_global_id(0), j = get_global_id(1);
     const int k0 = first_plane + get_global_id(2) * COLUMN;
 % if shared:
-    __local float2 rows_under[AT_ROWS + 1][AT_ITEMS];
+    __local float2 totals[AT_ROWS + 1][AT_ITEMS];
     const int item = get_local_id(1) * get_local_size(0) + get_local_id(0);
 % endif
     if (i >= nx || j >= ny || k0 >= nz)
@@ -303,7 +303,7 @@ ${args['cone_backward']}
         for (int c = 0; c < AT_COLS; c++)
             shares[c] = c < widths ? cone_share(low, high, c) : 0.0f;
         float2 running = (float2)(0.0f);  // the rows' sums so far, and its rounding error
-        rows_under[0][item] = running;
+        totals[0][item] = running;
         for (int d0 = 0; d0 < AT_ROWS; d0 += AT_BATCH) {
             if (r0 + d0 > r1)
                 break;
@@ -325,20 +325,20 @@ ${args['cone_backward']}
                     const float total = running.s0 + under[d], part = total - running.s0;
                     running = (float2)(total, running.s1 + ((running.s0 - (total - part))
                                                             + (under[d] - part)));
-                    rows_under[d0 + d + 1][item] = running;
+                    totals[d0 + d + 1][item] = running;
                 }
         }
         // The column's image at row position v, the integral of the rows' sums from row
-        // r0's edge to v, is rows_under interpolated at v (linear within a row); a voxel's
+        // r0's edge to v, is totals interpolated at v (linear within a row); a voxel's
         // sum is the difference of it at its box's edges, and each edge is its two
         // voxels', found once.
         const long top = (long)r0 << 32, bottom = (long)(r1 + 1) << 32;
         const int last = r1 - r0 + 1;
-        float2 before = cone_integral(rows_under, item, edge.s0 + k0 * edge.s1, top, bottom,
+        float2 before = cone_integral(totals, item, edge.s0 + k0 * edge.s1, top, bottom,
                                       last);
         #pragma unroll
         for (int n = 0; n < COLUMN; n++) {
-            const float2 after = cone_integral(rows_under, item,
+            const float2 after = cone_integral(totals, item,
                                                edge.s0 + (k0 + n + 1) * edge.s1, top, bottom,
                                                last);
             const float sum = (after.s0 - before.s0) + (after.s1 - before.s1);
