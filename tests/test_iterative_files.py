@@ -140,10 +140,11 @@ def test_ctrl_c_mid_run_resumes_to_the_same_volume(scan, tmp_path, cl_device):  
         "--center", repr(scan["center"]), "--method", "sirt", "--iterations", "120",
         "--chunk-slices", "1", "--device", cl_device.name, "--quiet"]
     out = tmp_path / "stopped"
-    code, err = stop_in_the_middle(argv + ["-o", str(out)], out, signal.SIGINT)
-    done = sorted(out.glob("slice_*.tif"))
     n_rows = scan["projections"].shape[1]
-    assert code == 130 and 2 <= len(done) < n_rows, err
+    code, err, seen = stop_in_the_middle(argv + ["-o", str(out)], out, signal.SIGINT, n_rows)
+    done = sorted(out.glob("slice_*.tif"))
+    assert code == 130 and 2 <= len(done) < n_rows, \
+        f"{len(done)} slices after a signal at {seen}: {err}"
     assert run(argv + ["-o", str(out), "--resume"])[0] == 0
     assert run(argv + ["-o", str(tmp_path / "whole")])[0] == 0
     np.testing.assert_array_equal(read_tiff_folder(out), read_tiff_folder(tmp_path / "whole"))
