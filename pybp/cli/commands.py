@@ -339,8 +339,14 @@ def main(argv=None):
             code = None
         finally:
             warnings.showwarning = shown
-        if code is None or (interrupts.count and code == 0):
+        if code is None:
             print("pybp: interrupted", file=sys.stderr)
+            code = EXIT_INTERRUPTED
+        elif interrupts.count and code == 0:
+            # the command ran to its end (the interrupt came as it ended, or something
+            # caught it and went on): say that its output is whole, as it is
+            print("pybp: interrupted, but the command had run to its end: its output is "
+                  "complete", file=sys.stderr)
             code = EXIT_INTERRUPTED
         return interrupts.code(code)
 
