@@ -140,10 +140,10 @@ def stop_in_the_middle(argv, folder, sig, total):
     """Start ``pybp reconstruct ARGV``, send ``sig`` once 2 of its ``total`` slices are on
     disk; return its exit code, its standard error and how many slices were there when
     the signal went. A run that ended before a look found 2, or whose look found all
-    ``total`` (it wrote them between two looks of this process: a CI run met it once),
-    is started again from nothing, twice at most, since the signal must come in the
-    middle; a run that was sent it in time and still wrote them all fails the caller's
-    test."""
+    ``total`` (this process was not scheduled while the run wrote them), is started
+    again from nothing, twice at most, since the signal must come in the middle; a run
+    that was sent it in time and still wrote them all fails the caller's test, naming
+    how many slices were there when the signal went."""
     for _ in range(3):
         shutil.rmtree(folder, ignore_errors=True)
         process = subprocess.Popen([sys.executable, "-m", "pybp", "reconstruct"] + argv,
