@@ -13,7 +13,8 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
 TUNING = ROOT / "tuning"
-KEPT = {"accuracy.py", "cone_accuracy.py", "cone_astra.py", "fan_astra.py", "limited_angle.py",
+KEPT = {"accuracy.py", "cone_accuracy.py", "cone_astra.py", "cone_pair.py", "fan_astra.py",
+        "limited_angle.py",
         "module_graph.py", "offline_compile.py", "oversample_error.py", "portability.py",
         "slab_parts.py", "startup_time.py", "tune.py", "units_accuracy.py"}
 
@@ -101,6 +102,32 @@ def test_cone_astra_runs_pybps_half():
         for row in ("forward A", "transpose A^T", "SIRT iteration", "CGLS iteration"):
             line = next(line for line in case.splitlines() if line.startswith(f"| {row}"))
             assert figures(line)[0] > 0, line
+
+
+def test_cone_pair_times_each_case_with_its_bits():
+    """The pair alone on issue 69's four cases at 16^3, each with its CRCs; a constant
+    set by --set reaches the pair (the gather's bits do not depend on its groups' size:
+    the same CRC with 32 work-items a group), and a name that is not one is refused."""
+    out = run("cone_pair.py", "--size", "16", "--repeats", "1")
+    rows = [line for line in out.splitlines() if line.startswith("| ") and "---" not in line][1:]
+    assert [row.split("|")[1].strip() for row in rows] == [
+        "standard", "pitch-1", "pitch-0.5", "laminography"], out
+    crcs = {}
+    for row in rows:
+        cells = [cell.strip() for cell in row.split("|")[1:-1]]
+        assert cells[1] in ("gather", "scatter")
+        assert float(cells[2].split()[0]) > 0 and float(cells[3].split()[0]) > 0, row
+        assert re.fullmatch(r"[0-9a-f]{8}", cells[4]) and re.fullmatch(r"[0-9a-f]{8}", cells[5])
+        crcs[cells[0]] = cells[4]
+    assert "gather" in [row.split("|")[2].strip() for row in rows if "pitch-1" in row]
+    out = run("cone_pair.py", "--size", "16", "--repeats", "1", "--cases", "pitch-1",
+              "--only", "A", "--set", "GATHER_ITEMS=32")
+    assert "settings: GATHER_ITEMS=32" in out
+    row = next(line for line in out.splitlines() if line.startswith("| pitch-1"))
+    assert row.split("|")[5].strip() == crcs["pitch-1"] and row.split("|")[4].strip() == "-"
+    refused = subprocess.run([sys.executable, str(TUNING / "cone_pair.py"), "--set", "NOPE=1"],
+                             capture_output=True, text=True, timeout=120)
+    assert refused.returncode == 2 and "a constant of pybp.cone.project" in refused.stderr
 
 
 def test_slab_parts_splits_a_quarter_limit_into_its_phases():
