@@ -55,13 +55,11 @@ for name, value in args.settings:
     setattr(project, name, value)
 
 n = args.size
+angles, detector = round(496 * n / 512), (round(960 * n / 512), round(1248 * n / 512))
 geometries = {
-    "standard": lambda: cone.geometry(n, round(496 * n / 512),
-                                      (round(960 * n / 512), round(1248 * n / 512))),
-    "pitch-1": lambda: cone.geometry(n, round(496 * n / 512),
-                                     (round(960 * n / 512), round(1248 * n / 512)), pitch=1.0),
-    "pitch-0.5": lambda: cone.geometry(n, round(496 * n / 512),
-                                       (round(960 * n / 512), round(1248 * n / 512)), pitch=0.5),
+    "standard": lambda: cone.geometry(n, angles, detector),
+    "pitch-1": lambda: cone.geometry(n, angles, detector, pitch=1.0),
+    "pitch-0.5": lambda: cone.geometry(n, angles, detector, pitch=0.5),
     "laminography": lambda: cone.laminography(n, round(512 * n / 512), (round(768 * n / 512),) * 2),
 }
 print(f"pybp from {pybp.__file__}; settings: "
